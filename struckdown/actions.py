@@ -1,0 +1,145 @@
+"""`[[@name:key|args]]` actions: Python functions that run without a model call.
+
+Built-ins: `@timestamp`, `@set`, `@fetch` (opt-in: STRUCKDOWN_ALLOW_FETCH=1).
+Users add their own with `register_action`. An action marked `side_effects=True`
+is a join point for pending guards (SPEC §4).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import inspect
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .syntax.nodes import Action
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    name: str
+    func: Callable[..., Any]
+    side_effects: bool = False
+    validate: Callable[[Action], None] = field(default=lambda node: None)
+
+    def check(self, node: Action) -> None:
+        self.validate(node)
+
+    @property
+    def wants_context(self) -> bool:
+        return "context" in inspect.signature(self.func).parameters
+
+
+class ActionRegistry:
+    def __init__(self) -> None:
+        self._actions: dict[str, ActionSpec] = {}
+
+    def register(
+        self,
+        name: str,
+        func: Callable[..., Any],
+        *,
+        side_effects: bool = False,
+        validate: Callable[[Action], None] | None = None,
+    ) -> None:
+        if not name.isidentifier():
+            raise ValueError(f"action names are identifiers, got {name!r}")
+        self._actions[name] = ActionSpec(name, func, side_effects, validate or (lambda node: None))
+
+    def get(self, name: str) -> ActionSpec:
+        return self._actions[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._actions
+
+    def names(self) -> list[str]:
+        return sorted(self._actions)
+
+
+def _timestamp(format: str | None = None) -> str:
+    now = _dt.datetime.now().astimezone()
+    return now.strftime(format) if format else now.isoformat(timespec="seconds")
+
+
+def _check_timestamp(node: Action) -> None:
+    for option in node.options:
+        if option.key not in ("format",):
+            raise ValueError("takes only format=\"…\" (a strftime string)")
+
+
+def _set(*values: Any, value: Any = None) -> Any:
+    if values and value is not None:
+        raise TypeError("@set takes one value")
+    if len(values) > 1:
+        return list(values)
+    return values[0] if values else value
+
+
+def _check_set(node: Action) -> None:
+    if node.key is None:
+        raise ValueError("needs a key: [[@set:name|value]]")
+    if any(o.key not in (None, "value") for o in node.options):
+        raise ValueError("takes a value: [[@set:name|value]] or [[@set:name|value=…]]")
+
+
+FETCH_TIMEOUT_S = 10.0
+FETCH_MAX_BYTES = 1_000_000
+
+
+def _fetch(url: str, timeout: float = FETCH_TIMEOUT_S, max_bytes: int = FETCH_MAX_BYTES) -> str:
+    """HTTP GET a page and return it as plain markdown-ish text (opt-in)."""
+    if os.environ.get("STRUCKDOWN_ALLOW_FETCH") != "1":
+        raise PermissionError("@fetch is disabled; set STRUCKDOWN_ALLOW_FETCH=1 to allow it")
+    if not re.match(r"https?://", url):
+        raise ValueError("@fetch takes http:// or https:// URLs only")
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - scheme checked above
+        raw = response.read(max_bytes + 1)[:max_bytes]
+        charset = response.headers.get_content_charset() or "utf-8"
+    return html_to_text(raw.decode(charset, errors="replace"))
+
+
+def html_to_text(html: str) -> str:
+    text = re.sub(r"(?is)<(script|style|noscript)\b.*?</\1>", "", html)
+    text = re.sub(r"(?i)<h([1-6])[^>]*>", lambda m: "\n" + "#" * int(m.group(1)) + " ", text)
+    text = re.sub(r"(?i)<(br|/p|/div|/li|/h[1-6]|/tr)[^>]*>", "\n", text)
+    text = re.sub(r"(?i)<li[^>]*>", "- ", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    import html as _html
+
+    text = _html.unescape(text)
+    return re.sub(r"\n\s*\n+", "\n\n", text).strip()
+
+
+def _check_fetch(node: Action) -> None:
+    if not node.options:
+        raise ValueError('needs a URL: [[@fetch:page|url="https://…"]]')
+
+
+default_actions = ActionRegistry()
+default_actions.register("timestamp", _timestamp, validate=_check_timestamp)
+default_actions.register("set", _set, validate=_check_set)
+default_actions.register("fetch", _fetch, validate=_check_fetch)
+
+
+def register_action(name: str, func: Callable[..., Any], *, side_effects: bool = False) -> None:
+    """Make `[[@name:key|args]]` call `func(*args, **kwargs)` (sync or async).
+
+    A function with a `context` parameter also receives the variables so far.
+    Mark anything that changes the world `side_effects=True`: pending guards are
+    joined before it runs.
+    """
+    default_actions.register(name, func, side_effects=side_effects)
+
+
+async def call_action(spec: ActionSpec, args: list[Any], kwargs: Mapping[str, Any], variables: Mapping[str, Any]) -> Any:
+    import anyio
+
+    extra = {"context": dict(variables)} if spec.wants_context else {}
+    if inspect.iscoroutinefunction(spec.func):
+        return await spec.func(*args, **kwargs, **extra)
+    return await anyio.to_thread.run_sync(lambda: spec.func(*args, **kwargs, **extra))

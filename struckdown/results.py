@@ -1,0 +1,150 @@
+"""Result and SlotResult (SPEC §2.5): what a run gives back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai.messages import ModelMessage
+
+if TYPE_CHECKING:
+    from .errors import Halted
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Requests, tool calls and tokens; summed per slot and per run."""
+
+    requests: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.requests + other.requests,
+            self.tool_calls + other.tool_calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "requests": self.requests,
+            "tool_calls": self.tool_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    tool_name: str
+    arguments: dict[str, Any]
+    output: Any
+    ok: bool
+    error: str | None
+    elapsed_ms: float
+    was_cached: bool
+
+
+@dataclass(frozen=True)
+class SlotResult:
+    key: str
+    type: str
+    output: Any
+    messages: tuple[ModelMessage, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    elapsed_ms: float = 0.0
+    cached: bool = False
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        from .render import jsonable
+
+        return {
+            "key": self.key,
+            "type": self.type,
+            "output": jsonable(self.output),
+            "usage": self.usage.to_dict(),
+            "elapsed_ms": round(self.elapsed_ms, 3),
+            "cached": self.cached,
+            "tool_calls": [
+                {
+                    "tool_name": c.tool_name,
+                    "arguments": jsonable(c.arguments),
+                    "output": jsonable(c.output),
+                    "ok": c.ok,
+                    "error": c.error,
+                    "was_cached": c.was_cached,
+                }
+                for c in self.tool_calls
+            ],
+        }
+
+
+class Result(Mapping[str, Any]):
+    """Read-only mapping slot key → output, in template order.
+
+    `result["a"]`, `result.a`, `dict(result)`; `result.results[key]` is the SlotResult.
+    """
+
+    __slots__ = ("results", "halted", "_order")
+
+    def __init__(
+        self,
+        results: Mapping[str, SlotResult],
+        order: tuple[str, ...] = (),
+        halted: Halted | None = None,
+    ) -> None:
+        rank = {k: i for i, k in enumerate(order)}
+        ordered = sorted(results, key=lambda k: rank.get(k, len(rank)))
+        object.__setattr__(self, "results", {k: results[k] for k in ordered})
+        object.__setattr__(self, "halted", halted)
+        object.__setattr__(self, "_order", order)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.results[key].output
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.results[name].output
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Result is read-only")
+
+    def __repr__(self) -> str:
+        return f"Result({dict(self)!r}{', halted' if self.halted else ''})"
+
+    @property
+    def response(self) -> Any:
+        """The last slot's output in template order (falsy values kept as they are)."""
+        if not self.results:
+            return None
+        return self.results[next(reversed(self.results))].output
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for slot in self.results.values():
+            total = total + slot.usage
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        from .render import jsonable
+
+        return {k: jsonable(v) for k, v in self.items()}

@@ -1,0 +1,273 @@
+"""One slot = one pydantic-ai Agent run with the slot's output type, limits and history."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import Agent, ModelRetry, RunContext
+from pydantic_ai.capabilities import PrepareTools
+from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.messages import (
+    FinalResultEvent,
+    FunctionToolCallEvent,
+    ModelMessage,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolCallPart,
+)
+from pydantic_ai.output import TextOutput
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import UsageLimits
+
+from ..compile import SlotPlan
+from ..errors import TemplateRuntimeError, ToolLimitExceeded
+from ..incremental import SlotStreamStart, ThinkingDelta, TokenDelta
+from ..render import evaluate
+from ..results import SlotResult, Usage
+from ..syntax.nodes import JinjaValue
+from ..types import OutputSpec, TypeRequest, build_output
+from .tools import ModelCallHook, SlotToolWrapper, ToolBox, clamp_limits, last_round_without_tools
+
+_AGENT: Agent[Any, Any] | None = None
+
+
+def shared_agent() -> Agent[Any, Any]:
+    """One model-less agent serves every slot; model, output type, tools and
+    instructions are all per-run arguments."""
+    global _AGENT
+    if _AGENT is None:
+        _AGENT = Agent(None, output_type=str, defer_model_check=True, retries=2)
+    return _AGENT
+
+
+@dataclass
+class SlotEnv:
+    """What a slot needs from its run (everything the caller passed reaches here)."""
+
+    emit: Callable[[Any], Awaitable[None]]
+    join_guards: Callable[[], Awaitable[None]]
+    before_model_call: Callable[[], Awaitable[None]]
+    resolve_model: Callable[[str | None], Any]
+    toolbox: ToolBox
+    deps: Any
+    limits: UsageLimits | None
+    settings: Mapping[str, Any] | None
+    stream: bool
+    streaming_now: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A plan with its `{{ … }}` option values evaluated."""
+
+    positional: tuple[str, ...]
+    type_options: dict[str, Any]
+    settings: dict[str, Any]
+    control: dict[str, Any]
+
+
+def resolve_plan(plan: SlotPlan, variables: Mapping[str, Any]) -> Resolved:
+    from ..syntax import options as opts
+
+    def value(v: Any) -> Any:
+        return evaluate(v.expression, variables) if isinstance(v, JinjaValue) else v
+
+    positional: list[str] = []
+    for item in plan.positional:
+        got = value(item)
+        if isinstance(item, JinjaValue) and isinstance(got, (list, tuple)):
+            positional += [str(x) for x in got]
+        elif isinstance(item, JinjaValue) and isinstance(got, str) and "," in got:
+            positional += [p.strip() for p in got.split(",") if p.strip()]
+        else:
+            positional.append(str(got))
+    resolved: dict[str, dict[str, Any]] = {}
+    for family, items in (("type", plan.type_options), ("settings", plan.settings), ("control", plan.control)):
+        resolved[family] = {}
+        for key, raw in items.items():
+            got = value(raw)
+            if isinstance(raw, JinjaValue):
+                try:
+                    got = opts.check_option(key, got)
+                except ValueError as exc:
+                    raise TemplateRuntimeError(
+                        f"slot {plan.key!r}: option {key}={{{{ {raw.expression} }}}} gave {got!r}: {exc}"
+                    ) from None
+            resolved[family][key] = got
+    return Resolved(tuple(positional), resolved["type"], resolved["settings"], resolved["control"])
+
+
+def output_for(plan: SlotPlan, resolved: Resolved) -> OutputSpec:
+    from ..types import TypeBuildError
+
+    request = TypeRequest(
+        plan.slot.type_name,
+        resolved.positional if plan.slot.type_name in ("pick", "score") or resolved.positional else (),
+        resolved.type_options,
+        plan.slot.quantifier,
+        plan.slot.required,
+    )
+    try:
+        return build_output(request)
+    except TypeBuildError as exc:
+        raise TemplateRuntimeError(f"slot {plan.key!r}: {exc}") from None
+
+
+def model_settings(base: Mapping[str, Any] | None, slot: Mapping[str, Any]) -> ModelSettings:
+    merged: dict[str, Any] = dict(base or {})
+    for key in ("temperature", "max_tokens", "seed", "top_p"):
+        if key in slot:
+            merged[key] = slot[key]
+    if "thinking" in slot:
+        merged["thinking"] = False if slot["thinking"] == "off" else slot["thinking"]
+    return ModelSettings(**merged)  # type: ignore[typeddict-item]
+
+
+def _text_output(spec: OutputSpec) -> Any:
+    def check(text: str) -> str:
+        try:
+            return spec.check_text(text)
+        except ValueError as exc:
+            raise ModelRetry(str(exc)) from None
+
+    return TextOutput(check)
+
+
+def _usage(run_usage: Any) -> Usage:
+    return Usage(
+        requests=run_usage.requests,
+        tool_calls=run_usage.tool_calls,
+        input_tokens=run_usage.input_tokens or 0,
+        output_tokens=run_usage.output_tokens or 0,
+    )
+
+
+async def run_model_slot(
+    env: SlotEnv,
+    plan: SlotPlan,
+    resolved: Resolved,
+    spec: OutputSpec,
+    *,
+    history: list[ModelMessage],
+    prompt: str | None,
+    instructions: str | None,
+    is_guard: bool = False,
+) -> SlotResult:
+    key = plan.key
+    started = time.perf_counter()
+    use_tools = bool(resolved.control.get("use_tools")) and env.toolbox.toolset is not None
+    if resolved.control.get("use_tools") and env.toolbox.toolset is None:
+        raise TemplateRuntimeError(
+            f"slot {key!r} has use_tools=true but no tools were given; pass tools=[…] (or --tools FILE.py)"
+        )
+    limits = clamp_limits(env.limits, resolved.control.get("max_iter"), resolved.control.get("max_calls"), key)
+    capabilities: list[Any] = []
+    if not is_guard:
+        capabilities.append(ModelCallHook(env.before_model_call))
+    wrapper: SlotToolWrapper | None = None
+    toolsets = None
+    if use_tools:
+        if not env.toolbox.all_readonly:
+            await env.join_guards()
+        wrapper = SlotToolWrapper(key, env.emit, env.join_guards, env.toolbox.readonly_names)
+        capabilities.append(wrapper)
+        if resolved.control.get("max_iter") is not None and limits.request_limit is not None:
+            capabilities.append(PrepareTools(last_round_without_tools(limits.request_limit)))
+        toolsets = [env.toolbox.toolset]
+    output_type = _text_output(spec) if spec.is_text else spec.output_type
+    streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text and not is_guard else None
+    try:
+        run = await shared_agent().run(
+            prompt,
+            output_type=output_type,
+            message_history=history or None,
+            model=env.resolve_model(resolved.settings.get("model")),
+            instructions=instructions,
+            deps=env.deps,
+            model_settings=model_settings(env.settings, resolved.settings),
+            usage_limits=limits,
+            toolsets=toolsets,
+            capabilities=capabilities,
+            event_stream_handler=streamer.handle if streamer else None,
+        )
+    except UsageLimitExceeded as exc:
+        if isinstance(exc, ToolLimitExceeded):
+            raise
+        raise ToolLimitExceeded(key, str(exc)) from exc
+    if streamer is not None:
+        await streamer.flush()
+    value = spec.to_value(run.output)
+    return SlotResult(
+        key=key,
+        type=plan.slot.type_name,
+        output=value,
+        messages=tuple(run.all_messages()),
+        usage=_usage(run.usage),
+        elapsed_ms=(time.perf_counter() - started) * 1000,
+        cached=False,
+        tool_calls=tuple(wrapper.calls) if wrapper else (),
+    )
+
+
+class _Streamer:
+    """Turns pydantic-ai stream events into TokenDelta/ThinkingDelta events.
+
+    The first token waits for pending guards (a join point). In a tool slot the
+    text of each response is held until the response proves final (no tool call
+    follows), so only the final answer streams.
+    """
+
+    def __init__(self, env: SlotEnv, slot: str, *, buffer_text: bool) -> None:
+        self.env, self.slot, self.buffer_text = env, slot, buffer_text
+        self.accumulated = ""
+        self.held: list[str] = []
+        self.started = False
+
+    async def handle(self, ctx: RunContext[Any], events: AsyncIterable[Any]) -> None:
+        async for event in events:
+            if isinstance(event, PartStartEvent):
+                if isinstance(event.part, TextPart):
+                    await self._text(event.part.content)
+                elif isinstance(event.part, ThinkingPart) and event.part.content:
+                    await self.env.emit(ThinkingDelta(self.slot, event.part.content))
+                elif isinstance(event.part, ToolCallPart):
+                    self.held.clear()
+            elif isinstance(event, PartDeltaEvent):
+                if isinstance(event.delta, TextPartDelta):
+                    await self._text(event.delta.content_delta)
+                elif isinstance(event.delta, ThinkingPartDelta) and event.delta.content_delta:
+                    await self.env.emit(ThinkingDelta(self.slot, event.delta.content_delta))
+            elif isinstance(event, FunctionToolCallEvent):
+                self.held.clear()
+            elif isinstance(event, FinalResultEvent):
+                pass
+        await self.flush()
+
+    async def _text(self, delta: str) -> None:
+        if not delta:
+            return
+        if self.buffer_text:
+            self.held.append(delta)
+        else:
+            await self._emit(delta)
+
+    async def flush(self) -> None:
+        held, self.held = self.held, []
+        for delta in held:
+            await self._emit(delta)
+
+    async def _emit(self, delta: str) -> None:
+        if not self.started:
+            await self.env.join_guards()
+            self.started = True
+            self.env.streaming_now.add(self.slot)
+            await self.env.emit(SlotStreamStart(self.slot))
+        self.accumulated += delta
+        await self.env.emit(TokenDelta(self.slot, delta, self.accumulated))

@@ -1,0 +1,194 @@
+"""Agent-slot tools: readonly marking, the per-slot call wrapper and the budget.
+
+The wrapper is a pydantic-ai capability passed per slot run. It gives every call
+`ToolStarted`/`ToolCompleted` events, runs identical calls once (single flight,
+per slot), waits for pending guards before any tool that is not `@readonly`, and
+turns a raising tool into the string `"<ExceptionClass>: <message>"` the model
+can read. pydantic-ai already validates arguments (an invented argument is sent
+back as a retry before the call) and runs sync tools in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import warnings
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic_ai import ModelRetry, RunContext, Tool
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.usage import UsageLimits
+
+from ..incremental import ToolCompleted, ToolStarted
+from ..results import ToolCall
+
+logger = logging.getLogger("struckdown")
+
+READONLY_ATTR = "__struckdown_readonly__"
+DEFAULT_CEILING = UsageLimits(request_limit=20, tool_calls_limit=20, output_tokens_limit=250_000)
+
+T = TypeVar("T")
+
+
+def readonly(tool: T) -> T:
+    """Mark a tool (function or `pydantic_ai.Tool`) as free of side effects.
+
+    A tool slot whose tools are all readonly may run beside a pending guard; any
+    other tool slot waits for the guard's verdict first.
+    """
+    setattr(tool, READONLY_ATTR, True)
+    if isinstance(tool, Tool):
+        setattr(tool.function, READONLY_ATTR, True)
+    return tool
+
+
+def is_readonly(tool: Any) -> bool:
+    if getattr(tool, READONLY_ATTR, False):
+        return True
+    return isinstance(tool, Tool) and bool(getattr(tool.function, READONLY_ATTR, False))
+
+
+def tool_name(tool: Any) -> str:
+    return tool.name if isinstance(tool, Tool) else tool.__name__
+
+
+@dataclass(frozen=True)
+class ToolBox:
+    """The caller's tools, prepared once per run."""
+
+    toolset: FunctionToolset[Any] | None
+    readonly_names: frozenset[str]
+    names: tuple[str, ...]
+
+    @classmethod
+    def build(cls, tools: Sequence[Any]) -> ToolBox:
+        if not tools:
+            return cls(None, frozenset(), ())
+        toolset: FunctionToolset[Any] = FunctionToolset(list(tools))
+        names = tuple(tool_name(t) for t in tools)
+        return cls(toolset, frozenset(tool_name(t) for t in tools if is_readonly(t)), names)
+
+    @property
+    def all_readonly(self) -> bool:
+        return set(self.names) <= self.readonly_names
+
+
+def clamp_limits(
+    ceiling: UsageLimits | None, max_iter: int | None, max_calls: int | None, slot: str
+) -> UsageLimits:
+    """The caller's ceiling, lowered (never raised) by the template's max_iter/max_calls."""
+    base = ceiling or DEFAULT_CEILING
+    request_limit = _lower(base.request_limit, max_iter, "max_iter", slot)
+    tool_calls_limit = _lower(base.tool_calls_limit, max_calls, "max_calls", slot)
+    return UsageLimits(
+        request_limit=request_limit,
+        tool_calls_limit=tool_calls_limit,
+        input_tokens_limit=base.input_tokens_limit,
+        output_tokens_limit=base.output_tokens_limit,
+        total_tokens_limit=base.total_tokens_limit,
+    )
+
+
+def _lower(ceiling: int | None, asked: int | None, option: str, slot: str) -> int | None:
+    if asked is None:
+        return ceiling
+    if ceiling is not None and asked > ceiling:
+        message = (
+            f"template asked for {option}={asked} but the caller's ceiling is {ceiling}; using {ceiling}"
+        )
+        logger.warning("slot %s: %s", slot, message)
+        warnings.warn(message, UserWarning, stacklevel=2)
+        return ceiling
+    return asked
+
+
+def last_round_without_tools(request_limit: int) -> Callable[[RunContext[Any], list[ToolDefinition]], list[ToolDefinition]]:
+    """On the last permitted request, offer no gathering tools, so the model must answer."""
+
+    def prepare(ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        return [] if ctx.run_step >= request_limit else tool_defs
+
+    return prepare
+
+
+Emit = Callable[[Any], Awaitable[None]]
+
+
+def _canonical(arguments: Any) -> str:
+    return json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":"))
+
+
+@dataclass
+class SlotToolWrapper(AbstractCapability[Any]):
+    """Per-slot tool interception: events, single-flight cache, guard join, errors."""
+
+    slot: str
+    emit: Emit
+    join_guards: Callable[[], Awaitable[None]]
+    readonly_names: frozenset[str]
+    calls: list[ToolCall] = field(default_factory=list)
+    _inflight: dict[tuple[str, str], asyncio.Future[tuple[Any, bool, str | None]]] = field(default_factory=dict)
+
+    async def wrap_tool_execute(  # type: ignore[override]
+        self, ctx: RunContext[Any], *, call: Any, tool_def: ToolDefinition, args: Any, handler: Any
+    ) -> Any:
+        arguments = dict(args) if isinstance(args, dict) else {"value": args}
+        key = (call.tool_name, _canonical(arguments))
+        await self.emit(ToolStarted(self.slot, call.tool_name, arguments))
+        started = time.perf_counter()
+        future = self._inflight.get(key)
+        was_cached = future is not None
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self._inflight[key] = future
+            await self._execute(future, key, call.tool_name, args, handler)
+        output, ok, error = await asyncio.shield(future)
+        elapsed = (time.perf_counter() - started) * 1000
+        self.calls.append(ToolCall(call.tool_name, arguments, output, ok, error, elapsed, was_cached))
+        await self.emit(
+            ToolCompleted(self.slot, call.tool_name, arguments, output, ok, error, elapsed, was_cached)
+        )
+        return output
+
+    async def _execute(
+        self,
+        future: asyncio.Future[tuple[Any, bool, str | None]],
+        key: tuple[str, str],
+        name: str,
+        args: Any,
+        handler: Any,
+    ) -> None:
+        try:
+            if name not in self.readonly_names:
+                await self.join_guards()
+            output = await handler(args)
+            future.set_result((output, True, None))
+        except ModelRetry as exc:
+            del self._inflight[key]  # a retry is not an answer to cache
+            future.set_exception(exc)
+            future.exception()  # mark retrieved; waiters re-raise it
+        except Exception as exc:  # a failing tool is information for the model
+            error = f"{type(exc).__name__}: {exc}"
+            future.set_result((error, False, error))
+        except BaseException:
+            del self._inflight[key]
+            future.cancel()
+            raise
+
+
+@dataclass
+class ModelCallHook(AbstractCapability[Any]):
+    """Runs before each model request of a slot: the guard join point "second call
+    after the guard started"."""
+
+    before_call: Callable[[], Awaitable[None]]
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:  # type: ignore[override]
+        await self.before_call()
+        return request_context

@@ -1,0 +1,131 @@
+"""Checks over a whole parsed template that no single grammar rule can make."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import jinja2
+
+from ..errors import TemplateSyntaxError
+from .nodes import Action, If, Instructions, Node, Slot, Text, Together, Turn
+
+
+class SourceMap:
+    """Turns (line, column) into a positioned TemplateSyntaxError with the source line."""
+
+    def __init__(self, text: str, filename: str | None) -> None:
+        self.text = text
+        self.filename = filename
+        self._lines = text.splitlines()
+
+    def error(self, message: str, line: int, column: int, hint: str | None = None) -> TemplateSyntaxError:
+        source_line = self._lines[line - 1] if 0 < line <= len(self._lines) else ""
+        return TemplateSyntaxError(
+            message, line=line, column=column, source_line=source_line, hint=hint, filename=self.filename
+        )
+
+    def for_file(self, filename: str | None) -> SourceMap:
+        if filename == self.filename or filename is None:
+            return self
+        with open(filename, encoding="utf-8") as handle:
+            return SourceMap(handle.read(), filename)
+
+
+def walk(nodes: tuple[Node, ...]) -> Iterator[Node]:
+    """Every node, depth first, in document order."""
+    for node in nodes:
+        yield node
+        if isinstance(node, (Instructions, Turn, Together)):
+            yield from walk(node.body)
+        elif isinstance(node, If):
+            for branch in node.branches:
+                yield from walk(branch.body)
+
+
+def check_structure(nodes: tuple[Node, ...], src: SourceMap) -> None:
+    _check_keys(nodes, set(), src)
+    for node in walk(nodes):
+        if isinstance(node, Text):
+            _check_jinja(node, src)
+        elif isinstance(node, Together):
+            _check_together(node, src)
+        elif isinstance(node, Action):
+            _check_action(node, src)
+
+
+def _error(src: SourceMap, node: Node, message: str, hint: str | None = None) -> TemplateSyntaxError:
+    return src.for_file(node.pos.filename).error(message, node.pos.line, node.pos.column, hint)
+
+
+def _check_keys(nodes: tuple[Node, ...], seen: set[str], src: SourceMap) -> None:
+    """Duplicate answer keys are errors, except in exclusive branches of one {% if %}."""
+    for node in nodes:
+        key = node.key if isinstance(node, (Slot, Action)) else None
+        if key is not None:
+            if key in seen:
+                raise _error(src, node, f"duplicate slot key {key!r}", "each answer needs its own name")
+            seen.add(key)
+        if isinstance(node, Together):
+            _check_keys(node.body, seen, src)
+        elif isinstance(node, If):
+            added: set[str] = set()
+            for branch in node.branches:
+                branch_seen = set(seen)
+                _check_keys(branch.body, branch_seen, src)
+                added |= branch_seen - seen
+            seen |= added
+
+
+def _check_jinja(node: Text, src: SourceMap) -> None:
+    from ..render import compile_text
+
+    try:
+        compile_text(node.source)
+    except jinja2.TemplateSyntaxError as exc:
+        line = node.pos.line + (exc.lineno or 1) - 1
+        column = node.pos.column if line == node.pos.line else 1
+        raise src.for_file(node.pos.filename).error(
+            f"invalid Jinja: {exc.message}", line, column
+        ) from None
+
+
+def _check_together(block: Together, src: SourceMap) -> None:
+    from ..render import referenced_names
+
+    siblings = {n.key for n in block.body if isinstance(n, Slot)}
+    for node in block.body:
+        names: frozenset[str] = frozenset()
+        if isinstance(node, Text):
+            names = referenced_names(node.source)
+        elif isinstance(node, Slot):
+            from .nodes import JinjaValue
+            from ..render import expression_names
+
+            for option in node.options:
+                if isinstance(option.value, JinjaValue):
+                    names |= expression_names(option.value.expression)
+        clash = sorted(names & siblings)
+        if clash:
+            raise _error(
+                src,
+                node,
+                f"inside <together>, {clash[0]!r} refers to a sibling slot",
+                "slots in a <together> block run at the same time and cannot see each other; "
+                "move the reference after </together>",
+            )
+
+
+def _check_action(node: Action, src: SourceMap) -> None:
+    from ..actions import default_actions
+
+    if node.name not in default_actions:
+        raise _error(
+            src,
+            node,
+            f"unknown action @{node.name}",
+            f"known actions: {', '.join('@' + n for n in default_actions.names())}",
+        )
+    try:
+        default_actions.get(node.name).check(node)
+    except ValueError as exc:
+        raise _error(src, node, f"@{node.name}: {exc}") from None

@@ -1,0 +1,100 @@
+"""Which options a slot accepts, and checking their values at parse time.
+
+Options fall in three families (SPEC §2.3): model settings, type options and
+control options. Values written as `{{ … }}` are checked when the slot runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .nodes import JinjaValue
+
+THINKING_LEVELS = ("off", "low", "medium", "high")
+
+
+def _number(lo: float | None = None, hi: float | None = None) -> Callable[[Any], float]:
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("expected a number")
+        if lo is not None and value < lo or hi is not None and value > hi:
+            raise ValueError(f"expected a number between {lo} and {hi}")
+        return float(value)
+
+    return check
+
+
+def _integer(lo: int | None = None) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("expected a whole number")
+        if lo is not None and value < lo:
+            raise ValueError(f"expected a whole number of at least {lo}")
+        return value
+
+    return check
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("expected true or false")
+    return value
+
+
+def _string(value: Any) -> str:
+    if isinstance(value, bool):
+        raise ValueError("expected text")
+    return str(value)
+
+
+def _thinking(value: Any) -> str:
+    text = str(value).lower() if not isinstance(value, bool) else ("high" if value else "off")
+    if text not in THINKING_LEVELS:
+        raise ValueError(f"expected one of {', '.join(THINKING_LEVELS)}")
+    return text
+
+
+MODEL_SETTINGS: Mapping[str, Callable[[Any], Any]] = {
+    "temperature": _number(0, 2),
+    "max_tokens": _integer(1),
+    "seed": _integer(),
+    "top_p": _number(0, 1),
+    "model": _string,
+    "thinking": _thinking,
+}
+
+TYPE_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
+    "required": _boolean,
+    "min": lambda v: v if not isinstance(v, bool) else _string(v),
+    "max": lambda v: v if not isinstance(v, bool) else _string(v),
+    "min_length": _integer(0),
+    "max_length": _integer(0),
+    "pattern": _string,
+}
+
+CONTROL_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
+    "use_tools": _boolean,
+    "max_iter": _integer(1),
+    "max_calls": _integer(0),
+    "when": _boolean,
+}
+
+
+def check_option(key: str, value: Any) -> Any:
+    """Validate one keyed option value; raises ValueError with a readable reason."""
+    if isinstance(value, JinjaValue):
+        return value
+    for family in (MODEL_SETTINGS, TYPE_OPTIONS, CONTROL_OPTIONS):
+        if key in family:
+            return family[key](value)
+    raise KeyError(key)
+
+
+def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
+    """Every keyed option a slot of this type accepts (for messages and hints)."""
+    keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
+    keys += ["use_tools", "max_iter", "max_calls"]
+    if type_name == "halt":
+        keys.append("when")
+    return keys

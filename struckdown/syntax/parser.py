@@ -1,0 +1,557 @@
+"""Template text → AST, with every error positioned before any model call.
+
+One Lark grammar (`grammar/struckdown.lark`) does the parsing; this module turns
+its tree into frozen AST nodes, inlines includes and checks what a grammar
+cannot: names, option keys and values, nesting rules, duplicate keys, Jinja.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from ..errors import TemplateSyntaxError
+from . import options as opts
+from .checks import SourceMap, check_structure
+from .nodes import (
+    Action,
+    Branch,
+    Checkpoint,
+    If,
+    Instructions,
+    JinjaValue,
+    Node,
+    Option,
+    Pos,
+    Slot,
+    Template,
+    Text,
+    Together,
+    Turn,
+)
+
+_GRAMMAR_NAME = "struckdown.lark"
+
+
+def grammar_path() -> Path:
+    """The grammar ships inside the wheel; in a source checkout it lives in grammar/."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "grammar" / _GRAMMAR_NAME, here.parent / "grammar" / _GRAMMAR_NAME):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(f"struckdown grammar {_GRAMMAR_NAME} not found near {here}")
+
+
+@lru_cache(maxsize=1)
+def _lark() -> Lark:
+    return Lark(
+        grammar_path().read_text(encoding="utf-8"),
+        parser="lalr",
+        lexer="contextual",
+        propagate_positions=True,
+        maybe_placeholders=False,
+    )
+
+
+_TAG_NAMES = {
+    "SYSTEM_CLOSE": "</system>",
+    "HEADER_CLOSE": "</header>",
+    "USER_CLOSE": "</user>",
+    "ASSISTANT_CLOSE": "</assistant>",
+    "TOGETHER_CLOSE": "</together>",
+    "ENDIF_TAG": "{% endif %}",
+    "ENDFOR_TAG": "{% endfor %}",
+    "ELSE_TAG": "{% else %}",
+    "ELIF_TAG": "{% elif %}",
+    "SLOT_CLOSE": "]]",
+}
+_OPENERS = {
+    "SYSTEM_CLOSE": "<system>",
+    "HEADER_CLOSE": "<header>",
+    "USER_CLOSE": "<user>",
+    "ASSISTANT_CLOSE": "<assistant>",
+    "TOGETHER_CLOSE": "<together>",
+    "ENDIF_TAG": "{% if %}",
+    "ENDFOR_TAG": "{% for %}",
+    "ELSE_TAG": "{% if %}",
+    "ELIF_TAG": "{% if %}",
+}
+_SLOT_HINT = "slots look like [[name]], [[type:name]] or [[type:name|option, key=value]]"
+
+
+class _Builder:
+    """Walks the Lark tree of one file and builds AST nodes."""
+
+    def __init__(self, source: str, filename: str | None, includes: _IncludeResolver) -> None:
+        self.src = SourceMap(source, filename)
+        self.filename = filename
+        self.includes = includes
+
+    def pos(self, item: Token | Tree[Any]) -> Pos:
+        if isinstance(item, Token):
+            return Pos(item.line or 1, item.column or 1, self.filename)
+        return Pos(item.meta.line, item.meta.column, self.filename)
+
+    def error(self, message: str, pos: Pos, hint: str | None = None) -> TemplateSyntaxError:
+        return self.src.error(message, pos.line, pos.column, hint)
+
+    # -- sequences -------------------------------------------------------
+    def items(self, children: Sequence[Token | Tree[Any]]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for child in children:
+            for node in self.item(child):
+                if isinstance(node, Text) and out and isinstance(out[-1], Text):
+                    out[-1] = Text(out[-1].source + node.source, out[-1].pos)
+                else:
+                    out.append(node)
+        return tuple(out)
+
+    def item(self, child: Token | Tree[Any]) -> list[Node]:
+        if isinstance(child, Token):
+            kind = child.type
+            if kind == "TEXT":
+                return [Text(str(child), self.pos(child))]
+            if kind == "COMMENT":
+                return []
+            if kind == "CHECKPOINT":
+                return [self.checkpoint(child)]
+            if kind == "INCLUDE":
+                return list(self.include(child))
+            raise self.error(f"unexpected {child!s}", self.pos(child))
+        handler = getattr(self, f"tree_{child.data}")
+        result = handler(child)
+        return result if isinstance(result, list) else [result]
+
+    # -- leaves ----------------------------------------------------------
+    def checkpoint(self, token: Token) -> Checkpoint:
+        match = re.match(r"<(\w+)\s*/?>(.*?)(?:</\w+\s*>)?$", str(token), re.S)
+        name = (match.group(2).strip() if match else "") or None
+        return Checkpoint(name, self.pos(token))
+
+    def include(self, token: Token) -> tuple[Node, ...]:
+        match = re.search(r"src\s*=\s*(?:\"([^\"]*)\"|'([^']*)')", str(token))
+        assert match is not None
+        src = match.group(1) if match.group(1) is not None else match.group(2)
+        pos = self.pos(token)
+        try:
+            return self.includes.load(src, self.filename)
+        except TemplateSyntaxError:
+            raise
+        except _IncludeError as exc:
+            raise self.error(str(exc), pos, exc.hint) from None
+
+    # -- blocks ----------------------------------------------------------
+    def _tagged(self, tree: Tree[Any]) -> tuple[Token, tuple[Node, ...]]:
+        opener = tree.children[0]
+        return opener, self.items(tree.children[1:-1])
+
+    def _instructions(self, tree: Tree[Any], kind: str) -> Instructions:
+        opener, body = self._tagged(tree)
+        words = str(opener).strip("<>").split()[1:]
+        scope, mode = "global", "append"
+        for word in words:
+            if word in ("global", "local"):
+                scope = word
+            elif word in ("append", "replace"):
+                mode = word
+            else:
+                raise self.error(
+                    f"unknown <{kind}> modifier {word!r}",
+                    self.pos(opener),
+                    "modifiers are: local, global, append, replace",
+                )
+        self._only_text(body, f"<{kind}>")
+        return Instructions(kind, body, scope, mode, self.pos(opener))  # type: ignore[arg-type]
+
+    def tree_system(self, tree: Tree[Any]) -> Instructions:
+        return self._instructions(tree, "system")
+
+    def tree_header(self, tree: Tree[Any]) -> Instructions:
+        return self._instructions(tree, "header")
+
+    def _turn(self, tree: Tree[Any], role: str) -> Turn:
+        opener, body = self._tagged(tree)
+        self._only_text(body, f"<{role}>")
+        return Turn(role, body, self.pos(opener))  # type: ignore[arg-type]
+
+    def tree_user(self, tree: Tree[Any]) -> Turn:
+        return self._turn(tree, "user")
+
+    def tree_assistant(self, tree: Tree[Any]) -> Turn:
+        return self._turn(tree, "assistant")
+
+    def tree_together(self, tree: Tree[Any]) -> Together:
+        opener, body = self._tagged(tree)
+        for node in body:
+            if not isinstance(node, (Text, Slot)):
+                raise self.error(
+                    "only text and slots may appear inside <together>",
+                    node.pos,
+                    "move tags, actions and conditions outside the <together> block",
+                )
+        return Together(body, self.pos(opener))
+
+    def _only_text(self, body: tuple[Node, ...], where: str) -> None:
+        for node in body:
+            if not isinstance(node, Text):
+                raise self.error(f"only text may appear inside {where}", node.pos)
+
+    def tree_body(self, tree: Tree[Any]) -> tuple[Node, ...]:
+        return self.items(tree.children)
+
+    def tree_if_block(self, tree: Tree[Any]) -> list[Node]:
+        children = tree.children
+        branches: list[Branch] = []
+        raw: list[str] = []  # the block as text, in case it holds no structure
+        cond = _tag_expression(children[0], "if")
+        body = self.tree_body(children[1])
+        branches.append(Branch(cond, body, self.pos(children[0])))
+        raw += [str(children[0]), *_texts(body)]
+        for part in children[2:-1]:
+            tag, part_body = part.children[0], self.tree_body(part.children[1])
+            cond = _tag_expression(tag, "elif") if part.data == "elif_branch" else None
+            branches.append(Branch(cond, part_body, self.pos(tag)))
+            raw += [str(tag), *_texts(part_body)]
+        raw.append(str(children[-1]))
+        pos = self.pos(children[0])
+        for branch in branches:
+            if branch.condition is not None:
+                self.check_expression(branch.condition, branch.pos)
+        if all(isinstance(n, Text) for b in branches for n in b.body):
+            return [Text("".join(raw), pos)]
+        for branch in branches:
+            for node in branch.body:
+                if isinstance(node, Checkpoint):
+                    raise self.error(
+                        "a checkpoint cannot be inside {% if %}",
+                        node.pos,
+                        "segments are fixed; put the condition inside the segment instead",
+                    )
+        return [If(tuple(branches), pos)]
+
+    def tree_for_block(self, tree: Tree[Any]) -> list[Node]:
+        opener, body_tree, closer = tree.children
+        body = self.tree_body(body_tree)
+        if all(isinstance(n, Text) for n in body):
+            return [Text(str(opener) + "".join(_texts(body)) + str(closer), self.pos(opener))]
+        first = next(n for n in body if not isinstance(n, Text))
+        raise self.error(
+            "{% for %} around a slot or tag is not supported",
+            first.pos,
+            "use a list slot such as [[item*]] or [[type{3}:name]], or complete_batch() over inputs",
+        )
+
+    # -- slots -----------------------------------------------------------
+    def tree_slot(self, tree: Tree[Any]) -> Node:
+        head = next(c for c in tree.children if isinstance(c, Tree) and c.data == "head")
+        option_tree = next(
+            (c for c in tree.children if isinstance(c, Tree) and c.data == "options"), None
+        )
+        options = self.options(option_tree) if option_tree is not None else ()
+        pos = self.pos(tree)
+        toks = list(head.children)
+        bang = bool(toks) and toks[0].type == "BANG"
+        if bang:
+            toks.pop(0)
+        at = bool(toks) and toks[0].type == "AT"
+        if at:
+            toks.pop(0)
+        idents = [t for t in toks if t.type == "IDENT"]
+        quants = [(i, t) for i, t in enumerate(toks) if t.type == "QUANT"]
+        has_colon = any(t.type == "COLON" for t in toks)
+        if at:
+            if bang or quants:
+                raise self.error("actions take no '!' or quantifier", pos)
+            key = str(idents[1]) if has_colon else None
+            return Action(str(idents[0]), key, options, pos)
+        if len(quants) > 1:
+            raise self.error("a slot takes one quantifier", self.pos(quants[1][1]))
+        quantifier = _quantifier(str(quants[0][1])) if quants else None
+        if quants and quantifier is None:
+            raise self.error("quantifier {m,n} needs m <= n", self.pos(quants[0][1]))
+        if has_colon:
+            type_name, key = str(idents[0]), str(idents[1])
+            type_pos = self.pos(idents[0])
+        else:
+            type_name, key = "respond", str(idents[0])
+            type_pos = pos
+            if _is_type_name(key):
+                raise self.error(
+                    f"[[{key}]] is ambiguous: {key!r} is a type name",
+                    self.pos(idents[0]),
+                    f"name the answer: [[{key}:my_{key}]], or pick another name: [[{key}_answer]]",
+                )
+        return self.slot(key, type_name, type_pos, quantifier, bang, options, pos)
+
+    def slot(
+        self,
+        key: str,
+        type_name: str,
+        type_pos: Pos,
+        quantifier: tuple[int, int | None] | None,
+        bang: bool,
+        options: tuple[Option, ...],
+        pos: Pos,
+    ) -> Slot:
+        from ..types import allowed_type_options, default_registry, takes_positional
+
+        if type_name not in default_registry:
+            raise self.error(
+                f"unknown type {type_name!r}",
+                type_pos,
+                _close_match(type_name, default_registry.names(), "known types"),
+            )
+        type_opts = allowed_type_options(type_name)
+        required = bang
+        positional = [o for o in options if o.key is None]
+        if positional and not takes_positional(type_name):
+            hint = (
+                f"did you mean [[{key}:answer|…]]?"
+                if type_name == "respond" and _is_type_name(key)
+                else f"{type_name} slots take only key=value options"
+            )
+            raise self.error(f"{type_name} takes no positional options", positional[0].pos, hint)
+        if type_name == "pick" and not positional:
+            raise self.error("pick needs choices: [[pick:name|a, b, c]]", pos)
+        seen: set[str] = set()
+        for option in options:
+            if option.key is None:
+                continue
+            if option.key in seen:
+                raise self.error(f"option {option.key!r} given twice", option.pos)
+            seen.add(option.key)
+            valid = opts.valid_keys(type_name, type_opts)
+            if option.key not in valid or (
+                option.key in opts.TYPE_OPTIONS and option.key != "required" and option.key not in type_opts
+            ):
+                raise self.error(
+                    f"unknown option {option.key!r} for a {type_name} slot",
+                    option.pos,
+                    _close_match(option.key, valid, "valid options"),
+                )
+            try:
+                value = opts.check_option(option.key, option.value)
+            except ValueError as exc:
+                raise self.error(f"bad value for {option.key}: {exc}", option.pos) from None
+            if option.key == "required" and value is True:
+                required = True
+        return Slot(key, type_name, quantifier, required, options, pos)
+
+    def options(self, tree: Tree[Any]) -> tuple[Option, ...]:
+        out: list[Option] = []
+        for child in tree.children:
+            if isinstance(child, Token):  # COMMA
+                continue
+            if child.data == "keyed":
+                key_tok, value_tok = child.children
+                key = str(key_tok).rstrip("= \t\r\n")
+                value, quoted = self.option_value(value_tok)
+                out.append(Option(key, value, self.pos(key_tok), quoted))
+            else:
+                value_tok = child.children[0]
+                value, quoted = self.option_value(value_tok)
+                out.append(Option(None, value, self.pos(value_tok), quoted))
+        return tuple(out)
+
+    def option_value(self, token: Token) -> tuple[Any, bool]:
+        text = str(token)
+        if token.type == "QUOTED":
+            return _unquote(text), True
+        if token.type == "JINJA_EXPR":
+            expression = text[2:-2].strip()
+            self.check_expression(expression, self.pos(token))
+            return JinjaValue(expression), False
+        return _bare_value(text.strip()), False
+
+    def check_expression(self, expression: str, pos: Pos) -> None:
+        from ..render import compile_expression
+
+        try:
+            compile_expression(expression)
+        except jinja2.TemplateSyntaxError as exc:
+            raise self.error(f"invalid Jinja expression: {exc.message}", pos) from None
+
+
+def _texts(nodes: tuple[Node, ...]) -> list[str]:
+    return [n.source for n in nodes if isinstance(n, Text)]
+
+
+def _tag_expression(token: Token, keyword: str) -> str:
+    inner = str(token)[2:-2].strip("-+ \t\r\n")
+    return inner[len(keyword) :].strip()
+
+
+def _quantifier(text: str) -> tuple[int, int | None] | None:
+    fixed = {"*": (0, None), "+": (1, None), "?": (0, 1)}
+    if text in fixed:
+        return fixed[text]
+    inner = text.strip("{} \t")
+    if "," not in inner:
+        n = int(inner)
+        return (n, n)
+    lo_text, hi_text = (p.strip() for p in inner.split(",", 1))
+    lo, hi = int(lo_text), (int(hi_text) if hi_text else None)
+    if hi is not None and hi < lo:
+        return None
+    return (lo, hi)
+
+
+def _unquote(text: str) -> str:
+    body = text[1:-1]
+    return re.sub(r"\\(.)", r"\1", body)
+
+
+def _bare_value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if re.fullmatch(r"[-+]?\d+", text):
+        return int(text)
+    if re.fullmatch(r"[-+]?(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?", text):
+        return float(text)
+    return text
+
+
+def _is_type_name(name: str) -> bool:
+    from ..types import default_registry
+
+    return name in default_registry
+
+
+def _close_match(word: str, choices: Sequence[str], label: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    listing = f"{label}: {', '.join(choices)}"
+    return f"did you mean {close[0]!r}? {listing}" if close else listing
+
+
+class _IncludeError(Exception):
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class _IncludeResolver:
+    """Inlines `<include src=…/>` at parse time, inside the allowed roots, without cycles."""
+
+    def __init__(self, base_dir: Path, include_paths: Sequence[str | os.PathLike[str]]) -> None:
+        self.roots = [base_dir.resolve(), *(Path(p).resolve() for p in include_paths)]
+        self.stack: list[Path] = []
+        self.files: list[tuple[str, int]] = []
+
+    def load(self, src: str, including: str | None) -> tuple[Node, ...]:
+        here = Path(including).resolve().parent if including else self.roots[0]
+        candidates = [here / src, *(root / src for root in self.roots)]
+        for candidate in candidates:
+            if candidate.is_file():
+                path = candidate.resolve()
+                if not any(path.is_relative_to(root) for root in self.roots):
+                    raise _IncludeError(
+                        f"include {src!r} is outside the allowed folders",
+                        "includes must stay inside the template's folder or include_paths",
+                    )
+                if path in self.stack:
+                    chain = " -> ".join(p.name for p in [*self.stack, path])
+                    raise _IncludeError(f"include cycle: {chain}")
+                return self._parse_file(path)
+        raise _IncludeError(
+            f"included file {src!r} not found",
+            f"looked in {', '.join(str(c.parent) for c in candidates)}",
+        )
+
+    def _parse_file(self, path: Path) -> tuple[Node, ...]:
+        self.stack.append(path)
+        self.files.append((str(path), path.stat().st_mtime_ns))
+        try:
+            return _parse_nodes(path.read_text(encoding="utf-8"), str(path), self)
+        finally:
+            self.stack.pop()
+
+
+def _parse_nodes(source: str, filename: str | None, includes: _IncludeResolver) -> tuple[Node, ...]:
+    builder = _Builder(source, filename, includes)
+    try:
+        tree = _lark().parse(source)
+    except UnexpectedInput as exc:
+        raise _lark_error(exc, builder.src) from None
+    return builder.items(tree.children)
+
+
+def parse_template(
+    source: str,
+    *,
+    template_path: str | os.PathLike[str] | None = None,
+    include_paths: Sequence[str | os.PathLike[str]] = (),
+) -> Template:
+    """Parse and check a whole template; raises TemplateSyntaxError."""
+    filename = str(template_path) if template_path else None
+    base = Path(template_path).resolve().parent if template_path else Path.cwd()
+    includes = _IncludeResolver(base, include_paths)
+    if template_path:
+        includes.stack.append(Path(template_path).resolve())
+    nodes = _parse_nodes(source, filename, includes)
+    check_structure(nodes, SourceMap(source, filename))
+    return Template(nodes, source, filename, tuple(includes.files))
+
+
+def _lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
+    line, column = exc.line if exc.line > 0 else 1, exc.column if exc.column > 0 else 1
+    if isinstance(exc, UnexpectedCharacters):
+        rest = src.text[exc.pos_in_stream :]
+        if rest.startswith("{{"):
+            return src.error("unclosed '{{'", line, column, "close the expression with '}}'")
+        if rest.startswith("{#"):
+            return src.error("unclosed Jinja comment '{#'", line, column, "close it with '#}'")
+        if rest.startswith("<!--"):
+            return src.error("unclosed comment '<!--'", line, column, "close it with '-->'")
+        if rest.startswith("{%"):
+            return src.error("unclosed '{%'", line, column, "close the tag with '%}'")
+        if rest.startswith("<"):
+            tag = re.match(r"</?\s*(\w+)", rest)
+            name = tag.group(1) if tag else "?"
+            return src.error(
+                f"malformed <{name}> tag",
+                line,
+                column,
+                "tags are <system>, <system local>, <header>, <user>, <assistant>, <together>, "
+                '<checkpoint>, <include src="file.sd"/>',
+            )
+        if exc.allowed and exc.allowed & {"SLOT_CLOSE", "PIPE", "COMMA", "COLON", "IDENT", "QUANT", "BANG"}:
+            return src.error(f"unexpected {rest[:1]!r} in slot", line, column, _SLOT_HINT)
+        return src.error(f"unexpected character {rest[:1]!r}", line, column)
+    if isinstance(exc, UnexpectedToken):
+        token = exc.token
+        if token.type in _OPENERS and token.type not in exc.expected:
+            return src.error(
+                f"{_TAG_NAMES[token.type]} without {_OPENERS[token.type]}", line, column
+            )
+        if token.type == "$END":
+            return _eof_error(exc.expected, src)
+        if exc.expected & {"SLOT_CLOSE", "PIPE", "COLON", "IDENT", "COMMA"}:
+            return src.error(f"unexpected {str(token)[:20]!r} in slot", line, column, _SLOT_HINT)
+        return src.error(f"unexpected {str(token)[:20]!r}", line, column)
+    if isinstance(exc, UnexpectedEOF):
+        return _eof_error(set(exc.expected), src)
+    return src.error(str(exc).splitlines()[0], line, column)
+
+
+def _eof_error(expected: set[str], src: SourceMap) -> TemplateSyntaxError:
+    lines = src.text.splitlines() or [""]
+    line, column = len(lines), len(lines[-1]) + 1
+    for name in ("SLOT_CLOSE", "ENDIF_TAG", "ENDFOR_TAG", "SYSTEM_CLOSE", "HEADER_CLOSE",
+                 "USER_CLOSE", "ASSISTANT_CLOSE", "TOGETHER_CLOSE"):
+        if name in expected:
+            opener = _OPENERS.get(name, "[[")
+            return src.error(
+                f"{opener} is never closed", line, column, f"add {_TAG_NAMES[name]}"
+            )
+    return src.error("unexpected end of template", line, column)

@@ -1,0 +1,190 @@
+"""Turn a :class:`TypeRequest` into an :class:`OutputSpec`.
+
+Every type goes through the same assembly so that quantifiers, nullability and
+``required`` behave identically for builtins and custom types: the type only
+supplies an item (:class:`ItemPlan`), and this module wraps it into a
+one-field ``response`` model whose JSON schema is what the LLM sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from functools import partial
+from types import MappingProxyType
+from typing import Annotated, Any, Optional
+
+from pydantic import Field, TypeAdapter, WithJsonSchema, create_model
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+
+from .builtin import ANSWER_MODEL_CONFIG, TEXT_TYPES, ItemPlan, plan_builtin
+from .options import parse_quantifier
+from .registry import CustomType, TypeRegistry, default_registry
+from .spec import OPTION_NAMES, OutputSpec, TypeBuildError, TypeRequest
+
+__all__ = ["AnswerSchemaGenerator", "build_output"]
+
+
+class AnswerSchemaGenerator(GenerateJsonSchema):
+    """Drop per-property titles, as pydantic-ai does for tool schemas.
+
+    Keeps ``answer_schema`` identical to what the model is actually sent.
+    """
+
+    def _named_required_fields_schema(
+        self, named_required_fields: Sequence[tuple[str, bool, Any]]
+    ) -> JsonSchemaValue:
+        schema = super()._named_required_fields_schema(named_required_fields)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+
+def build_output(req: TypeRequest, registry: TypeRegistry | None = None) -> OutputSpec:
+    """Build (or fetch from the registry's cache) the output spec of one slot."""
+    reg = default_registry if registry is None else registry
+    return reg._cached(_cache_key(req), partial(_build, req, reg))
+
+
+def _freeze(value: Any) -> Hashable:
+    # The type name is part of the key: 1, 1.0 and True hash alike but may build differently.
+    return (type(value).__name__, repr(value))
+
+
+def _cache_key(req: TypeRequest) -> Hashable:
+    if not isinstance(req.type_name, str):
+        raise TypeBuildError(f"type name must be a string, not {req.type_name!r}")
+    if not isinstance(req.options, Mapping):
+        raise TypeBuildError(f"{req.type_name}: options must be a mapping, not {req.options!r}")
+    options = tuple(sorted((str(k), _freeze(v)) for k, v in req.options.items()))
+    quantifier = tuple(req.quantifier) if isinstance(req.quantifier, tuple | list) else req.quantifier
+    return (req.type_name, tuple(req.positional), options, quantifier, bool(req.required))
+
+
+def _build(req: TypeRequest, reg: TypeRegistry) -> OutputSpec:
+    name = req.type_name
+    options = dict(req.options)
+    required = bool(req.required)
+    if "required" in options:  # tolerated here although the parser normally consumes it
+        required = required or options.pop("required") in (True, "true", "True", 1)
+    unknown = set(options) - OPTION_NAMES
+    if unknown:
+        raise TypeBuildError(
+            f"{name}: unknown option(s) {', '.join(sorted(unknown))}; "
+            f"type options are required, {', '.join(sorted(OPTION_NAMES))}"
+        )
+    allowed = reg.allowed_options(name)  # also rejects unknown type names
+    refused = set(options) - allowed
+    if refused:
+        accepted = ", ".join(sorted(allowed)) if allowed else "only required"
+        raise TypeBuildError(
+            f"{name}: does not accept option(s) {', '.join(sorted(refused))} (accepts {accepted})"
+        )
+    positional = tuple(req.positional)
+    if positional and not reg.takes_positional(name):
+        raise TypeBuildError(f"{name}: takes no positional options (got {', '.join(map(str, positional))})")
+    quantifier = parse_quantifier(name, req.quantifier)
+
+    entry = reg.custom(name)
+    if entry is None:
+        plan, is_text = plan_builtin(name, positional, options, required), name in TEXT_TYPES
+    else:
+        plan, is_text = _custom_plan(entry, positional, options, quantifier, required)
+    if quantifier is not None and not plan.allows_quantifier:
+        raise TypeBuildError(f"{name}: does not take a quantifier")
+    try:
+        return _assemble(name, plan, quantifier, required, is_text)
+    except TypeBuildError:
+        raise
+    except Exception as exc:  # pydantic could not build a schema for a custom item type
+        raise TypeBuildError(f"{name}: cannot build an output model: {exc}") from exc
+
+
+def _custom_plan(
+    entry: CustomType,
+    positional: tuple[str, ...],
+    options: dict[str, Any],
+    quantifier: tuple[int, int | None] | None,
+    required: bool,
+) -> tuple[ItemPlan, bool]:
+    if entry.kind == "preset":
+        base = entry.target
+        plan = plan_builtin(base, positional or entry.choices, {**entry.options, **options}, required)
+        if entry.description:
+            joined = (
+                f"{entry.description.rstrip('. ')}. {plan.description}"
+                if plan.description
+                else entry.description
+            )
+            plan = dataclasses.replace(plan, description=joined)
+        return plan, base in TEXT_TYPES
+    if entry.kind == "model":
+        return ItemPlan(item=entry.target, description=entry.description), False
+    try:
+        item = entry.target(MappingProxyType(options), quantifier, required)
+    except TypeBuildError as exc:
+        raise TypeBuildError(f"{entry.name}: {exc}") from exc
+    except Exception as exc:
+        raise TypeBuildError(f"{entry.name}: type factory failed: {exc}") from exc
+    if item is None:
+        raise TypeBuildError(f"{entry.name}: type factory returned None instead of a type")
+    return ItemPlan(item=item, description=entry.description), False
+
+
+def _model_name(type_name: str, listed: bool) -> str:
+    stem = "".join(part[:1].upper() + part[1:] for part in type_name.split("_") if part)
+    return f"{stem}{'List' if listed else ''}Answer"
+
+
+def _described(plan: ItemPlan) -> Any:
+    """The item carrying its description (list items: the field itself has none)."""
+    if plan.description is None:
+        return plan.item
+    if plan.schema is not None:
+        return Annotated[plan.item, WithJsonSchema({**plan.schema, "description": plan.description})]
+    return Annotated[plan.item, Field(description=plan.description)]
+
+
+def _single_value(convert: Callable[[Any], Any], raw: Any) -> Any:
+    value = raw.response
+    return None if value is None else convert(value)
+
+
+def _list_value(convert: Callable[[Any], Any], raw: Any) -> list[Any]:
+    return [convert(value) for value in raw.response]
+
+
+def _assemble(
+    name: str,
+    plan: ItemPlan,
+    quantifier: tuple[int, int | None] | None,
+    required: bool,
+    is_text: bool,
+) -> OutputSpec:
+    if quantifier is None and is_text:
+        text_schema = TypeAdapter(_described(plan)).json_schema(schema_generator=AnswerSchemaGenerator)
+        return OutputSpec(str, True, text_schema, _text_rules=plan.text)
+    if quantifier is None:
+        if required or not plan.nullable:
+            annotation = plan.item
+        else:
+            annotation = plan.null_item if plan.null_item is not None else Optional[plan.item]  # noqa: UP045 - works for any runtime type object
+        field = Field(description=plan.description)
+        convert = partial(_single_value, plan.convert)
+    else:
+        low, high = quantifier
+        if required:
+            low = max(low, 1)
+        annotation = list[_described(plan)]  # type: ignore[misc]
+        field = Field(min_length=low or None, max_length=high)
+        convert = partial(_list_value, plan.convert)
+    model = create_model(
+        _model_name(name, quantifier is not None),
+        __config__=ANSWER_MODEL_CONFIG,
+        response=(annotation, field),
+    )
+    full = model.model_json_schema(schema_generator=AnswerSchemaGenerator)
+    schema: dict[str, Any] = dict(full["properties"]["response"])
+    if "$defs" in full:
+        schema["$defs"] = full["$defs"]
+    return OutputSpec(model, False, schema, _convert=convert)

@@ -1,0 +1,279 @@
+"""The type registry: builtin names plus user-defined types.
+
+A registry is what a template's ``[[type:name]]`` is resolved against. Custom
+types come in three kinds so that users can pick the lightest way to say what
+they need: a pydantic model (or any class pydantic validates), a factory
+``(options, quantifier, required) -> item type``, or a preset of a builtin
+(e.g. ``sentiment`` = ``pick`` over fixed choices), usually from a YAML file.
+
+The registry also owns the cache of built :class:`OutputSpec` objects, so that
+registering or replacing a type can never leave a stale spec behind.
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from .builtin import BUILTIN_OPTIONS, BUILTIN_TYPES, POSITIONAL_TYPES, plan_builtin
+from .spec import OPTION_NAMES, OutputSpec, TypeBuildError
+
+__all__ = [
+    "CustomType",
+    "TypeFactory",
+    "TypeRegistry",
+    "allowed_type_options",
+    "default_registry",
+    "load_type_file",
+    "register_type",
+    "takes_positional",
+]
+
+_CACHE_SIZE = 4096
+
+#: ``(options, quantifier, required) -> item type``; struckdown wraps the item itself.
+TypeFactory = Callable[[Mapping[str, Any], tuple[int, int | None] | None, bool], Any]
+
+
+@dataclass(frozen=True)
+class CustomType:
+    """A registered user type.
+
+    ``target`` is the item class (kind ``model``), the factory (``factory``) or
+    the builtin base type name (``preset``). ``choices``/``options`` are the
+    preset's fixed positional options and default type options.
+    """
+
+    name: str
+    kind: Literal["model", "factory", "preset"]
+    target: Any
+    description: str | None = None
+    choices: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    accepted_options: frozenset[str] = frozenset()
+
+
+def check_type_name(name: Any) -> str:
+    """Custom names must be usable in ``[[name:var]]`` and must not shadow builtins."""
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise ValueError(f"type name must be an identifier, not {name!r}")
+    if name in BUILTIN_TYPES:
+        raise ValueError(f"{name!r} is a builtin type and cannot be redefined")
+    return name
+
+
+class _SpecCache:
+    """A small thread-safe LRU: batch runs rebuild the same slots thousands of times,
+    while choices rendered from data could otherwise grow the cache without bound."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[Hashable, OutputSpec] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> OutputSpec | None:
+        with self._lock:
+            spec = self._items.get(key)
+            if spec is not None:
+                self._items.move_to_end(key)
+            return spec
+
+    def put(self, key: Hashable, spec: OutputSpec) -> OutputSpec:
+        with self._lock:
+            existing = self._items.get(key)
+            if existing is not None:  # another thread won the race: keep one model class
+                return existing
+            self._items[key] = spec
+            if len(self._items) > self._size:
+                self._items.popitem(last=False)
+            return spec
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+class TypeRegistry:
+    """Builtin types plus the custom types registered on this instance."""
+
+    def __init__(self) -> None:
+        self._custom: dict[str, CustomType] = {}
+        self._lock = threading.Lock()
+        self._specs = _SpecCache(_CACHE_SIZE)
+
+    # -- registration -----------------------------------------------------
+    def register(
+        self,
+        name: str,
+        model_or_factory: type[Any] | TypeFactory,
+        *,
+        description: str | None = None,
+        options: Iterable[str] | None = None,
+    ) -> None:
+        """Register a class (returned as its validated instance) or an item-type factory.
+
+        ``options`` (factories only) lists the type options the factory
+        understands; by default it receives all of them and validates them itself.
+        Re-registering a custom name replaces it.
+        """
+        check_type_name(name)
+        if isinstance(model_or_factory, type):
+            if options is not None:
+                raise ValueError(f"{name}: options= only applies to factories")
+            if not issubclass(model_or_factory, BaseModel):
+                _check_validatable(name, model_or_factory)
+            entry = CustomType(name, "model", model_or_factory, description)
+        elif callable(model_or_factory):
+            accepted = OPTION_NAMES if options is None else frozenset(options)
+            if not accepted <= OPTION_NAMES:
+                unknown = ", ".join(sorted(accepted - OPTION_NAMES))
+                raise ValueError(f"{name}: unknown type options {unknown}")
+            entry = CustomType(name, "factory", model_or_factory, description, accepted_options=accepted)
+        else:
+            raise ValueError(
+                f"{name}: expected a pydantic model class or a factory callable, not {model_or_factory!r}"
+            )
+        self._add(entry)
+
+    def register_preset(
+        self,
+        name: str,
+        base: str,
+        *,
+        choices: Iterable[str] = (),
+        options: Mapping[str, Any] | None = None,
+        description: str | None = None,
+    ) -> None:
+        """Register a builtin type with fixed choices/levels and default options."""
+        self._add(make_preset(name, base, tuple(choices), dict(options or {}), description))
+
+    def load_yaml(self, path: str | os.PathLike[str]) -> list[str]:
+        """Register every type defined in a YAML type file; all or nothing."""
+        from .yaml_types import read_type_file
+
+        entries = read_type_file(path)
+        with self._lock:
+            for entry in entries:
+                self._custom[entry.name] = entry
+            self._specs.clear()
+        return [entry.name for entry in entries]
+
+    def unregister(self, name: str) -> None:
+        """Remove a custom type (``KeyError`` if it is not registered); builtins stay."""
+        with self._lock:
+            del self._custom[name]
+            self._specs.clear()
+
+    def _add(self, entry: CustomType) -> None:
+        with self._lock:
+            self._custom[entry.name] = entry
+            self._specs.clear()
+
+    # -- lookup -----------------------------------------------------------
+    def __contains__(self, name: object) -> bool:
+        return name in BUILTIN_TYPES or name in self._custom
+
+    def names(self) -> list[str]:
+        """Builtin names (sorted) followed by custom names in registration order."""
+        return sorted(BUILTIN_TYPES) + list(self._custom)
+
+    def custom(self, name: str) -> CustomType | None:
+        """The custom entry for ``name``, or ``None`` for builtins and unknown names."""
+        return self._custom.get(name)
+
+    def allowed_options(self, name: str) -> frozenset[str]:
+        """Type options (besides ``required``) that ``name`` accepts."""
+        if name in BUILTIN_OPTIONS:
+            return BUILTIN_OPTIONS[name]
+        entry = self._require(name)
+        if entry.kind == "preset":
+            if entry.target == "score" and entry.choices:
+                return frozenset()
+            return BUILTIN_OPTIONS[entry.target]
+        return entry.accepted_options
+
+    def takes_positional(self, name: str) -> bool:
+        """Whether positional options mean something for ``name`` (choices or levels)."""
+        if name in BUILTIN_TYPES:
+            return name in POSITIONAL_TYPES
+        entry = self._require(name)
+        return entry.kind == "preset" and entry.target in POSITIONAL_TYPES and not entry.choices
+
+    def _require(self, name: str) -> CustomType:
+        entry = self._custom.get(name)
+        if entry is None:
+            raise TypeBuildError(f"unknown type {name!r}; known types: {', '.join(self.names())}")
+        return entry
+
+    def _cached(self, key: Hashable, make: Callable[[], OutputSpec]) -> OutputSpec:
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs.put(key, make())
+        return spec
+
+
+def make_preset(
+    name: str,
+    base: str,
+    choices: tuple[str, ...],
+    options: dict[str, Any],
+    description: str | None,
+) -> CustomType:
+    """Validate a preset now, so a bad type file fails at load time rather than mid-run."""
+    check_type_name(name)
+    if base not in BUILTIN_TYPES:
+        raise TypeBuildError(
+            f"base must be a builtin type ({', '.join(sorted(BUILTIN_TYPES))}), not {base!r}"
+        )
+    if choices and base not in POSITIONAL_TYPES:
+        raise TypeBuildError(f"base type {base!r} takes no choices")
+    if "required" in options:
+        raise TypeBuildError("required cannot be preset; mark the slot with ! instead")
+    unknown = set(options) - BUILTIN_OPTIONS[base]
+    if unknown:
+        raise TypeBuildError(f"base type {base!r} does not accept option(s) {', '.join(sorted(unknown))}")
+    if choices or base != "pick":
+        plan_builtin(base, choices, options, False)
+    return CustomType(name, "preset", base, description, choices, MappingProxyType(dict(options)))
+
+
+def _check_validatable(name: str, cls: type) -> None:
+    from pydantic import TypeAdapter
+
+    try:
+        TypeAdapter(cls)
+    except Exception as exc:  # pydantic raises several error classes here
+        raise ValueError(f"{name}: pydantic cannot validate {cls!r}: {exc}") from exc
+
+
+default_registry = TypeRegistry()
+
+
+def register_type(
+    name: str, model_or_factory: type[Any] | TypeFactory, *, description: str | None = None
+) -> None:
+    """Register a custom type on the default registry."""
+    default_registry.register(name, model_or_factory, description=description)
+
+
+def load_type_file(path: str | os.PathLike[str]) -> list[str]:
+    """Load a YAML type file into the default registry; returns the new type names."""
+    return default_registry.load_yaml(path)
+
+
+def allowed_type_options(type_name: str, registry: TypeRegistry | None = None) -> frozenset[str]:
+    """Type options (besides ``required``) the parser may accept for ``type_name``."""
+    return (default_registry if registry is None else registry).allowed_options(type_name)
+
+
+def takes_positional(type_name: str, registry: TypeRegistry | None = None) -> bool:
+    """True when ``type_name`` gives positional options a meaning (pick choices, score levels)."""
+    return (default_registry if registry is None else registry).takes_positional(type_name)

@@ -1,0 +1,149 @@
+"""Scripted pydantic-ai models that record every request, for exact assertions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+
+@dataclass
+class Call:
+    messages: list[ModelMessage]
+    info: AgentInfo
+
+    @property
+    def turns(self) -> list[tuple[str, str]]:
+        return turns(self.messages)
+
+    @property
+    def last_user(self) -> str:
+        users = [t for r, t in self.turns if r == "user"]
+        return users[-1] if users else ""
+
+    @property
+    def instructions(self) -> str | None:
+        return self.info.instructions
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t.name for t in self.info.function_tools]
+
+    @property
+    def schema(self) -> dict[str, Any] | None:
+        return self.info.output_tools[0].parameters_json_schema if self.info.output_tools else None
+
+
+def turns(messages: list[ModelMessage]) -> list[tuple[str, str]]:
+    """(role, text) of the user and assistant turns, ignoring pydantic-ai's own notes."""
+    out: list[tuple[str, str]] = []
+    for message in messages:
+        for part in message.parts:
+            if type(part) is UserPromptPart:
+                out.append(("user", str(part.content)))
+            elif isinstance(part, TextPart):
+                out.append(("assistant", part.content))
+            elif isinstance(part, ToolCallPart):
+                out.append(("call", f"{part.tool_name}({json.dumps(part.args_as_dict(), sort_keys=True)})"))
+            elif isinstance(part, ToolReturnPart):
+                out.append(("return", str(part.content)))
+            elif isinstance(part, RetryPromptPart):
+                out.append(("retry", str(part.content)))
+    return out
+
+
+Answer = Callable[[Call], Any]
+
+
+@dataclass
+class Script:
+    """`answer(call)` returns: a str (text answer, or output value when the slot is
+    typed), a dict/list/number/bool (the typed value), a ModelResponse (sent as is),
+    or a `Tools([...])` list of (name, args) tool calls."""
+
+    answer: Answer
+    latency: float | Callable[[Call], float] = 0.0
+    calls: list[Call] = field(default_factory=list)
+    chunk: int = 0  # stream text in pieces of this many characters (0 = words)
+
+    def model(self) -> FunctionModel:
+        return FunctionModel(self._fn, stream_function=self._stream, model_name="scripted")
+
+    def _record(self, messages: list[ModelMessage], info: AgentInfo) -> Call:
+        call = Call(list(messages), info)
+        self.calls.append(call)
+        return call
+
+    async def _delay(self, call: Call) -> None:
+        delay = self.latency(call) if callable(self.latency) else self.latency
+        if delay:
+            await asyncio.sleep(delay)
+
+    async def _fn(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        call = self._record(messages, info)
+        await self._delay(call)
+        return respond(self.answer(call), info)
+
+    async def _stream(self, messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
+        call = self._record(messages, info)
+        await self._delay(call)
+        response = respond(self.answer(call), info)
+        for part in response.parts:
+            if isinstance(part, TextPart):
+                for piece in _pieces(part.content, self.chunk):
+                    yield piece
+            elif isinstance(part, ToolCallPart):
+                yield {len(self.calls) * 100 + id(part) % 97: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str())}
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    if size:
+        return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+    words = text.split(" ")
+    return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+
+@dataclass
+class Tools:
+    calls: list[tuple[str, dict[str, Any]]]
+
+
+def respond(value: Any, info: AgentInfo) -> ModelResponse:
+    if isinstance(value, ModelResponse):
+        return value
+    if isinstance(value, Tools):
+        return ModelResponse(parts=[ToolCallPart(name, args) for name, args in value.calls])
+    if info.output_tools:
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"response": value})])
+    return ModelResponse(parts=[TextPart(value if isinstance(value, str) else json.dumps(value))])
+
+
+def echo_last(prefix: str = "A:") -> Answer:
+    """Answer each request with `prefix` + its last user turn."""
+    return lambda call: f"{prefix}{call.last_user}"
+
+
+def by_prompt(mapping: dict[str, Any]) -> Answer:
+    """Answer by the first mapping key found in the last user turn."""
+
+    def answer(call: Call) -> Any:
+        for key, value in mapping.items():
+            if key in call.last_user:
+                return value
+        raise AssertionError(f"no scripted answer for {call.last_user!r}")
+
+    return answer
