@@ -343,7 +343,27 @@ class _Builder:
                 raise self.error(f"bad value for {option.key}: {exc}", option.pos) from None
             if option.key == "required" and value is True:
                 required = True
-        return Slot(key, type_name, quantifier, required, options, pos)
+        slot = Slot(key, type_name, quantifier, required, options, pos)
+        self.check_type(slot)
+        return slot
+
+    def check_type(self, slot: Slot) -> None:
+        """Build the output type now when no option waits for `{{ … }}`, so a bad
+        combination (min > max, a bad pattern, max=ten on an int) fails at parse time."""
+        from ..compile import plan_slot
+        from ..types import TypeBuildError, TypeRequest, build_output
+
+        plan = plan_slot(slot)
+        if plan.dynamic:
+            return
+        request = TypeRequest(
+            slot.type_name, tuple(str(p) for p in plan.positional), plan.type_options, slot.quantifier, slot.required
+        )
+        try:
+            build_output(request)
+        except TypeBuildError as exc:
+            culprit = next((o for o in slot.options if o.key and o.key in str(exc)), None)
+            raise self.error(str(exc), culprit.pos if culprit else slot.pos) from None
 
     def options(self, tree: Tree[Any]) -> tuple[Option, ...]:
         out: list[Option] = []

@@ -1,0 +1,135 @@
+"""Every template error is a TemplateSyntaxError with line:column, before any model call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import struckdown as sd
+from scripted import Script, echo_last
+
+
+def error_of(template: str, **kwargs: object) -> sd.TemplateSyntaxError:
+    with pytest.raises(sd.TemplateSyntaxError) as info:
+        sd.parse(template, **kwargs)  # type: ignore[arg-type]
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("template", "line", "column", "words"),
+    [
+        ("Hi\n[[colour:x]]", 2, 3, "unknown type 'colour'"),
+        ("Hi [[pick:x|a, b, colour=red]]", 1, 19, "unknown option 'colour'"),
+        ("[[a]]\ntext\n  [[a]]", 3, 3, "duplicate slot key 'a'"),
+        ("[[int:n|max=ten]]", 1, 9, "option max= must be a number"),
+        ("[[a|temperature=9]]", 1, 5, "bad value for temperature"),
+        ("[[a|thinking=maybe]]", 1, 5, "bad value for thinking"),
+        ("x\n</together>", 2, 1, "</together> without <together>"),
+        ("x {{ name ", 1, 3, "unclosed '{{'"),
+        ("ok\n{{ a + }} [[b]]", 2, 1, "invalid Jinja"),
+        ("[[think]]", 1, 3, "ambiguous"),
+        ("[[bool:b|pattern=x]]", 1, 10, "unknown option 'pattern'"),
+        ("[[bool:b|yes, no]]", 1, 10, "takes no positional options"),
+        ("[[pick:p]]", 1, 1, "pick needs choices"),
+        ("[[@nothing:x]]", 1, 1, "unknown action @nothing"),
+        ("<system loud>x</system>", 1, 1, "unknown <system> modifier 'loud'"),
+        ("<together>[[a]] uses {{ b }} [[b]]</together>", 1, 16, "refers to a sibling"),
+        ("{% for i in xs %}[[a]]{% endfor %}", 1, 18, "{% for %} around a slot"),
+        ("[[a b]]", 1, 4, "in slot"),
+        ("text [[a", 1, 9, "never closed"),
+        ("{% if x %}[[a]]", 1, 16, "never closed"),
+        ("[[a|max_iter=0]]", 1, 5, "bad value for max_iter"),
+        ("[[x{3,1}]]", 1, 4, "m <= n"),
+    ],
+)
+def test_parse_errors_have_positions(template: str, line: int, column: int, words: str) -> None:
+    error = error_of(template)
+    assert (error.line, error.column) == (line, column), str(error)
+    assert words in str(error)
+
+
+def test_error_message_shows_line_caret_and_hint() -> None:
+    error = error_of("Hello\n[[pick:c|a, b, temprature=0.2]]")
+    assert error.source_line == "[[pick:c|a, b, temprature=0.2]]"
+    assert error.hint is not None and "did you mean 'temperature'" in error.hint
+    text = str(error)
+    assert "line 2:16: unknown option 'temprature'" in text
+    assert "\n    [[pick:c|a, b, temprature=0.2]]\n                   ^" in text
+
+
+def test_unknown_type_suggests_a_close_match() -> None:
+    assert "did you mean 'number'" in (error_of("[[numbr:x]]").hint or "")
+
+
+def test_no_model_call_happens_for_a_broken_template() -> None:
+    script = Script(echo_last())
+    with pytest.raises(sd.TemplateSyntaxError):
+        sd.complete("Fine [[a]] broken [[b|colour=1]]", model=script.model())
+    assert script.calls == []
+
+
+def test_duplicate_keys_allowed_in_exclusive_branches() -> None:
+    program = sd.parse("{% if x %}A [[a]]{% else %}B [[a]]{% endif %}")
+    assert program.keys == ("a",)
+
+
+def test_quoted_option_values_keep_special_characters() -> None:
+    program = sd.parse('[[code|pattern="^[A-Z]+, |x$"]] [[pick:p|"a, b", \'c|d\']]')
+    plans = {p.key: p for p in program.plans.values()}
+    assert plans["code"].type_options == {"pattern": "^[A-Z]+, |x$"}
+    assert plans["p"].positional == ("a, b", "c|d")
+
+
+def test_include_inlines_relative_files(tmp_path: Path) -> None:
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "intro.sd").write_text("Intro {{ who }} [[intro]]\n")
+    main = tmp_path / "main.sd"
+    main.write_text('<include src="parts/intro.sd"/>\nNext [[next]]')
+    script = Script(echo_last())
+    result = sd.complete(main.read_text(), {"who": "Bo"}, model=script.model(), template_path=main)
+    assert list(result) == ["intro", "next"]
+    assert script.calls[0].last_user == "Intro Bo"
+
+
+def test_include_missing_file(tmp_path: Path) -> None:
+    main = tmp_path / "main.sd"
+    error = error_of('x\n<include src="nope.sd"/>', template_path=main)
+    assert (error.line, error.column) == (2, 1)
+    assert "included file 'nope.sd' not found" in str(error)
+
+
+def test_include_cycle(tmp_path: Path) -> None:
+    (tmp_path / "a.sd").write_text('<include src="b.sd"/>')
+    (tmp_path / "b.sd").write_text('<include src="a.sd"/>')
+    error = error_of((tmp_path / "a.sd").read_text(), template_path=tmp_path / "a.sd")
+    assert "include cycle: a.sd -> b.sd -> a.sd" in str(error)
+
+
+def test_include_cannot_escape_its_roots(tmp_path: Path) -> None:
+    (tmp_path / "secret.sd").write_text("secret")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "link.sd").symlink_to(tmp_path / "secret.sd")
+    for src in ("../secret.sd", str(tmp_path / "secret.sd"), "link.sd"):
+        error = error_of(f'<include src="{src}"/>', template_path=root / "main.sd")
+        assert "outside the allowed folders" in str(error), src
+
+
+def test_include_paths_are_searched(tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "common.sd").write_text("<system>Shared rules.</system>")
+    program = sd.parse('<include src="common.sd"/>[[a]]', template_path=tmp_path / "t.sd", include_paths=[lib])
+    assert program.keys == ("a",)
+
+
+def test_error_inside_an_included_file_names_that_file(tmp_path: Path) -> None:
+    (tmp_path / "bad.sd").write_text("ok\n[[nope:x]]")
+    error = error_of('<include src="bad.sd"/>', template_path=tmp_path / "main.sd")
+    assert error.filename is not None and error.filename.endswith("bad.sd")
+    assert (error.line, error.column) == (2, 3)
+
+
+def test_parse_is_cached_by_text() -> None:
+    assert sd.parse("Same [[a]]") is sd.parse("Same [[a]]")
