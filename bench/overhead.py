@@ -1,0 +1,106 @@
+"""(a) Per-slot overhead: 10 slots through struckdown vs the same conversation driven
+by 10 sequential bare `pydantic_ai.Agent` runs, with an instant scripted model.
+
+Both sides send the same requests: each slot's request holds earlier questions as user
+turns and earlier answers as assistant turns, then this slot's question. The case
+checks that, then times both, interleaved.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import Row, interleaved, median, ms, ratio_of, scripted_model, transcript
+
+TARGET = 1.10
+SLOTS = 10
+
+
+def questions(kind: str) -> list[str]:
+    if kind == "int":
+        return [f"Question {i}: how many items are in box {i}?" for i in range(SLOTS)]
+    return [f"Question {i}: describe item {i} in one word." for i in range(SLOTS)]
+
+
+def template(kind: str) -> str:
+    slot = "[[int:n{i}]]" if kind == "int" else "[[a{i}]]"
+    return "\n".join(f"{q} {slot.format(i=i)}" for i, q in enumerate(questions(kind)))
+
+
+def _spy(model: Any) -> tuple[Any, list[list[Any]]]:
+    """Wrap the scripted model's function to keep the messages of every request."""
+    seen: list[list[Any]] = []
+    inner = model.function
+
+    async def function(messages: list[Any], info: Any) -> Any:
+        seen.append(list(messages))
+        return await inner(messages, info)
+
+    model.function = function
+    return model, seen
+
+
+async def bare_conversation(agent: Any, prompts: list[str], output_type: Any) -> list[Any]:
+    """What a user of bare pydantic-ai writes to get the same conversation."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    history: list[Any] = []
+    outputs = []
+    for prompt in prompts:
+        run = await agent.run(prompt, message_history=history or None, output_type=output_type)
+        history.append(ModelRequest(parts=[UserPromptPart(prompt)]))
+        history.append(ModelResponse(parts=[TextPart(str(run.output))]))
+        outputs.append(run.output)
+    return outputs
+
+
+async def _check_same_conversation(kind: str, output_type: Any) -> str:
+    import struckdown
+    from pydantic_ai import Agent
+
+    sd_model, sd_seen = _spy(scripted_model())
+    bare_model, bare_seen = _spy(scripted_model())
+    result = await struckdown.complete_async(template(kind), {}, model=sd_model)
+    outputs = await bare_conversation(Agent(bare_model), questions(kind), output_type)
+    if list(result.values()) != outputs:
+        return f"outputs differ: struckdown {list(result.values())} vs bare {outputs}"
+    if [transcript(m) for m in sd_seen] != [transcript(m) for m in bare_seen]:
+        return "struckdown sent a different conversation than the bare pydantic-ai runs"
+    return ""
+
+
+async def measure(kind: str, repeats: int) -> Row:
+    import struckdown
+    from pydantic_ai import Agent
+
+    output_type: Any = int if kind == "int" else str
+    problem = await _check_same_conversation(kind, output_type)
+    program = struckdown.parse(template(kind))
+    sd_model, bare_model = scripted_model(), scripted_model()
+    agent = Agent(bare_model)
+    prompts = questions(kind)
+
+    async def run_struckdown() -> None:
+        await struckdown.complete_async(program, {}, model=sd_model)
+
+    async def run_bare() -> None:
+        await bare_conversation(agent, prompts, output_type)
+
+    times = await interleaved({"struckdown": run_struckdown, "bare": run_bare}, repeats=repeats, warmup=3)
+    sd, bare = median(times["struckdown"]), median(times["bare"])
+    ratio = ratio_of(sd, bare)
+    label = "typed int" if kind == "int" else "free-text"
+    return Row(
+        case=f"a. per-slot overhead, {SLOTS} {label} slots",
+        measured=f"{ms(sd)} ({sd / SLOTS * 1000:.2f} ms/slot)",
+        floor=f"{ms(bare)} bare pydantic-ai",
+        ratio=ratio,
+        target=f"<= {TARGET:.2f}x",
+        passed=ratio is not None and ratio <= TARGET and not problem,
+        note=problem,
+    )
+
+
+async def run(quick: bool = False) -> list[Row]:
+    repeats = 10 if quick else 40
+    return [await measure("text", repeats), await measure("int", repeats)]

@@ -1,0 +1,75 @@
+"""Exit codes and turning any exception into one `error: …` line.
+
+Every command runs inside `reporting_errors`, so a user never sees a bare
+traceback: the message goes to stderr and the exception picks the exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+EXIT_OK = 0
+EXIT_ERROR = 1  # model or runtime error (also: `sd check` found errors, a batch row failed)
+EXIT_TEMPLATE = 2  # the template, a context/input/tools file or the command line is wrong
+EXIT_HALTED = 3  # a guard stopped the run
+EXIT_INTERRUPTED = 130  # Ctrl-C
+
+
+class CliError(Exception):
+    """A problem with what the user gave us (files, flags); `code` is the exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_TEMPLATE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def describe(exc: BaseException) -> str:
+    """The one-line (or, for a syntax error, positioned multi-line) message for `exc`."""
+    if isinstance(exc, CliError):
+        return exc.message
+    from ..errors import StruckdownError
+
+    if isinstance(exc, StruckdownError):
+        return str(exc)
+    text = str(exc).strip()
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name
+
+
+def exit_code(exc: BaseException) -> int:
+    if isinstance(exc, CliError):
+        return exc.code
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    from ..errors import Halted, TemplateSyntaxError
+
+    if isinstance(exc, TemplateSyntaxError):
+        return EXIT_TEMPLATE
+    if isinstance(exc, Halted):
+        return EXIT_HALTED
+    return EXIT_ERROR
+
+
+def print_error(message: str) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+
+
+@contextmanager
+def reporting_errors() -> Iterator[None]:
+    """Run a command body; on failure print `error: <message>` and exit with its code."""
+    import typer
+
+    try:
+        yield
+    except (typer.Exit, typer.Abort):
+        raise
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+        print_error(describe(exc))
+        raise typer.Exit(exit_code(exc)) from None

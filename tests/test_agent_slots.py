@@ -1,0 +1,261 @@
+"""Agent slots (`use_tools=true`): tools, budgets, the tool-free last round, the
+per-slot call cache and failing tools (SPEC §3)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import warnings
+from dataclasses import dataclass
+
+import pytest
+from pydantic_ai import ModelRetry, RunContext, Tool
+from pydantic_ai.usage import UsageLimits
+
+import struckdown as sd
+from scripted import Call, Script, Tools
+
+
+def lookup(city: str) -> str:
+    """Look up the weather in a city."""
+    lookup.calls.append(city)  # type: ignore[attr-defined]
+    return f"sunny in {city}"
+
+
+def fresh_lookup() -> None:
+    lookup.calls = []  # type: ignore[attr-defined]
+
+
+def always_call_tool(call: Call) -> object:
+    """A model that calls the tool whenever it is offered, else answers."""
+    if "lookup" in call.tool_names:
+        return Tools([("lookup", {"city": f"c{len(call.messages)}"})])
+    return "final answer" if not call.schema else {"city": "Paris", "temp": 20}
+
+
+def test_max_iter_makes_the_last_request_tool_free() -> None:
+    fresh_lookup()
+    script = Script(always_call_tool)
+    result = sd.complete("Weather? [[w|use_tools=true, max_iter=3]]", model=script.model(), tools=[lookup])
+    assert [c.tool_names for c in script.calls] == [["lookup"], ["lookup"], []]
+    assert result["w"] == "final answer"
+    assert len(lookup.calls) == 2  # type: ignore[attr-defined]
+    slot = result.results["w"]
+    assert (slot.usage.requests, slot.usage.tool_calls) == (3, 2)
+    assert [c.tool_name for c in slot.tool_calls] == ["lookup", "lookup"]
+
+
+def test_typed_agent_slot_still_yields_its_type() -> None:
+    fresh_lookup()
+    script = Script(always_call_tool)
+    result = sd.complete("Plan [[record:plan|use_tools=true, max_iter=2]]", model=script.model(), tools=[lookup])
+    assert result["plan"] == {"city": "Paris", "temp": 20}
+    assert [c.tool_names for c in script.calls] == [["lookup"], []]
+
+
+def test_template_cannot_raise_the_callers_ceiling(caplog: pytest.LogCaptureFixture) -> None:
+    fresh_lookup()
+    script = Script(always_call_tool)
+    message = "template asked for max_iter=9 but the caller's ceiling is 3; using 3"
+    with caplog.at_level(logging.WARNING, logger="struckdown"), pytest.warns(UserWarning) as record:
+        result = sd.complete(
+            "Weather? [[w|use_tools=true, max_iter=9]]",
+            model=script.model(),
+            tools=[lookup],
+            limits=UsageLimits(request_limit=3),
+        )
+    assert [str(w.message) for w in record] == [message]
+    assert message in caplog.text
+    assert [c.tool_names for c in script.calls] == [["lookup"], ["lookup"], []]
+    assert result["w"] == "final answer"
+
+
+def test_max_calls_lowers_the_tool_call_limit() -> None:
+    fresh_lookup()
+    script = Script(always_call_tool)
+    with pytest.raises(sd.ToolLimitExceeded) as info:
+        sd.complete("Weather? [[w|use_tools=true, max_calls=2]]", model=script.model(), tools=[lookup])
+    assert len(lookup.calls) == 2  # type: ignore[attr-defined]
+    assert "tool_calls_limit" in str(info.value) or "tool call" in str(info.value)
+
+
+def test_without_max_iter_the_ceiling_is_an_error_after_exactly_20_requests() -> None:
+    fresh_lookup()
+    script = Script(always_call_tool)
+    with pytest.raises(sd.ToolLimitExceeded) as info:
+        sd.complete(
+            "Weather? [[w|use_tools=true]]",
+            model=script.model(),
+            tools=[lookup],
+            limits=UsageLimits(request_limit=20, tool_calls_limit=100),
+        )
+    assert len(script.calls) == 20
+    assert all(c.tool_names == ["lookup"] for c in script.calls)
+    assert info.value.slot == "w"
+    from pydantic_ai.exceptions import UsageLimitExceeded
+
+    assert isinstance(info.value, UsageLimitExceeded)
+
+
+def test_default_ceiling_is_20_requests() -> None:
+    fresh_lookup()
+    script = Script(lambda call: Tools([("lookup", {"city": str(len(script.calls))})]))
+    with pytest.raises(sd.ToolLimitExceeded):
+        sd.complete("Go [[w|use_tools=true]]", model=script.model(), tools=[lookup])
+    assert len(lookup.calls) == 20  # type: ignore[attr-defined]
+    assert len(script.calls) == 20
+
+
+def test_identical_calls_run_once_sequentially_and_in_one_parallel_batch() -> None:
+    fresh_lookup()
+    rounds = [
+        Tools([("lookup", {"city": "Oslo"}), ("lookup", {"city": "Oslo"}), ("lookup", {"city": "Rome"})]),
+        Tools([("lookup", {"city": "Oslo"})]),
+        "done",
+    ]
+    script = Script(lambda call: rounds[len(script.calls) - 1])
+    events = list(sd.complete_incremental("Go [[w|use_tools=true]]", model=script.model(), tools=[lookup]))
+    assert sorted(lookup.calls) == ["Oslo", "Rome"]  # type: ignore[attr-defined]
+    completed = [e for e in events if e.type == "tool_completed"]
+    assert sorted((e.arguments["city"], e.was_cached) for e in completed) == [
+        ("Oslo", False), ("Oslo", True), ("Oslo", True), ("Rome", False)
+    ]
+    kinds = [e.type for e in events if e.type.startswith("tool_")]
+    assert kinds.count("tool_started") == kinds.count("tool_completed") == 4
+    returns = [t for r, t in script.calls[1].turns if r == "return"]
+    assert returns == ["sunny in Oslo", "sunny in Oslo", "sunny in Rome"]
+
+
+def test_the_call_cache_is_per_slot_and_per_run() -> None:
+    fresh_lookup()
+    script = Script(lambda call: Tools([("lookup", {"city": "Oslo"})]) if call.turns[-1][0] == "user" else "ok")
+    template = "A [[a|use_tools=true]] B [[b|use_tools=true]]"
+    sd.complete(template, model=script.model(), tools=[lookup])
+    sd.complete(template, model=script.model(), tools=[lookup])
+    assert lookup.calls == ["Oslo"] * 4  # type: ignore[attr-defined]
+
+
+def test_a_raising_tool_becomes_a_string_for_the_model_and_the_run_goes_on() -> None:
+    def explode(x: int) -> int:
+        """Always fails."""
+        raise ValueError(f"bad x={x}")
+
+    script = Script(lambda call: Tools([("explode", {"x": 3})]) if len(script.calls) == 1 else "recovered")
+    events = list(sd.complete_incremental("Go [[w|use_tools=true]]", model=script.model(), tools=[explode]))
+    done = next(e for e in events if e.type == "tool_completed")
+    assert (done.ok, done.error, done.output) == (False, "ValueError: bad x=3", "ValueError: bad x=3")
+    assert ("return", "ValueError: bad x=3") in script.calls[1].turns
+    assert events[-1].result["w"] == "recovered"
+
+
+def test_model_retry_keeps_its_pydantic_ai_meaning() -> None:
+    def picky(x: int) -> int:
+        """Wants x > 0."""
+        if x <= 0:
+            raise ModelRetry("x must be positive")
+        return x * 2
+
+    answers = iter([Tools([("picky", {"x": 0})]), Tools([("picky", {"x": 2})]), "4"])
+    script = Script(lambda call: next(answers))
+    result = sd.complete("Go [[w|use_tools=true]]", model=script.model(), tools=[picky])
+    assert result["w"] == "4"
+    assert any(r == "retry" and "x must be positive" in t for r, t in script.calls[1].turns) or any(
+        "x must be positive" in t for _, t in script.calls[1].turns
+    )
+    assert ("return", "4") in script.calls[2].turns
+
+
+def test_invented_arguments_are_refused_before_the_call() -> None:
+    fresh_lookup()
+    answers = iter([Tools([("lookup", {"city": "Oslo", "invented": 1})]), "ok"])
+    script = Script(lambda call: next(answers))
+    sd.complete("Go [[w|use_tools=true]]", model=script.model(), tools=[lookup])
+    assert lookup.calls == []  # type: ignore[attr-defined]
+    assert "invented" in " ".join(t for _, t in script.calls[1].turns)
+
+
+@dataclass
+class Deps:
+    user_id: int
+
+
+def test_deps_reach_run_context_tools_and_stay_out_of_the_schema() -> None:
+    seen: list[int] = []
+
+    def whoami(ctx: RunContext[Deps], verbose: bool) -> str:
+        """Say who the user is."""
+        seen.append(ctx.deps.user_id)
+        return f"user {ctx.deps.user_id}"
+
+    answers = iter([Tools([("whoami", {"verbose": True})]), "done"])
+    script = Script(lambda call: next(answers))
+    sd.complete("Who [[w|use_tools=true]]", model=script.model(), tools=[whoami], deps=Deps(7), deps_type=Deps)
+    assert seen == [7]
+    schema = script.calls[0].info.function_tools[0].parameters_json_schema
+    assert list(schema["properties"]) == ["verbose"]
+    assert script.calls[0].info.function_tools[0].description == "Say who the user is."
+
+
+def test_pydantic_ai_tool_objects_and_async_tools() -> None:
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    answers = iter([Tools([("plus", {"a": 2, "b": 3})]), "5"])
+    script = Script(lambda call: next(answers))
+    result = sd.complete("Sum [[s|use_tools=true]]", model=script.model(), tools=[Tool(add, name="plus")])
+    assert result["s"] == "5"
+    assert ("return", "5") in script.calls[1].turns
+
+
+def test_sync_tools_run_in_a_worker_thread() -> None:
+    threads: list[int] = []
+
+    def where() -> str:
+        """Report the thread."""
+        threads.append(threading.get_ident())
+        return "here"
+
+    answers = iter([Tools([("where", {})]), "ok"])
+    script = Script(lambda call: next(answers))
+
+    async def main() -> None:
+        loop_thread = threading.get_ident()
+        await sd.complete_async("Go [[w|use_tools=true]]", model=script.model(), tools=[where])
+        assert threads and threads[0] != loop_thread
+
+    asyncio.run(main())
+
+
+def test_tools_are_offered_only_to_use_tools_slots() -> None:
+    fresh_lookup()
+    script = Script(lambda call: "plain")
+    sd.complete("Plain [[a]]", model=script.model(), tools=[lookup])
+    assert script.calls[0].tool_names == []
+
+
+def test_use_tools_without_tools_is_a_clear_error() -> None:
+    script = Script(lambda call: "x")
+    with pytest.raises(sd.TemplateRuntimeError, match="use_tools=true but no tools were given"):
+        sd.complete("Go [[w|use_tools=true]]", model=script.model())
+    assert script.calls == []
+
+
+def test_readonly_marks_functions_and_tool_objects() -> None:
+    from struckdown.run.tools import is_readonly
+
+    @sd.readonly
+    def read() -> str:
+        """Read."""
+        return "r"
+
+    def write() -> str:
+        """Write."""
+        return "w"
+
+    assert is_readonly(read) and not is_readonly(write)
+    assert is_readonly(sd.readonly(Tool(write)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read() == "r"

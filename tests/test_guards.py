@@ -1,0 +1,217 @@
+"""`[[halt:…]]` guards: speculative, joined before anything irreversible (SPEC §4)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+import struckdown as sd
+from scripted import Call, Script, Tools
+
+TRIP = {"triggered": True, "reason": "abusive"}
+PASS = {"triggered": False, "reason": "fine"}
+
+
+def is_guard(call: Call) -> bool:
+    return bool(call.schema) and "triggered" in str(call.schema)
+
+
+def guarded(verdict: dict, other: object = "answer") -> object:
+    return lambda call: verdict if is_guard(call) else other
+
+
+def test_guard_prompt_is_the_text_above_it_and_stays_out_of_later_turns() -> None:
+    script = Script(guarded(PASS))
+    result = sd.complete(
+        "<system>Sys.</system>Q0 [[a]]\nJudge: {{ msg }}\n[[halt:bad]]\nReply to {{ msg }} [[reply]]",
+        {"msg": "hello"},
+        model=script.model(),
+    )
+    guard = next(c for c in script.calls if is_guard(c))
+    assert guard.turns == [("user", "Judge: hello")]
+    assert guard.instructions == "Sys."
+    reply = next(c for c in script.calls if c.last_user == "Reply to hello")
+    assert reply.turns == [("user", "Q0"), ("assistant", "answer"), ("user", "Reply to hello")]
+    assert result["bad"] == PASS
+    assert list(result) == ["a", "bad", "reply"]
+
+
+def test_guard_runs_beside_the_next_slot() -> None:
+    script = Script(guarded(PASS), latency=0.25)
+    started = time.perf_counter()
+    sd.complete("Judge {{ x }} [[halt:g]] Answer {{ x }} [[a]]", {"x": 1}, model=script.model())
+    assert time.perf_counter() - started < 0.45  # overlapped, not 0.5 s
+
+
+def test_trip_raises_halted_with_every_finished_slot() -> None:
+    script = Script(guarded(TRIP), latency=lambda c: 0.05 if is_guard(c) else 0.0)
+    with pytest.raises(sd.Halted) as info:
+        sd.complete("Q0 [[a]] Judge [[halt:g]] Next [[b]] More [[c]]", model=script.model())
+    halted = info.value
+    assert (halted.slot, halted.reason) == ("g", "abusive")
+    assert halted.results is not None
+    assert halted.results["g"] == TRIP
+    assert halted.results["a"] == "answer"
+    assert "c" not in halted.results
+
+
+def test_on_halt_return_gives_the_result_with_halted_set() -> None:
+    script = Script(guarded(TRIP))
+    result = sd.complete("Judge [[halt:g]] Next [[b]]", model=script.model(), on_halt="return")
+    assert isinstance(result.halted, sd.Halted)
+    assert result.halted.reason == "abusive"
+    assert result["g"] == TRIP
+
+
+def test_when_false_trips_on_a_false_verdict() -> None:
+    script = Script(guarded({"triggered": False, "reason": "not on topic"}))
+    with pytest.raises(sd.Halted, match="not on topic"):
+        sd.complete("On topic? [[halt:on_topic|when=false]] Next [[b]]", model=script.model())
+
+
+def test_non_streaming_trip_wastes_at_most_one_call_beside_the_guard() -> None:
+    script = Script(guarded(TRIP), latency=lambda c: 0.2 if is_guard(c) else 0.01)
+    with pytest.raises(sd.Halted):
+        sd.complete("Judge [[halt:g]] One [[a]] Two [[b]] Three [[c]]", model=script.model())
+    others = [c.last_user for c in script.calls if not is_guard(c)]
+    assert others == ["One"]
+
+
+def test_trip_prevents_the_write_tool_body() -> None:
+    writes: list[str] = []
+
+    def send_email(to: str) -> str:
+        """Send an email (irreversible)."""
+        writes.append(to)
+        return "sent"
+
+    script = Script(
+        lambda c: TRIP if is_guard(c) else (Tools([("send_email", {"to": "x@y"})]) if c.tool_names else "ok"),
+        latency=lambda c: 0.1 if is_guard(c) else 0.0,
+    )
+    with pytest.raises(sd.Halted):
+        sd.complete("Judge [[halt:g]] Do it [[act|use_tools=true]]", model=script.model(), tools=[send_email])
+    assert writes == []
+    assert [c for c in script.calls if not is_guard(c)] == []  # joined before the slot started
+
+
+def test_readonly_tool_runs_beside_the_guard() -> None:
+    reads: list[float] = []
+    guard_done: list[float] = []
+
+    @sd.readonly
+    def search(q: str) -> str:
+        """Search (read only)."""
+        reads.append(time.perf_counter())
+        return "found"
+
+    def answer(call: Call) -> object:
+        if is_guard(call):
+            return TRIP
+        return Tools([("search", {"q": "x"})]) if call.turns[-1][0] == "user" else "done"
+
+    async def latency(call: Call) -> float:
+        return 0.2 if is_guard(call) else 0.0
+
+    script = Script(answer, latency=lambda c: 0.2 if is_guard(c) else 0.0)
+    started = time.perf_counter()
+    with pytest.raises(sd.Halted) as info:
+        sd.complete("Judge [[halt:g]] Look [[look|use_tools=true]]", model=script.model(), tools=[search])
+    guard_done.append(time.perf_counter())
+    assert len(reads) == 1 and reads[0] - started < 0.15  # ran while the guard was pending
+    assert info.value.results is not None and info.value.results["g"] == TRIP
+    # the second model call of the slot waited for the verdict and never happened
+    assert [c.turns[-1][0] for c in script.calls if not is_guard(c)] == ["user"]
+
+
+def test_guard_that_interpolates_an_earlier_answer_waits_for_it() -> None:
+    script = Script(lambda c: PASS if is_guard(c) else "draft text")
+    sd.complete("Write [[draft]]\nIs this rude: {{ draft }} [[halt:rude]] Final [[final]]", model=script.model())
+    guard = next(c for c in script.calls if is_guard(c))
+    assert guard.turns == [("user", "Is this rude: draft text")]
+
+
+def test_stop_at_still_joins_a_pending_guard() -> None:
+    script = Script(guarded(TRIP), latency=lambda c: 0.1 if is_guard(c) else 0.0)
+    with pytest.raises(sd.Halted):
+        sd.complete("Judge [[halt:g]] A [[a]] B [[b]]", model=script.model(), stop_at="a")
+
+
+def test_guard_inside_together_halts() -> None:
+    script = Script(guarded(TRIP), latency=lambda c: 0.05 if is_guard(c) else 0.0)
+    with pytest.raises(sd.Halted) as info:
+        sd.complete("<together>Judge [[halt:g]] Q [[a]]</together> After [[b]]", model=script.model())
+    assert info.value.slot == "g"
+    assert all(c.last_user != "After" for c in script.calls)
+
+
+def test_guard_in_an_earlier_segment_guards_a_write_in_a_later_one() -> None:
+    writes: list[str] = []
+
+    def write(x: str) -> str:
+        """Write."""
+        writes.append(x)
+        return "ok"
+
+    script = Script(
+        lambda c: TRIP if is_guard(c) else (Tools([("write", {"x": "1"})]) if c.tool_names else "done"),
+        latency=lambda c: 0.1 if is_guard(c) else 0.0,
+    )
+    with pytest.raises(sd.Halted):
+        sd.complete("Slow [[a]] Judge [[halt:g]]<checkpoint>Act [[w|use_tools=true]]", model=script.model(), tools=[write])
+    assert writes == []
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_write_tool_body_starts_before_a_pending_verdict(seed: int) -> None:
+    """Randomized latencies for guards, models and tools: the invariant always holds."""
+    rng = random.Random(seed)
+    guard_windows: dict[str, tuple[float, float]] = {}  # guard prompt -> (request start, earliest verdict)
+    writes: list[tuple[str, float]] = []  # (slot, body start)
+    trip = rng.random() < 0.5
+
+    async def write(slot: str) -> str:
+        """Write an item."""
+        writes.append((slot, time.perf_counter()))
+        await asyncio.sleep(rng.random() * 0.01)
+        return "written"
+
+    @sd.readonly
+    async def read(slot: str) -> str:
+        """Read an item."""
+        await asyncio.sleep(rng.random() * 0.01)
+        return "value"
+
+    def latency(call: Call) -> float:
+        delay = rng.random() * (0.03 if is_guard(call) else 0.01)
+        if is_guard(call):
+            now = time.perf_counter()
+            guard_windows[call.last_user] = (now, now + delay)
+        return delay
+
+    def answer(call: Call) -> object:
+        if is_guard(call):
+            return TRIP if trip and call.last_user == "G2" else PASS
+        if call.tool_names and call.turns[-1][0] == "user":
+            slot = call.last_user
+            return Tools([(rng.choice(["write", "read"]), {"slot": slot}), ("read", {"slot": slot})])
+        return "done"
+
+    script = Script(answer, latency=latency)
+    template = (
+        "G1 [[halt:g1]] A [[a|use_tools=true]] G2 [[halt:g2]] B [[b|use_tools=true]]"
+        "<checkpoint>C [[c|use_tools=true]]"
+    )
+    outcome = sd.complete(template, model=script.model(), tools=[write, read], on_halt="return")
+    assert (outcome.halted is not None) == trip
+    for slot, start in writes:
+        for prompt, (asked, answered) in guard_windows.items():
+            if asked <= start:
+                assert answered <= start, (slot, prompt)
+        if slot in ("B", "C"):  # both guards precede these slots
+            assert len(guard_windows) == 2 and all(end <= start for _, end in guard_windows.values())
+    if trip:
+        assert [slot for slot, _ in writes if slot in ("B", "C")] == []
