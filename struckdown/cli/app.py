@@ -1,0 +1,233 @@
+"""The `sd` typer app: flags and help only; each command's work lives in its own module.
+
+Nothing heavy is imported here, so `sd --help` stays fast: the command modules
+(and pydantic-ai with them) load when a command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import reporting_errors
+
+app = typer.Typer(
+    name="sd",
+    help="struckdown: run markdown templates whose [[slots]] a language model fills in.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+EXIT_CODES = "Exit codes: 0 ok, 1 model or runtime error, 2 template or input error, 3 halted by a guard."
+
+TemplateArg = Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)]
+ContextOpt = Annotated[
+    Optional[Path], typer.Option("--context", help="Context variables from a JSON or YAML file.", show_default=False)
+]
+SetOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "-c",
+        "--set",
+        metavar="KEY=VALUE",
+        help="Set a context variable (repeatable; overrides --context). VALUE is JSON if it parses, else text.",
+        show_default=False,
+    ),
+]
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        "-m",
+        help="pydantic-ai model string (openai-chat:gpt-4o-mini, ollama:…) or 'test' for a dry run. "
+        "Default: STRUCKDOWN_MODEL / DEFAULT_LLM, or LLM_API_BASE (+ LLM_API_KEY).",
+        show_default=False,
+    ),
+]
+ToolsOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--tools", "-t", help="Python file whose public functions are the agent tools.", show_default=False
+    ),
+]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")]
+IncludeOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"struckdown {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """struckdown: run markdown templates whose [[slots]] a language model fills in."""
+    import logging
+
+    # Clamping notices arrive as warnings; the logger copy would print them twice.
+    logging.getLogger("struckdown").addHandler(logging.NullHandler())
+    _plain_warnings()
+
+
+def _plain_warnings() -> None:
+    import sys
+    import warnings
+
+    def show(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+        sys.stderr.write(f"warning: {message}\n")
+
+    warnings.showwarning = show  # type: ignore[assignment]
+
+
+@app.command(epilog=EXIT_CODES)
+def run(
+    template: TemplateArg,
+    context: ContextOpt = None,
+    set_: SetOpt = None,
+    model: ModelOpt = None,
+    tools: ToolsOpt = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="Write {answers, usage, halted} to this JSON file.", show_default=False),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print only the answers as JSON on stdout (the display goes to stderr).")
+    ] = False,
+    stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream tokens as they arrive.")] = True,
+    no_cache: NoCacheOpt = False,
+    stop_at: Annotated[
+        Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
+    ] = None,
+    include_path: IncludeOpt = None,
+) -> None:
+    """Run a template against a context, showing answers, tool calls and guard verdicts live."""
+    with reporting_errors():
+        from .run_cmd import RunRequest, run_command
+
+        code = run_command(
+            RunRequest(
+                template=template,
+                context_file=context,
+                pairs=set_ or (),
+                model=model,
+                tools_file=tools,
+                output=output,
+                as_json=as_json,
+                stream=stream,
+                cache=not no_cache,
+                stop_at=stop_at,
+                include_paths=include_path or (),
+            )
+        )
+    raise typer.Exit(code)
+
+
+app.command("chat", help="Same as `sd run`.", epilog=EXIT_CODES)(run)
+
+
+@app.command(epilog="Exit codes: 0 no errors (warnings allowed), 1 errors found, 2 unreadable input.")
+def check(
+    templates: Annotated[list[Path], typer.Argument(help="Templates to check.", show_default=False)],
+    context: ContextOpt = None,
+    set_: SetOpt = None,
+    tools: ToolsOpt = None,
+    include_path: IncludeOpt = None,
+) -> None:
+    """Parse and lint templates without calling a model: `path:line:col: error|warning: message`.
+
+    Undefined variables are reported only when a context (--context or -c) is given.
+    """
+    with reporting_errors():
+        from .check import check_command
+
+        code = check_command(templates, context, set_ or (), tools, include_path or ())
+    raise typer.Exit(code)
+
+
+@app.command(epilog="Exit codes: 0 ok, 2 template error.")
+def explain(
+    template: TemplateArg,
+    tools: ToolsOpt = None,
+    include_path: IncludeOpt = None,
+) -> None:
+    """Show the compiled plan: segments, slots, options, tools, guards and limits."""
+    with reporting_errors():
+        from .explain import explain_command
+
+        code = explain_command(template, tools, include_path or ())
+    raise typer.Exit(code)
+
+
+@app.command(
+    epilog="Exit codes: 0 every row ok, 1 a row failed (or a model error), 2 template or input error, "
+    "3 no row failed but a guard halted some, 130 interrupted (finished rows are in the journal)."
+)
+def batch(
+    template: TemplateArg,
+    inputs: Annotated[
+        list[str],
+        typer.Argument(
+            help="CSV, XLSX, JSON (a list of objects), JSONL or text files (one row each); '-' reads JSONL from stdin.",
+            show_default=False,
+        ),
+    ],
+    output: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--output",
+            "-o",
+            help="Output file: .jsonl, .json, .csv or .xlsx. Default: JSONL on stdout (no journal).",
+            show_default=False,
+        ),
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Rows run at the same time.")] = 8,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue from OUTPUT's journal: rows it holds as done are not run again.")
+    ] = False,
+    model: ModelOpt = None,
+    tools: ToolsOpt = None,
+    no_cache: NoCacheOpt = False,
+    keep_journal: Annotated[
+        bool, typer.Option("--keep-journal", help="Keep the journal even when every row succeeded.")
+    ] = False,
+    include_path: IncludeOpt = None,
+) -> None:
+    """Run a template over many rows, in parallel, journaling each finished row.
+
+    Each row's columns are the template's context; the output has the input columns
+    plus one column per answer, in input order, and `_error` for failed rows. Every
+    finished row is appended at once to OUTPUT.journal.jsonl, so Ctrl-C or a crash
+    loses nothing: run again with --resume.
+    """
+    with reporting_errors():
+        from .batch import BatchRequest, batch_command
+
+        code = batch_command(
+            BatchRequest(
+                template=template,
+                inputs=inputs,
+                output=output,
+                jobs=jobs,
+                resume=resume,
+                model=model,
+                tools_file=tools,
+                cache=not no_cache,
+                keep_journal=keep_journal,
+                include_paths=include_path or (),
+            )
+        )
+    raise typer.Exit(code)

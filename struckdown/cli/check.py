@@ -1,0 +1,206 @@
+"""`sd check`: parse and lint templates without a model.
+
+Lints work on the AST the runtime uses: undefined variables (when a context is
+given), guards with nothing to judge or placed after what they should judge,
+`use_tools=true` without tools, and limits a template asks for above the ceiling.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import EXIT_ERROR, EXIT_OK
+from .io import load_context, read_template
+from .loading import load_tools
+
+# Names Jinja itself provides to every template.
+JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop"})
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    path: str
+    line: int
+    column: int
+    severity: str  # "error" | "warning"
+    message: str
+    hint: str | None = None
+
+    def format(self) -> str:
+        text = f"{self.path}:{self.line}:{self.column}: {self.severity}: {self.message}"
+        return text + (f"\n    hint: {self.hint}" if self.hint else "")
+
+
+def check_command(
+    templates: Sequence[Path],
+    context_file: Path | None,
+    pairs: Sequence[str],
+    tools_file: Path | None,
+    include_paths: Sequence[Path],
+) -> int:
+    given_context = context_file is not None or bool(pairs)
+    names = set(load_context(context_file, pairs)) if given_context else None
+    tools_given = bool(load_tools(tools_file))
+    diagnostics: list[Diagnostic] = []
+    for path in templates:
+        diagnostics += check_template(path, names, tools_given=tools_given, include_paths=include_paths)
+    for diagnostic in diagnostics:
+        sys.stdout.write(diagnostic.format() + "\n")
+    errors = sum(d.severity == "error" for d in diagnostics)
+    warnings = len(diagnostics) - errors
+    what = f"{len(templates)} template{'s' if len(templates) != 1 else ''}"
+    if diagnostics:
+        sys.stderr.write(f"{_count(errors, 'error')}, {_count(warnings, 'warning')} in {what}\n")
+    else:
+        sys.stderr.write(f"{what} checked: no problems found\n")
+    return EXIT_ERROR if errors else EXIT_OK
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def check_template(
+    path: Path, context_names: set[str] | None, *, tools_given: bool, include_paths: Sequence[Path] = ()
+) -> list[Diagnostic]:
+    from ..compile import compile_template
+    from ..errors import TemplateSyntaxError
+
+    text = read_template(path)
+    try:
+        program = compile_template(text, template_path=path, include_paths=include_paths)
+    except TemplateSyntaxError as exc:
+        where = exc.filename if exc.filename and Path(exc.filename).resolve() != path.resolve() else str(path)
+        return [Diagnostic(where, exc.line, exc.column, "error", exc.message, exc.hint)]
+    linter = _Linter(str(path), program)
+    if context_names is not None:
+        linter.undefined_variables(context_names)
+    for segment in program.segments:
+        linter.guard_placement(segment.nodes)
+    linter.slot_options(tools_given)
+    return sorted(linter.found, key=lambda d: (d.path, d.line, d.column))
+
+
+class _Linter:
+    def __init__(self, path: str, program: Any) -> None:
+        self.path = path
+        self.program = program
+        self.found: list[Diagnostic] = []
+
+    def add(self, pos: Any, severity: str, message: str, hint: str | None = None) -> None:
+        self.found.append(Diagnostic(pos.filename or self.path, pos.line, pos.column, severity, message, hint))
+
+    # -- variables ---------------------------------------------------------------
+    def undefined_variables(self, context_names: set[str]) -> None:
+        from ..compile import node_reads
+        from ..syntax.checks import walk
+        from ..syntax.nodes import Action, Slot, Text
+
+        defined = set(context_names) | JINJA_GLOBALS
+        answered_at = {
+            n.key: n.pos.line
+            for seg in self.program.segments
+            for n in walk(seg.nodes)
+            if isinstance(n, (Slot, Action)) and n.key is not None
+        }
+        reported: set[str] = set()
+        for segment in self.program.segments:
+            for node in walk(segment.nodes):
+                for name in sorted(node_reads(node) - defined - reported):
+                    reported.add(name)
+                    later = answered_at.get(name)
+                    hint = (
+                        f"{name!r} is answered later (line {later}); a template can only read earlier answers"
+                        if later is not None
+                        else "add it to the context file or pass -c " + f"{name}=…"
+                    )
+                    pos = _locate(node.source, node.pos, name) if isinstance(node, Text) else node.pos
+                    self.add(pos, "error", f"undefined variable {name!r}: not in the context and not answered before", hint)
+                if isinstance(node, (Slot, Action)) and node.key is not None:
+                    defined.add(node.key)
+
+    # -- guards ----------------------------------------------------------------
+    def guard_placement(self, nodes: Sequence[Any], has_text: bool = False, after_slot: str | None = None) -> None:
+        """A guard judges the text between the previous slot and itself."""
+        from ..syntax.nodes import Action, If, Instructions, Slot, Text, Together
+
+        for node in nodes:
+            if isinstance(node, Text):
+                if node.source.strip():
+                    has_text, after_slot = True, None
+            elif isinstance(node, Slot) and node.is_guard:
+                if not has_text and after_slot is not None:
+                    self.add(
+                        node.pos,
+                        "warning",
+                        f"guard {node.key!r} placed after the text it should judge: it follows "
+                        f"[[{after_slot}]] with no text between, so it has nothing to read",
+                        f"move [[halt:{node.key}]] above the slot whose prompt it should check",
+                    )
+                elif not has_text:
+                    self.add(
+                        node.pos,
+                        "error",
+                        f"guard {node.key!r} has no text above it to judge",
+                        "a guard's prompt is the text between the previous slot and the guard",
+                    )
+                has_text, after_slot = False, None
+            elif isinstance(node, Slot):
+                has_text, after_slot = False, node.key
+            elif isinstance(node, If):
+                for branch in node.branches:
+                    self.guard_placement(branch.body, has_text, after_slot)
+                has_text, after_slot = True, None  # which branch ran is unknown here
+            elif isinstance(node, Together):
+                has_text, after_slot = False, None
+            elif not isinstance(node, (Action, Instructions)):
+                has_text, after_slot = True, None  # explicit <user>/<assistant> turns
+
+    # -- slot options ----------------------------------------------------------------
+    def slot_options(self, tools_given: bool) -> None:
+        from ..run.tools import DEFAULT_CEILING
+
+        ceilings = {"max_iter": DEFAULT_CEILING.request_limit, "max_calls": DEFAULT_CEILING.tool_calls_limit}
+        for slot in self.program.slots():
+            plan = self.program.plans[slot]
+            if plan.control.get("use_tools") is True and not tools_given:
+                self.add(
+                    slot.pos,
+                    "warning",
+                    f"slot {slot.key!r} sets use_tools=true but no --tools file was given",
+                    "the run fails unless tools are passed (sd run --tools FILE.py, or tools=[…] in Python)",
+                )
+            for option, ceiling in ceilings.items():
+                asked = plan.control.get(option)
+                if isinstance(asked, int) and ceiling is not None and asked > ceiling:
+                    self.add(
+                        slot.pos,
+                        "warning",
+                        f"slot {slot.key!r} asks for {option}={asked} above the default ceiling {ceiling}; "
+                        f"{ceiling} will be used",
+                    )
+
+
+_JINJA_BLOCK = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
+
+
+def _locate(source: str, pos: Any, name: str) -> Any:
+    """The position of the first Jinja expression in `source` that mentions `name`."""
+    from ..syntax.nodes import Pos
+
+    offset = 0
+    for block in _JINJA_BLOCK.finditer(source):
+        found = re.search(rf"\b{re.escape(name)}\b", block.group(0))
+        if found:
+            offset = block.start() + found.start()
+            break
+    before = source[:offset]
+    newlines = before.count("\n")
+    if newlines == 0:
+        return Pos(pos.line, pos.column + offset, pos.filename)
+    return Pos(pos.line + newlines, offset - before.rfind("\n"), pos.filename)

@@ -1,0 +1,218 @@
+"""What `sd run` shows while a template runs.
+
+On a terminal: a rich live region with the slots in progress (their tokens as they
+stream, running tools) above which finished answers, tool calls and guard verdicts
+are printed for good. Anywhere else (a pipe, a file, CI): plain lines, no control
+codes; the tokens of one slot at a time are written as they arrive.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from rich.console import Console, Group, RenderableType
+from rich.spinner import Spinner
+from rich.text import Text
+
+TAIL_LINES = 6
+ARG_WIDTH = 60
+OUTPUT_WIDTH = 100
+
+
+def make_console(stream: TextIO) -> Console:
+    return Console(file=stream, highlight=False, soft_wrap=False)
+
+
+def short(value: Any, width: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split()) if "\n" in text else text
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def call_label(tool_name: str, arguments: Mapping[str, Any]) -> str:
+    args = ", ".join(
+        f"{k}={short(json.dumps(v, ensure_ascii=False, default=str), ARG_WIDTH)}" for k, v in arguments.items()
+    )
+    return f"{tool_name}({args})"
+
+
+def answer_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    from ..render import jsonable
+
+    return json.dumps(jsonable(value), ensure_ascii=False)
+
+
+def stats_line(result: Any, elapsed_s: float) -> str:
+    usage = result.usage
+    parts = [
+        f"{len(result)} answer{'s' if len(result) != 1 else ''}",
+        f"{usage.requests} request{'s' if usage.requests != 1 else ''}",
+    ]
+    if usage.tool_calls:
+        parts.append(f"{usage.tool_calls} tool call{'s' if usage.tool_calls != 1 else ''}")
+    parts.append(f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)")
+    parts.append(f"{elapsed_s:.2f} s")
+    return " · ".join(parts)
+
+
+class RunDisplay:
+    """Feed it every event of a run (`handle`), then `summary` the Result."""
+
+    def __init__(self, console: Console, guards: Mapping[str, bool]) -> None:
+        self.console = console
+        self.live_mode = console.is_terminal
+        self.guards = guards  # guard key → its `when` value
+        self.streams: dict[str, str] = {}  # slot → text streamed so far, while it streams
+        self.running: dict[str, list[str]] = {}  # slot → tools it is running now
+        self.answers = 0
+        self.started = time.perf_counter()
+        self.owner: str | None = None  # plain mode: the slot whose tokens are being written
+        self.midline = False
+        self._live: Any = None
+
+    # -- lifecycle -------------------------------------------------------------
+    def __enter__(self) -> RunDisplay:
+        if self.live_mode:
+            from rich.live import Live
+
+            self._live = Live(self, console=self.console, refresh_per_second=12, transient=True)
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        self._end_line()
+
+    def __rich__(self) -> RenderableType:
+        parts: list[RenderableType] = []
+        for slot in sorted(set(self.streams) | set(self.running)):
+            parts.append(Spinner("dots", Text(slot, style="bold cyan")))
+            lines = self.streams.get(slot, "").splitlines()[-TAIL_LINES:]
+            if lines:
+                parts.append(Text("\n".join("  " + line for line in lines)))
+            for label in self.running.get(slot, []):
+                parts.append(Text(f"  ⚙ {label} …", style="yellow"))
+        elapsed = time.perf_counter() - self.started
+        parts.append(Spinner("dots", Text(f"running · {self.answers} answers · {elapsed:.1f} s", style="dim")))
+        return Group(*parts)
+
+    # -- events ----------------------------------------------------------------
+    def handle(self, event: Any) -> None:
+        handler = getattr(self, f"_on_{event.type}", None)
+        if handler is not None:
+            handler(event)
+
+    def _on_slot_stream_start(self, event: Any) -> None:
+        self.streams[event.slot] = ""
+
+    def _on_token_delta(self, event: Any) -> None:
+        self.streams[event.slot] = event.accumulated
+        if self.live_mode:
+            return
+        if self.owner is None:
+            self.owner = event.slot
+            self._write(f"{event.slot}: {event.accumulated}")
+        elif self.owner == event.slot:
+            if not self.midline:
+                self._write(f"{event.slot} (continued): ")
+            self._write(event.delta)
+
+    def _on_tool_started(self, event: Any) -> None:
+        self.running.setdefault(event.slot, []).append(call_label(event.tool_name, event.arguments))
+
+    def _on_tool_completed(self, event: Any) -> None:
+        label = call_label(event.tool_name, event.arguments)
+        running = self.running.get(event.slot, [])
+        if label in running:
+            running.remove(label)
+        line = Text(f"[{event.slot}] tool {label} → ", style="yellow")
+        if event.ok:
+            line.append(short(event.output, OUTPUT_WIDTH))
+        else:
+            line.append(f"error: {event.error}", style="red")
+        line.append(" (cached)" if event.was_cached else f" ({event.elapsed_ms:.0f} ms)", style="dim")
+        self._line(line)
+
+    def _on_slot_completed(self, event: Any) -> None:
+        slot = event.slot
+        self.answers += 1
+        self.streams.pop(slot, None)
+        self.running.pop(slot, None)
+        if event.result.type == "halt":
+            self._line(self._verdict(slot, event.result.output))
+            return
+        if self.owner == slot:
+            self._finish_owner()
+            return
+        value = answer_text(event.result.output)
+        if self.live_mode:
+            head = Text(slot, style="bold cyan")
+            head.append(f"  {event.result.type} · {event.elapsed_ms / 1000:.2f} s", style="dim")
+            if event.was_cached:
+                head.append(" · cached", style="dim")
+            body = Text("\n".join("  " + line for line in (value.splitlines() or [""])))
+            self._line(Group(head, body))
+        else:  # (a slot that streamed while another one was writing shows up here, whole)
+            self._line(Text(f"{slot}: {value}"))
+
+    def _on_slot_retracted(self, event: Any) -> None:
+        self.streams.pop(event.slot, None)
+        if self.owner == event.slot:
+            self._finish_owner()
+        self._line(Text(f"{event.slot}: retracted ({event.reason})", style="red"))
+
+    def _verdict(self, slot: str, output: Any) -> Text:
+        verdict = output if isinstance(output, Mapping) else {}
+        tripped = bool(verdict.get("triggered")) == self.guards.get(slot, True)
+        reason = str(verdict.get("reason") or "")
+        line = Text(f"guard {slot}: ")
+        line.append("TRIPPED" if tripped else "passed", style="bold red" if tripped else "green")
+        if reason:
+            line.append(f" — {reason}")
+        return line
+
+    # -- output ----------------------------------------------------------------
+    def summary(self, result: Any, elapsed_s: float) -> None:
+        stats = stats_line(result, elapsed_s)
+        if result.halted is not None:
+            line = Text(f"halted by guard {result.halted.slot!r}", style="bold red")
+            if result.halted.reason:
+                line.append(f": {result.halted.reason}")
+            self._line(line)
+            self._line(Text(stats, style="dim"))
+        else:
+            self._line(Text(f"done · {stats}", style="dim"))
+
+    def _finish_owner(self) -> None:
+        self._end_line()
+        self.owner = None
+        waiting = next(iter(self.streams), None)  # another slot already streaming takes over
+        if waiting is not None:
+            self.owner = waiting
+            self._write(f"{waiting}: {self.streams[waiting]}")
+
+    def _line(self, renderable: Any) -> None:
+        if self.live_mode:
+            self.console.print(renderable)
+            return
+        self._end_line()
+        plain = renderable.plain if isinstance(renderable, Text) else str(renderable)
+        self._write(plain + "\n")
+
+    def _end_line(self) -> None:
+        if self.midline:
+            self._write("\n")
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        self.console.file.write(text)
+        self.console.file.flush()
+        self.midline = not text.endswith("\n")
