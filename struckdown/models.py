@@ -1,4 +1,19 @@
-"""Model resolution (SPEC §7): a Model instance, a pydantic-ai model string, or the environment."""
+"""Model resolution (SPEC §7): a Model instance, a pydantic-ai model string, an alias, or the environment.
+
+Resolution order for a string: `"test"` → `TestModel`; an alias from
+`struckdown.toml` / `[tool.struckdown]`; with `LLM_API_BASE` set, a bare name or
+an `openai:`/`openai-chat:` name → the chat-completions endpoint at that URL;
+anything else → `pydantic_ai.models.infer_model` (which reads the provider's own
+key variables). Resolved models are cached (same string and settings → the same
+object) so a batch does not build a client per row.
+
+Retries and timeouts are model-level `ModelSettings` on the models built here
+(`max_retries` from `STRUCKDOWN_MAX_RETRIES`, and `timeout` from
+`STRUCKDOWN_TIMEOUT` for OpenAI-compatible endpoints). pydantic-ai forwards them
+to the provider SDK client, whose own retry loop (exponential backoff, honouring
+`Retry-After`) does the retrying; per-run settings still override them. A
+`Model` instance you pass in is never changed.
+"""
 
 from __future__ import annotations
 
@@ -7,77 +22,227 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from .config import EndpointAlias, load_config
 from .errors import ConfigurationError
 
 MISSING_MODEL = (
-    "no model configured: pass --model (or model= in Python), or set STRUCKDOWN_MODEL "
-    "(e.g. openai-chat:gpt-4o-mini), or LLM_API_BASE (+ LLM_API_KEY) for an "
+    "no model configured: pass --model (or model= in Python), set STRUCKDOWN_MODEL "
+    "(e.g. openai-chat:gpt-4o-mini), or set LLM_API_BASE (+ LLM_API_KEY) for an "
     "OpenAI-compatible server"
 )
 
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_MAX_RETRIES = 2
+
+#: Prefixes that mean "the OpenAI wire format", routed to LLM_API_BASE when it is set.
+_OPENAI_PREFIXES = ("openai-chat:", "openai:")
+
+
+def request_timeout(env: Mapping[str, str] | None = None) -> float:
+    """Seconds one attempt at an OpenAI-compatible endpoint may take (`STRUCKDOWN_TIMEOUT`)."""
+    env = os.environ if env is None else env
+    raw = env.get("STRUCKDOWN_TIMEOUT")
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ConfigurationError(f"STRUCKDOWN_TIMEOUT must be a positive number of seconds, got {raw!r}")
+    return value
+
+
+def max_retries(env: Mapping[str, str] | None = None) -> int:
+    """How many times the provider client retries a transient failure (`STRUCKDOWN_MAX_RETRIES`)."""
+    env = os.environ if env is None else env
+    raw = env.get("STRUCKDOWN_MAX_RETRIES")
+    if not raw:
+        return DEFAULT_MAX_RETRIES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigurationError(f"STRUCKDOWN_MAX_RETRIES must be a whole number ≥ 0, got {raw!r}")
+    return value
+
+
+def resolve_model(model: Any) -> Any:
+    """A Model instance passes through; a string becomes a pydantic-ai model; None → env/config."""
+    if model is None:
+        return model_from_env()
+    if not isinstance(model, str):
+        return model
+    return _from_string(model, os.environ)
+
 
 def model_from_env(env: Mapping[str, str] | None = None) -> Any:
+    """The default model: STRUCKDOWN_MODEL (or DEFAULT_LLM), LLM_API_BASE, then the config's `model`."""
     env = os.environ if env is None else env
     name = env.get("STRUCKDOWN_MODEL") or env.get("DEFAULT_LLM")
+    if name:
+        return _from_string(name, env)
     base = env.get("LLM_API_BASE")
     if base:
-        return openai_compatible(name or "default", base, env.get("LLM_API_KEY"))
-    if name:
-        return resolve_model(name)
+        # llama.cpp serves whatever it loaded, so the name does not matter there;
+        # vLLM checks it, hence STRUCKDOWN_MODEL=<served name> in the docs.
+        return openai_compatible("default", base, env.get("LLM_API_KEY"), env=env)
+    default = load_config().model
+    if default:
+        return _from_string(default, env)
     raise ConfigurationError(MISSING_MODEL)
 
 
-def openai_compatible(name: str, base_url: str, api_key: str | None) -> Any:
-    """A chat-completions endpoint (llama.cpp, vLLM, Ollama, proxies)."""
-    return _openai_compatible(_strip_provider(name), base_url.rstrip("/"), api_key or "not-needed")
+def openai_compatible(
+    name: str,
+    base_url: str,
+    api_key: str | None,
+    *,
+    timeout: float | None = None,
+    retries: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Any:
+    """A chat-completions endpoint (llama.cpp, vLLM, Ollama, proxies) as an `OpenAIChatModel`.
+
+    A placeholder key is sent when none is given, so a real OPENAI_API_KEY from
+    the environment never leaks to a third-party server.
+    """
+    return _openai_compatible(
+        _strip_provider(name),
+        base_url.rstrip("/"),
+        api_key or "not-needed",
+        request_timeout(env) if timeout is None else timeout,
+        max_retries(env) if retries is None else retries,
+    )
 
 
-@lru_cache(maxsize=32)
-def _openai_compatible(name: str, base_url: str, api_key: str) -> Any:
-    from pydantic_ai.models.openai import OpenAIChatModel
-    from pydantic_ai.providers.openai import OpenAIProvider
+def clear_model_cache() -> None:
+    """Forget resolved models (after changing provider keys in a long-lived process, or in tests)."""
+    _openai_compatible.cache_clear()
+    _inferred.cache_clear()
+    _test_model.cache_clear()
 
-    return OpenAIChatModel(name, provider=OpenAIProvider(base_url=base_url, api_key=api_key))
+
+def _from_string(name: str, env: Mapping[str, str], *, aliases: bool = True) -> Any:
+    name = name.strip()
+    if not name:
+        raise ConfigurationError("empty model name: " + MISSING_MODEL)
+    if name == "test":
+        return _test_model()
+    if aliases:
+        target = load_config().alias(name)
+        if isinstance(target, EndpointAlias):
+            return openai_compatible(target.name, target.base_url, target.key(env), env=env)
+        if isinstance(target, str):
+            return _from_string(target, env, aliases=False)
+    base = env.get("LLM_API_BASE")
+    if base and (":" not in name or name.startswith(_OPENAI_PREFIXES)):
+        return openai_compatible(name, base, env.get("LLM_API_KEY"), env=env)
+    return _inferred(name, max_retries(env))
 
 
 def _strip_provider(name: str) -> str:
-    for prefix in ("openai-chat:", "openai:"):
+    for prefix in _OPENAI_PREFIXES:
         if name.startswith(prefix):
             return name[len(prefix) :]
     return name
 
 
-def resolve_model(model: Any) -> Any:
-    """A Model instance passes through; a string becomes a pydantic-ai model; None → env."""
-    if model is None:
-        return model_from_env()
-    if not isinstance(model, str):
-        return model
-    if model == "test":
-        from pydantic_ai.models.test import TestModel
+@lru_cache(maxsize=1)
+def _test_model() -> Any:
+    from pydantic_ai.models.test import TestModel
 
-        return TestModel()
-    base = os.environ.get("LLM_API_BASE")
-    if base and ":" not in model:
-        return openai_compatible(model, base, os.environ.get("LLM_API_KEY"))
-    return _infer(model)
+    return TestModel()
 
 
-@lru_cache(maxsize=32)
-def _infer(name: str) -> Any:
+@lru_cache(maxsize=64)
+def _openai_compatible(name: str, base_url: str, api_key: str, timeout: float, retries: int) -> Any:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    # No http_client of our own: the provider then owns its client and replaces
+    # it when a later run happens on another event loop (sync wrappers do that).
+    provider = OpenAIProvider(base_url=base_url, api_key=api_key)
+    return OpenAIChatModel(name, provider=provider, settings={"timeout": timeout, "max_retries": retries})
+
+
+@lru_cache(maxsize=64)
+def _inferred(name: str, retries: int) -> Any:
     from pydantic_ai.models import infer_model
 
     try:
-        return infer_model(name)
-    except Exception as exc:  # unknown provider, missing key: say what to do
-        raise ConfigurationError(f"cannot use model {name!r}: {exc}") from exc
+        model = infer_model(name)
+    except Exception as exc:  # unknown provider, missing key, missing extra: say what to do
+        raise ConfigurationError(
+            f"cannot use model {name!r}: {exc} (model strings look like 'openai-chat:gpt-4o-mini'; "
+            "for a local server set LLM_API_BASE)"
+        ) from exc
+    _default_retries(model, retries)
+    return model
+
+
+def _default_retries(model: Any, retries: int) -> None:
+    """Give a model built from a string our retry budget as its default setting.
+
+    `infer_model` takes no settings, so the model-level default is set after
+    construction; settings the model already has win. Models that declare
+    `max_retries` unsupported are left alone (they would warn on every request).
+    """
+    if "max_retries" in getattr(type(model), "unsupported_settings", frozenset()):
+        return
+    if not hasattr(model, "_settings"):
+        return
+    current = model._settings or {}
+    model._settings = {"max_retries": retries, **current}
+
+
+def endpoint_of(model: Any) -> str:
+    """A stable name for where requests go: part of the response-cache key.
+
+    Two servers can serve the same model name with different weights or
+    quantisation, so the cache must not mix their answers.
+    """
+    if isinstance(model, str):
+        return model
+    from pydantic_ai.models.fallback import FallbackModel
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.models.wrapper import WrapperModel
+
+    if isinstance(model, TestModel):
+        return "test"
+    if isinstance(model, FunctionModel):
+        return f"function:{_function_name(model)}"
+    if isinstance(model, WrapperModel):
+        return endpoint_of(model.wrapped)
+    if isinstance(model, FallbackModel):
+        return "fallback(" + ",".join(f"{endpoint_of(m)}#{m.model_name}" for m in model.models) + ")"
+    base = getattr(model, "base_url", None)
+    if base:
+        return str(base).rstrip("/")
+    return str(getattr(model, "system", None) or type(model).__name__)
+
+
+def _function_name(model: Any) -> str:
+    fn = model.function or model.stream_function
+    if fn is None:
+        return "anonymous"
+    module = getattr(fn, "__module__", "") or ""
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "anonymous")
+    return f"{module}.{qualname}" if module else qualname
 
 
 def model_label(model: Any) -> str:
-    """A stable name for a model (for cache keys and messages)."""
+    """A short human name for a model (error messages, cache keys): `system:name[@base_url]`."""
     if isinstance(model, str):
         return model
+    from pydantic_ai.models.function import FunctionModel
+
+    if isinstance(model, FunctionModel):
+        fn = model.function or model.stream_function
+        return f"function:{getattr(fn, '__name__', 'anonymous')}"
     system = getattr(model, "system", "") or ""
     name = getattr(model, "model_name", "") or type(model).__name__
-    base = getattr(model, "base_url", None) or ""
+    base = str(getattr(model, "base_url", None) or "").rstrip("/")
     return f"{system}:{name}@{base}" if base else f"{system}:{name}"

@@ -79,6 +79,10 @@ class Script:
     latency: float | Callable[[Call], float] = 0.0
     calls: list[Call] = field(default_factory=list)
     chunk: int = 0  # stream text in pieces of this many characters (0 = words)
+    meet: int = 0  # hold each request until this many are in flight together (bounded wait)
+    in_flight: int = 0
+    peak: int = 0
+    _met: asyncio.Event | None = None
 
     def model(self) -> FunctionModel:
         return FunctionModel(self._fn, stream_function=self._stream, model_name="scripted")
@@ -89,9 +93,25 @@ class Script:
         return call
 
     async def _delay(self, call: Call) -> None:
-        delay = self.latency(call) if callable(self.latency) else self.latency
-        if delay:
-            await asyncio.sleep(delay)
+        """Latency, and the overlap proof: with `meet=n`, wait until n requests are in
+        flight at once (bounded, so a missing overlap fails the test instead of hanging)."""
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if self.meet:
+                if self._met is None:
+                    self._met = asyncio.Event()
+                if self.in_flight >= self.meet:
+                    self._met.set()
+                try:
+                    await asyncio.wait_for(self._met.wait(), timeout=2.0)
+                except asyncio.TimeoutError:
+                    pass
+            delay = self.latency(call) if callable(self.latency) else self.latency
+            if delay:
+                await asyncio.sleep(delay)
+        finally:
+            self.in_flight -= 1
 
     async def _fn(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         call = self._record(messages, info)

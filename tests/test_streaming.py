@@ -331,8 +331,11 @@ def test_generator_can_be_advanced_under_wait_for_and_closed_from_another_task()
 
     async def run() -> None:
         gen = sd.complete_incremental_async("A [[a]]", model=hanging.model())
-        with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(gen.__anext__(), timeout=0.05)
+        advancing = asyncio.create_task(asyncio.wait_for(gen.__anext__(), timeout=30))
+        await hanging.started.wait()
+        advancing.cancel()  # as a wait_for timeout would
+        with pytest.raises(asyncio.CancelledError):
+            await advancing
         await asyncio.create_task(gen.aclose())
         assert hanging.cancelled == 1
         assert asyncio.all_tasks() == {asyncio.current_task()}

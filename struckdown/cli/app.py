@@ -15,7 +15,7 @@ from .errors import reporting_errors
 
 app = typer.Typer(
     name="sd",
-    help="struckdown: run markdown templates whose [[slots]] a language model fills in.",
+    help="struckdown: run markdown templates whose \\[\\[slots]] a language model fills in.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -75,9 +75,10 @@ def main(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
     ] = False,
 ) -> None:
-    """struckdown: run markdown templates whose [[slots]] a language model fills in."""
     import logging
+    import os
 
+    os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")  # pydantic-ai's terminal banner is not ours to show
     # Clamping notices arrive as warnings; the logger copy would print them twice.
     logging.getLogger("struckdown").addHandler(logging.NullHandler())
     _plain_warnings()

@@ -72,6 +72,7 @@ class RunDisplay:
         self.answers = 0
         self.started = time.perf_counter()
         self.owner: str | None = None  # plain mode: the slot whose tokens are being written
+        self.held: list[str] = []  # plain mode: lines that wait for the owner's line to end
         self.midline = False
         self._live: Any = None
 
@@ -88,7 +89,9 @@ class RunDisplay:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        self._end_line()
+        if self.owner is not None:  # the run ended mid-answer (an error)
+            self.streams.clear()
+            self._finish_owner()
 
     def __rich__(self) -> RenderableType:
         parts: list[RenderableType] = []
@@ -120,8 +123,6 @@ class RunDisplay:
             self.owner = event.slot
             self._write(f"{event.slot}: {event.accumulated}")
         elif self.owner == event.slot:
-            if not self.midline:
-                self._write(f"{event.slot} (continued): ")
             self._write(event.delta)
 
     def _on_tool_started(self, event: Any) -> None:
@@ -193,6 +194,9 @@ class RunDisplay:
     def _finish_owner(self) -> None:
         self._end_line()
         self.owner = None
+        held, self.held = self.held, []
+        for line in held:
+            self._write(line)
         waiting = next(iter(self.streams), None)  # another slot already streaming takes over
         if waiting is not None:
             self.owner = waiting
@@ -202,9 +206,11 @@ class RunDisplay:
         if self.live_mode:
             self.console.print(renderable)
             return
-        self._end_line()
         plain = renderable.plain if isinstance(renderable, Text) else str(renderable)
-        self._write(plain + "\n")
+        if self.owner is not None:  # never cut into a line of streaming tokens
+            self.held.append(plain + "\n")
+        else:
+            self._write(plain + "\n")
 
     def _end_line(self) -> None:
         if self.midline:

@@ -26,8 +26,16 @@ class CliError(Exception):
         self.code = code
 
 
+def unwrap(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups from task groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def describe(exc: BaseException) -> str:
     """The one-line (or, for a syntax error, positioned multi-line) message for `exc`."""
+    exc = unwrap(exc)
     if isinstance(exc, CliError):
         return exc.message
     from ..errors import StruckdownError
@@ -40,6 +48,7 @@ def describe(exc: BaseException) -> str:
 
 
 def exit_code(exc: BaseException) -> int:
+    exc = unwrap(exc)
     if isinstance(exc, CliError):
         return exc.code
     if isinstance(exc, KeyboardInterrupt):

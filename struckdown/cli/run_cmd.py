@@ -13,7 +13,8 @@ from typing import Any
 from .display import RunDisplay, make_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError, describe, exit_code
 from .io import dumps, load_context, write_json
-from .loading import load_program, load_tools, resolve_cli_model
+from . import loading
+from .loading import load_program, load_tools
 
 
 @dataclass
@@ -39,7 +40,7 @@ def run_command(request: RunRequest) -> int:
         known = ", ".join(program.keys) or "none"
         raise CliError(f"--stop-at {request.stop_at!r} is not a slot of {request.template} (slots: {known})")
     tools = load_tools(request.tools_file)
-    model = resolve_cli_model(request.model)
+    model = loading.resolve_cli_model(request.model)  # via the module: tests patch it
     # --json keeps stdout for the answers alone; the live display moves to stderr.
     console = make_console(sys.stderr if request.as_json else sys.stdout)
     guards = {

@@ -1,0 +1,314 @@
+"""Response cache: a slot's answer keyed on everything that decides it (SPEC §7).
+
+The key covers the endpoint, the model, the full conversation, the
+instructions, the output schema, the settings and the struckdown version, so
+a cached answer is only reused for a byte-identical request to the same server.
+Volatile message fields (timestamps, run/conversation/tool-call ids, provider
+response ids, usage) are dropped first: they differ on every run and would make
+every lookup a miss.
+
+The store is one SQLite file in WAL mode, shared by every thread and process
+that uses the same directory (batch workers, parallel `sd run`s). Each thread
+gets its own connection; writers wait on `busy_timeout` instead of failing.
+Nothing is opened until the first lookup. A failing cache never fails a run:
+errors are logged, counted in `stats()["errors"]`, and treated as misses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MB = 500
+DB_NAME = "responses.sqlite3"
+
+#: Message fields that change between identical conversations.
+VOLATILE_FIELDS = frozenset(
+    {
+        "timestamp",
+        "run_id",
+        "conversation_id",
+        "tool_call_id",
+        "provider_response_id",
+        "usage",
+        "id",
+        "provider_details",
+        "metadata",
+        "failed_attempts",
+        "history_digest",
+        "workspace_ref",
+    }
+)
+#: Settings that change how a request travels, not what it answers.
+TRANSPORT_SETTINGS = frozenset({"timeout", "request_timeout", "first_event_timeout", "max_retries"})
+
+_TOUCH_AFTER_S = 60.0  # refresh an entry's access time at most this often (reads stay read-only)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    created REAL NOT NULL,
+    accessed REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS responses_accessed ON responses (accessed);
+"""
+
+
+def default_cache_dir() -> Path:
+    """`STRUCKDOWN_CACHE_DIR`, else `~/.cache/struckdown`."""
+    raw = os.environ.get("STRUCKDOWN_CACHE_DIR")
+    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "struckdown"
+
+
+def default_max_bytes() -> int:
+    """`STRUCKDOWN_CACHE_MAX_MB` (default 500) in bytes."""
+    raw = os.environ.get("STRUCKDOWN_CACHE_MAX_MB")
+    try:
+        mb = float(raw) if raw else DEFAULT_MAX_MB
+    except ValueError:
+        log.warning("ignoring STRUCKDOWN_CACHE_MAX_MB=%r (not a number)", raw)
+        mb = DEFAULT_MAX_MB
+    return max(1, int(mb * 1024 * 1024))
+
+
+def normalise_messages(messages: list[Any]) -> list[Any]:
+    """JSON form of a pydantic-ai message list without its volatile fields.
+
+    Accepts `ModelMessage` objects or their already-dumped JSON dicts.
+    """
+    if messages and not all(isinstance(m, dict) for m in messages):
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        dumped: Any = ModelMessagesTypeAdapter.dump_python(messages, mode="json")
+    else:
+        dumped = messages
+    return [_strip(m) for m in dumped]
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in VOLATILE_FIELDS}
+    if isinstance(value, list | tuple):
+        return [_strip(v) for v in value]
+    return value
+
+
+def cache_key(
+    *,
+    endpoint: str,
+    model: str,
+    messages: list[Any],
+    instructions: str | None,
+    output_schema: dict[str, Any] | str,
+    settings: dict[str, Any],
+    version: str,
+) -> str:
+    """sha256 (hex) of a canonical JSON of everything that decides the answer."""
+    payload = {
+        "endpoint": endpoint,
+        "model": model,
+        "messages": normalise_messages(list(messages)),
+        "instructions": instructions,
+        "output_schema": output_schema,
+        "settings": {k: v for k, v in (settings or {}).items() if k not in TRANSPORT_SETTINGS},
+        "version": version,
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """SQLite-backed answer store with a size cap and least-recently-used eviction."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None) -> None:
+        self.directory = Path(directory).expanduser() if directory is not None else default_cache_dir()
+        self.path = self.directory / DB_NAME
+        self.max_bytes = max_bytes if max_bytes is not None else default_max_bytes()
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._hits = 0
+        self._misses = 0
+        self._errors = 0
+        self._written_since_check = 0
+
+    def __repr__(self) -> str:
+        return f"ResponseCache({str(self.directory)!r}, max_bytes={self.max_bytes})"
+
+    # -- connections ---------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout = 30000")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.executescript(_SCHEMA)
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every connection this object opened (each thread reopens on next use)."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
+
+    # -- lookups -------------------------------------------------------------
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored value, or None on a miss (or a cache failure)."""
+        value: dict[str, Any] | None = None
+        try:
+            conn = self._conn()
+            row = conn.execute("SELECT value, accessed FROM responses WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                now = time.time()
+                if now - row[1] > _TOUCH_AFTER_S:
+                    conn.execute("UPDATE responses SET accessed = ? WHERE key = ?", (now, key))
+                value = json.loads(row[0])
+        except (sqlite3.Error, OSError, ValueError) as exc:
+            self._failed("read", exc)
+            value = None
+        with self._lock:
+            if value is None:
+                self._misses += 1
+            else:
+                self._hits += 1
+        return value
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        """Store `value` (a JSON-serialisable dict) under `key`, replacing any earlier one."""
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        size = len(text.encode("utf-8")) + len(key)
+        if size > self.max_bytes:
+            return
+        now = time.time()
+        try:
+            conn = self._conn()
+            conn.execute(
+                "INSERT OR REPLACE INTO responses (key, value, size, created, accessed) VALUES (?, ?, ?, ?, ?)",
+                (key, text, size, now, now),
+            )
+            with self._lock:
+                self._written_since_check += size
+                check = self._written_since_check >= max(1, self.max_bytes // 64)
+                if check:
+                    self._written_since_check = 0
+            if check:
+                self._evict(conn)
+        except (sqlite3.Error, OSError) as exc:
+            self._failed("write", exc)
+
+    async def aget(self, key: str) -> dict[str, Any] | None:
+        """`get` in a worker thread, so a slow disk does not stall the event loop."""
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(self.get, key)
+
+    async def aput(self, key: str, value: dict[str, Any]) -> None:
+        """`put` in a worker thread."""
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(self.put, key, value)
+
+    # -- maintenance ---------------------------------------------------------
+
+    def _evict(self, conn: sqlite3.Connection) -> None:
+        """Drop least-recently-used entries until the store is under 90 % of the cap."""
+        total = conn.execute("SELECT COALESCE(SUM(size), 0) FROM responses").fetchone()[0]
+        if total <= self.max_bytes:
+            return
+        to_free = total - int(self.max_bytes * 0.9)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            freed = 0
+            doomed: list[str] = []
+            for key, size in conn.execute("SELECT key, size FROM responses ORDER BY accessed ASC, created ASC"):
+                if freed >= to_free:
+                    break
+                doomed.append(key)
+                freed += size
+            conn.executemany("DELETE FROM responses WHERE key = ?", [(k,) for k in doomed])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def stats(self) -> dict[str, Any]:
+        """Entries and bytes on disk, plus this process's hits, misses and errors."""
+        entries, total = 0, 0
+        if self.path.exists():
+            entries, total = self._conn().execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses").fetchone()
+        with self._lock:
+            hits, misses, errors = self._hits, self._misses, self._errors
+        return {
+            "path": str(self.path),
+            "entries": entries,
+            "bytes": total,
+            "max_bytes": self.max_bytes,
+            "hits": hits,
+            "misses": misses,
+            "errors": errors,
+        }
+
+    def clear(self) -> int:
+        """Delete every entry; returns how many there were."""
+        if not self.path.exists():
+            return 0
+        conn = self._conn()
+        removed = conn.execute("DELETE FROM responses").rowcount
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(removed)
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        with self._lock:
+            self._errors += 1
+        log.warning("struckdown response cache %s failed (%s): %s", what, self.path, exc)
+
+
+_defaults: dict[Path, ResponseCache] = {}
+_defaults_lock = threading.Lock()
+
+
+def resolve_cache(cache: Any) -> Any:
+    """The cache a run should use.
+
+    None/False → no cache; True → the default on-disk cache; a directory path →
+    a cache there (both shared per process and directory, so counters and
+    connections are reused); any object with `aget`/`aput` → itself.
+    """
+    if cache is None or cache is False:
+        return None
+    if cache is True or isinstance(cache, str | os.PathLike):
+        directory = default_cache_dir() if cache is True else Path(cache).expanduser()
+        with _defaults_lock:
+            found = _defaults.get(directory)
+            if found is None:
+                found = _defaults[directory] = ResponseCache(directory)
+        return found
+    if callable(getattr(cache, "aget", None)) and callable(getattr(cache, "aput", None)):
+        return cache
+    from .errors import ConfigurationError
+
+    raise ConfigurationError(
+        f"cache= must be True, False, None, a directory or an object with aget/aput, got {type(cache).__name__}"
+    )

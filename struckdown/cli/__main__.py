@@ -1,0 +1,5 @@
+"""`python -m struckdown.cli` is `sd`."""
+
+from . import main
+
+main()

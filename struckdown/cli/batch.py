@@ -1,0 +1,225 @@
+"""`sd batch`: one template over many rows, journaled row by row, output in input order."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .display import make_console
+from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
+from .journal import Journal, content_hash, journal_path, read_journal
+from . import loading
+from .loading import load_program, load_tools
+from .progress import BatchProgress
+from .tables import columns_of, json_line, output_format, read_inputs, write_table
+
+SHOWN_FAILURES = 5
+
+
+@dataclass
+class BatchRequest:
+    template: Path
+    inputs: Sequence[str]
+    output: Path | None = None
+    jobs: int = 8
+    resume: bool = False
+    model: str | None = None
+    tools_file: Path | None = None
+    cache: bool = True
+    keep_journal: bool = False
+    include_paths: Sequence[Path] = field(default_factory=tuple)
+
+
+def batch_command(request: BatchRequest) -> int:
+    program = load_program(request.template, request.include_paths)
+    rows = read_inputs(request.inputs)
+    if request.output is not None:
+        output_format(request.output)
+    elif request.resume:
+        raise CliError("--resume needs -o OUTPUT: the journal lives beside the output file")
+    template_hash = content_hash(program.template.source)
+    input_hashes = [content_hash(row) for row in rows]
+    console = make_console(sys.stderr)
+    entries, journal = _open_journal(request, rows, input_hashes, template_hash, console)
+    pending = [i for i in range(len(rows)) if i not in entries]
+    tools = load_tools(request.tools_file)
+    model = _model(request.model, program)
+    stdout = _InOrder() if request.output is None else None
+    finished_now: list[dict[str, Any]] = []
+
+    def on_result(position: int, outcome: Any) -> None:
+        index = pending[position]
+        entry = journal_entry(index, outcome, input_hashes[index], template_hash)
+        if journal is not None:
+            try:
+                journal.record(entry)
+            except OSError as exc:
+                raise CliError(f"cannot write journal {journal.path}: {exc}", code=EXIT_ERROR) from None
+        entries[index] = entry
+        finished_now.append(entry)
+        progress.advance(entry["ok"])
+        if stdout is not None:
+            stdout.offer(index, output_row(rows[index], entry))
+
+    started = time.perf_counter()
+    progress = BatchProgress(console, len(rows), len(entries))
+    try:
+        with progress:
+            asyncio.run(_run(program, [rows[i] for i in pending], on_result, request, model, tools))
+    except KeyboardInterrupt:
+        where = f"saved in {journal.path}; run the same command with --resume" if journal else "written above"
+        raise CliError(f"interrupted: {len(entries)}/{len(rows)} rows are {where}", EXIT_INTERRUPTED) from None
+    finally:
+        if journal is not None:
+            journal.close()
+    ordered = [entries[i] for i in range(len(rows))]
+    if request.output is not None:
+        out_rows = [output_row(row, entry) for row, entry in zip(rows, ordered)]
+        write_table(request.output, out_rows, output_columns(rows, ordered, program.keys))
+        if journal is not None and all(e["ok"] for e in ordered) and not request.keep_journal:
+            journal.path.unlink(missing_ok=True)
+    _summary(console, request, ordered, finished_now, time.perf_counter() - started)
+    if any(not e["ok"] and not e.get("halted") for e in ordered):
+        return EXIT_ERROR
+    return EXIT_HALTED if any(e.get("halted") for e in ordered) else EXIT_OK
+
+
+def _open_journal(
+    request: BatchRequest, rows: list[dict[str, Any]], input_hashes: list[str], template_hash: str, console: Any
+) -> tuple[dict[int, dict[str, Any]], Journal | None]:
+    """Rows the journal already holds as done (with --resume), and the journal to append to."""
+    if request.output is None:
+        return {}, None
+    path = journal_path(request.output)
+    previous, bad = read_journal(path)
+    if previous and not request.resume:
+        raise CliError(
+            f"{path} holds {len(previous)} finished rows from an earlier run: "
+            "pass --resume to continue it, or delete it to start over"
+        )
+    done = {
+        i: e
+        for i, e in previous.items()
+        if e.get("ok") and i < len(rows) and e.get("input_hash") == input_hashes[i] and e.get("template_hash") == template_hash
+    }
+    stale = sum(1 for i, e in previous.items() if e.get("ok") and i not in done)
+    if request.resume:
+        failed = len(previous) - len(done) - stale
+        note = f"resuming {path}: {len(done)} of {len(rows)} rows done"
+        if failed:
+            note += f", {failed} failed rows run again"
+        if stale:
+            note += f", {stale} rows whose input or template changed run again"
+        if bad:
+            note += f" ({bad} unreadable journal lines ignored)"
+        console.file.write(note + "\n")
+    return done, Journal(path, fresh=not request.resume)
+
+
+def _model(name: str | None, program: Any) -> Any:
+    """Resolve once, up front: a missing model is one error, not one per row."""
+    model = loading.resolve_cli_model(name)  # via the module: tests patch it
+    if not program.slots():
+        return model
+    from ..models import resolve_model
+
+    return resolve_model(model)
+
+
+async def _run(
+    program: Any, contexts: list[dict[str, Any]], on_result: Any, request: BatchRequest, model: Any, tools: list[Any]
+) -> None:
+    if not contexts:
+        return
+    from ..api import complete_batch_async
+
+    await complete_batch_async(
+        program,
+        contexts,
+        concurrency=request.jobs,
+        on_result=on_result,
+        model=model,
+        tools=tools,
+        cache=request.cache,
+        on_halt="return",
+    )
+
+
+def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str) -> dict[str, Any]:
+    """One journal line for a finished row (a Result, or the exception it failed with)."""
+    entry: dict[str, Any] = {"index": index, "ok": False, "answers": {}, "error": None, "usage": {}, "halted": None}
+    if isinstance(outcome, BaseException):
+        entry["error"] = describe(outcome)
+    else:
+        halted = outcome.halted
+        entry.update(answers=outcome.to_dict(), usage=outcome.usage.to_dict(), ok=halted is None)
+        if halted is not None:
+            entry.update(error=describe(halted), halted={"slot": halted.slot, "reason": halted.reason})
+    entry.update(input_hash=input_hash, template_hash=template_hash)
+    return entry
+
+
+def output_row(row: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    out = {**row, **entry["answers"]}
+    if not entry["ok"]:
+        out["_error"] = entry["error"]
+    return out
+
+
+def output_columns(rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str]) -> list[str]:
+    """Input columns, then answers in template order, then `_error` if a row failed."""
+    columns = columns_of(rows)
+    answered = columns_of(e["answers"] for e in entries)
+    ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
+    columns += [k for k in ranked if k not in columns]
+    if any(not e["ok"] for e in entries):
+        columns.append("_error")
+    return columns
+
+
+class _InOrder:
+    """Writes rows to stdout as JSONL in input order, each as soon as all earlier ones are out."""
+
+    def __init__(self) -> None:
+        self.next = 0
+        self.waiting: dict[int, dict[str, Any]] = {}
+
+    def offer(self, index: int, row: dict[str, Any]) -> None:
+        self.waiting[index] = row
+        while self.next in self.waiting:
+            sys.stdout.write(json_line(self.waiting.pop(self.next)) + "\n")
+            self.next += 1
+        sys.stdout.flush()
+
+
+def _summary(
+    console: Any, request: BatchRequest, ordered: list[dict[str, Any]], finished_now: list[dict[str, Any]], elapsed: float
+) -> None:
+    halted = sum(1 for e in ordered if e.get("halted"))
+    failed = sum(1 for e in ordered if not e["ok"]) - halted
+    ok = len(ordered) - failed - halted
+    target = f" → {request.output}" if request.output is not None else ""
+    parts = [f"{ok} ok"]
+    if failed:
+        parts.append(f"{failed} failed")
+    if halted:
+        parts.append(f"{halted} halted")
+    line = f"batch: {len(ordered)} rows{target}: {', '.join(parts)}"
+    earlier = len(ordered) - len(finished_now)
+    if earlier:
+        line += f" ({earlier} done earlier, from the journal)"
+    requests = sum(e["usage"].get("requests", 0) for e in finished_now)
+    tokens = sum(e["usage"].get("total_tokens", 0) for e in finished_now)
+    line += f" · {requests} requests · {tokens:,} tokens · {elapsed:.2f} s"
+    failures = [e for e in ordered if not e["ok"]]
+    for entry in failures[:SHOWN_FAILURES]:
+        console.file.write(f"row {entry['index']}: {entry['error']}\n")
+    if len(failures) > SHOWN_FAILURES:
+        console.file.write(f"… and {len(failures) - SHOWN_FAILURES} more failed rows (see the _error column)\n")
+    console.file.write(line + "\n")
+    console.file.flush()

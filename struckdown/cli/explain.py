@@ -1,0 +1,206 @@
+"""`sd explain`: the compiled plan of a template as a tree, straight from the Program."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+from rich.tree import Tree
+
+from .errors import EXIT_OK
+from .loading import describe_tool, load_program, load_tools
+
+PREVIEW = 60
+GUARD_JOINS = (
+    "the first streamed token, a tool slot whose tools are not all @readonly, "
+    "the second model call after it starts, a side-effecting action, the end of the run"
+)
+
+
+def explain_command(template: Path, tools_file: Path | None, include_paths: Sequence[Path]) -> int:
+    program = load_program(template, include_paths)
+    tools = load_tools(tools_file)
+    console = Console(file=sys.stdout, highlight=False)
+    console.print(PlanTree(program, tools).build(str(template)))
+    return EXIT_OK
+
+
+def preview(source: str) -> str:
+    text = " ".join(source.split())
+    return '"' + (text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…") + '"'
+
+
+def quantity(quantifier: tuple[int, int | None] | None) -> str:
+    if quantifier is None:
+        return "one answer"
+    low, high = quantifier
+    if high is None:
+        return "a list of any length" if low == 0 else f"a list of {low} or more"
+    if low == high:
+        return f"a list of exactly {low}"
+    return f"a list of {low} to {high}"
+
+
+def option_value(value: Any) -> str:
+    from ..syntax.nodes import JinjaValue
+
+    if isinstance(value, JinjaValue):
+        return "{{ " + value.expression + " }}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class PlanTree:
+    def __init__(self, program: Any, tools: list[Any]) -> None:
+        from ..run.tools import DEFAULT_CEILING
+
+        self.program = program
+        self.tools = [describe_tool(t) for t in tools]
+        self.ceiling = DEFAULT_CEILING
+
+    def build(self, title: str) -> Tree:
+        tree = Tree(Text(title, style="bold"))
+        c = self.ceiling
+        tree.add(
+            f"limits per slot: {c.request_limit} requests · {c.tool_calls_limit} tool calls · "
+            f"{c.output_tokens_limit:,} output tokens (max_iter / max_calls lower them, never raise them)"
+        )
+        self._tools_branch(tree)
+        earlier: set[str] = set()
+        for segment in self.program.segments:
+            waits = sorted(segment.reads & earlier)
+            label = Text(f"segment {segment.index}", style="bold magenta")
+            if segment.name:
+                label.append(f" {segment.name!r}", style="magenta")
+            label.append(f" — waits for: {', '.join(waits)}" if waits else " — starts at once", style="dim")
+            if segment.index:
+                label.append(" · fresh conversation", style="dim")
+            self._nodes(tree.add(label), segment.nodes, in_together=False)
+            earlier |= set(segment.keys)
+        return tree
+
+    def _tools_branch(self, tree: Tree) -> None:
+        if not self.tools:
+            tree.add(Text("tools: none given (tool slots need --tools FILE.py at run time)", style="dim"))
+            return
+        branch = tree.add("tools")
+        for name, summary, readonly in self.tools:
+            line = Text(name, style="bold")
+            line.append(f"{summary}")
+            if readonly:
+                line.append("  @readonly", style="green")
+            branch.add(line)
+
+    # -- nodes -------------------------------------------------------------------
+    def _nodes(self, parent: Tree, nodes: Sequence[Any], *, in_together: bool) -> None:
+        from ..compile import node_reads
+        from ..syntax.nodes import Action, If, Instructions, Slot, Text as TextNode, Together, Turn
+
+        prompt_reads: set[str] = set()
+        for node in nodes:
+            if isinstance(node, TextNode):
+                if node.source.strip():
+                    reads = node_reads(node)
+                    prompt_reads |= reads
+                    line = Text(f"text {preview(node.source)}", style="dim")
+                    if reads:
+                        line.append(f"  reads {', '.join(sorted(reads))}", style="dim cyan")
+                    parent.add(line)
+            elif isinstance(node, Slot) and node.is_guard:
+                self._guard(parent, node, sorted(prompt_reads), in_together)
+                prompt_reads = set()
+            elif isinstance(node, Slot):
+                self._slot(parent, node)
+                prompt_reads = set()
+            elif isinstance(node, Action):
+                self._action(parent, node)
+            elif isinstance(node, Instructions):
+                body = "".join(n.source for n in node.body if isinstance(n, TextNode))
+                parent.add(Text(f"<{node.kind}> {node.scope}, {node.mode}: {preview(body)}", style="blue"))
+            elif isinstance(node, Turn):
+                body = "".join(n.source for n in node.body if isinstance(n, TextNode))
+                parent.add(Text(f"<{node.role}> turn: {preview(body)}", style="blue"))
+            elif isinstance(node, Together):
+                block = parent.add(
+                    Text("together — these slots run at the same time; they join the conversation after", style="bold")
+                )
+                self._nodes(block, node.body, in_together=True)
+            elif isinstance(node, If):
+                for i, branch in enumerate(node.branches):
+                    word = "else" if branch.condition is None else ("if" if i == 0 else "elif")
+                    label = word if branch.condition is None else f"{word} {branch.condition}"
+                    self._nodes(parent.add(Text(label, style="bold")), branch.body, in_together=in_together)
+
+    def _slot(self, parent: Tree, slot: Any) -> None:
+        plan = self.program.plans[slot]
+        line = Text(f"slot {slot.key}", style="bold cyan")
+        line.append(f": {slot.type_name}, {quantity(slot.quantifier)}")
+        line.append(", required" if slot.required else ", may be null", style="dim")
+        node = parent.add(line)
+        if plan.positional:
+            family = {"pick": "choices", "score": "levels"}.get(slot.type_name, "positional")
+            node.add(f"{family}: {' | '.join(option_value(v) for v in plan.positional)}")
+        for family, items in (("type options", plan.type_options), ("model settings", plan.settings)):
+            if items:
+                node.add(f"{family}: " + ", ".join(f"{k}={option_value(v)}" for k, v in items.items()))
+        if plan.dynamic:
+            node.add(Text("{{ … }} option values are rendered when the slot runs", style="dim"))
+        if plan.use_tools or "max_iter" in plan.control or "max_calls" in plan.control:
+            self._agent(node, plan)
+
+    def _agent(self, node: Tree, plan: Any) -> None:
+        c = self.ceiling
+        requests = self._clamped(c.request_limit, plan.control.get("max_iter"), "max_iter", "requests")
+        calls = self._clamped(c.tool_calls_limit, plan.control.get("max_calls"), "max_calls", "tool calls")
+        node.add(f"limits: {requests} · {calls} · {c.output_tokens_limit:,} output tokens")
+        if not plan.use_tools:
+            return
+        if not self.tools:
+            node.add("tools: the ones passed at run time (--tools)")
+            return
+        names = ", ".join(name for name, _, _ in self.tools)
+        node.add(f"tools: {names}")
+        if "max_iter" in plan.control:
+            node.add("the last permitted request offers no tools, so the model must answer")
+        if not all(readonly for _, _, readonly in self.tools):
+            node.add(Text("waits for pending guards before it starts (not every tool is @readonly)", style="yellow"))
+
+    @staticmethod
+    def _clamped(ceiling: int | None, asked: Any, option: str, unit: str) -> str:
+        if asked is None or not isinstance(asked, int):
+            return f"{ceiling} {unit}"
+        if ceiling is not None and asked > ceiling:
+            return f"{ceiling} {unit} ({option}={asked}, clamped to the ceiling)"
+        return f"{asked} {unit} ({option})"
+
+    def _guard(self, parent: Tree, slot: Any, reads: list[str], in_together: bool) -> None:
+        when = self.program.plans[slot].control.get("when", True)
+        line = Text(f"guard {slot.key}", style="bold red")
+        line.append(f": halts the run when triggered is {option_value(when)}")
+        node = parent.add(line)
+        node.add(f"judges the text above it{' (reads ' + ', '.join(reads) + ')' if reads else ''}")
+        if in_together:
+            node.add("starts with the block; joined before the block ends")
+        else:
+            node.add("starts when reached and runs beside what follows; never enters the conversation")
+        node.add(Text(f"joined before: {GUARD_JOINS}", style="dim"))
+
+    def _action(self, parent: Tree, action: Any) -> None:
+        from ..actions import default_actions
+
+        args = ", ".join(
+            option_value(o.value) if o.key is None else f"{o.key}={option_value(o.value)}" for o in action.options
+        )
+        line = Text(f"action @{action.name}", style="bold green")
+        if action.key:
+            line.append(f" → {action.key}")
+        if args:
+            line.append(f"  ({args})", style="dim")
+        node = parent.add(line)
+        if action.name in default_actions and default_actions.get(action.name).side_effects:
+            node.add(Text("side effects: pending guards are joined before it runs", style="yellow"))

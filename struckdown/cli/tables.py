@@ -1,0 +1,196 @@
+"""Batch rows in and out: CSV, XLSX, JSON, JSONL and text files.
+
+Rows are plain dicts (column → value). Reading keeps the input's column order;
+writing takes the columns explicitly so every format has the same layout.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from .errors import CliError
+from .io import read_text, write_atomically
+
+OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".xlsx": "xlsx"}
+
+
+def read_inputs(specs: Sequence[str]) -> list[dict[str, Any]]:
+    """Every row of every input, in order. `-` reads JSONL from stdin."""
+    rows: list[dict[str, Any]] = []
+    if sum(spec == "-" for spec in specs) > 1:
+        raise CliError("'-' (stdin) can be given only once")
+    for spec in specs:
+        if spec == "-":
+            rows += _jsonl(sys.stdin, "<stdin>")
+        else:
+            rows += read_file(Path(spec))
+    return rows
+
+
+def read_file(path: Path) -> list[dict[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix == ".xlsx":
+        return _xlsx(path)
+    text = read_text(path, "input")
+    if suffix == ".csv":
+        return _csv(text, path)
+    if suffix == ".json":
+        return _json(text, path)
+    if suffix in (".jsonl", ".ndjson"):
+        return _jsonl(io.StringIO(text), str(path))
+    return [{"input": text, "filename": path.name}]
+
+
+def _csv(text: str, path: Path) -> list[dict[str, Any]]:
+    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
+    rows: list[dict[str, Any]] = []
+    for row in reader:
+        if None in row:
+            raise CliError(f"{path}:{reader.line_num}: more cells than header columns")
+        rows.append({k: ("" if v is None else v) for k, v in row.items()})
+    return rows
+
+
+def _json(text: str, path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    items = data if isinstance(data, list) else [data]
+    return [item if isinstance(item, dict) else {"input": item} for item in items]
+
+
+def _jsonl(stream: TextIO, name: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"{name}:{number}: invalid JSON: {exc.msg}") from None
+        rows.append(item if isinstance(item, dict) else {"input": item})
+    return rows
+
+
+def _xlsx(path: Path) -> list[dict[str, Any]]:
+    openpyxl = _openpyxl()
+    if not path.is_file():
+        raise CliError(f"input {path} does not exist")
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:
+        raise CliError(f"cannot read {path}: {exc}") from None
+    values = book.active.iter_rows(values_only=True)
+    header = next(values, None)
+    if header is None:
+        return []
+    columns = [str(c) if c is not None else f"column_{i + 1}" for i, c in enumerate(header)]
+    rows = [dict(zip(columns, cells)) for cells in values if any(c is not None for c in cells)]
+    book.close()
+    return rows
+
+
+def _openpyxl() -> Any:
+    try:
+        import openpyxl
+    except ImportError:
+        raise CliError("XLSX needs openpyxl: pip install 'struckdown[xlsx]'") from None
+    return openpyxl
+
+
+def columns_of(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """Every column, in first-seen order."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    return list(seen)
+
+
+def output_format(path: Path) -> str:
+    fmt = OUTPUT_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise CliError(f"cannot tell the output format of {path}: use .jsonl, .json, .csv or .xlsx")
+    if fmt == "xlsx":
+        _openpyxl()
+    return fmt
+
+
+def json_line(row: dict[str, Any]) -> str:
+    from ..render import jsonable
+
+    return json.dumps(jsonable(row), ensure_ascii=False)
+
+
+def write_table(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    fmt = output_format(path)
+    try:
+        if fmt == "xlsx":
+            write_atomically(path, lambda handle: _write_xlsx(handle, rows, columns), binary=True)
+        else:
+            write_atomically(path, lambda handle: _WRITERS[fmt](handle, rows, columns))
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc}", code=1) from None
+
+
+def _write_jsonl(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    for row in rows:
+        handle.write(json_line(row) + "\n")
+
+
+def _write_json(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    from ..render import jsonable
+
+    handle.write(json.dumps(jsonable(rows), ensure_ascii=False, indent=2) + "\n")
+
+
+def _write_csv(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    writer = csv.writer(handle)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_text_cell(row.get(c)) for c in columns])
+
+
+def _text_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    from ..render import jsonable
+
+    plain = jsonable(value)
+    return plain if isinstance(plain, str) else json.dumps(plain, ensure_ascii=False)
+
+
+def _write_xlsx(handle: Any, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    openpyxl = _openpyxl()
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.append(columns)
+    for row in rows:
+        sheet.append([_xlsx_cell(row.get(c)) for c in columns])
+    for cells in sheet.iter_rows(min_row=2):
+        for cell in cells:
+            if isinstance(cell.value, str) and cell.value.startswith("="):
+                cell.data_type = "s"  # model text is never a formula
+    book.save(handle)
+
+
+def _xlsx_cell(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool, _dt.date, _dt.time)):
+        return value
+    return _text_cell(value)
+
+
+_WRITERS = {"jsonl": _write_jsonl, "json": _write_json, "csv": _write_csv}

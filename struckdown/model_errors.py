@@ -1,0 +1,238 @@
+"""Provider failures as struckdown errors that say which model failed and what to do.
+
+pydantic-ai already classifies provider errors (`ModelRateLimitError`,
+`ModelAuthenticationError`, …, each usually also a `ModelHTTPError`); this module
+turns them into one small hierarchy under `StruckdownError`, so the CLI can
+print one line with a hint and exit 1, and library users can catch
+`ModelError` without importing pydantic-ai.
+
+Retrying is not done here: by the time an error reaches `map_model_error`, the
+provider SDK client has already retried transient failures (408/409/429/5xx and
+connection errors) `STRUCKDOWN_MAX_RETRIES` times with exponential backoff; see
+`struckdown.models`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .errors import StruckdownError
+
+_CONTEXT_WORDS = (
+    "context length", "context_length", "context size", "context window", "maximum context",
+    "exceed_context_size", "too many tokens", "prompt is too long", "input is too long",
+    "reduce the length", "token limit",
+)  # fmt: skip
+_FILTER_WORDS = (
+    "content_filter", "content filter", "content management policy", "content_policy",
+    "content policy", "responsibleaipolicyviolation", "safety system", "flagged",
+)  # fmt: skip
+_DETAIL_LIMIT = 300
+
+
+class ModelError(StruckdownError):
+    """A model provider failed; `.model` names it, `.status` is the HTTP status if any.
+
+    The message ends with a hint (also on `.hint`) saying what the user can do.
+    """
+
+    default_hint = "try again later; if it persists, check the provider's status page"
+    what = "the provider failed"
+
+    def __init__(self, model: str, detail: str = "", *, status: int | None = None, hint: str | None = None) -> None:
+        self.model = model
+        self.status = status
+        self.detail = detail
+        self.hint = hint or self.default_hint
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = f" (HTTP {self.status})" if self.status is not None else ""
+        detail = f": {self.detail}" if self.detail else ""
+        return f"model {self.model}: {self.what}{where}{detail}. Hint: {self.hint}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only arguments do not survive default exception pickling (batch workers).
+        return (_rebuild, (type(self), self.model, self.detail, self.status, self.hint))
+
+
+def _rebuild(cls: type[ModelError], model: str, detail: str, status: int | None, hint: str) -> ModelError:
+    return cls(model, detail, status=status, hint=hint)
+
+
+class RateLimitError(ModelError):
+    what = "rate limited"
+    default_hint = (
+        "wait and run again, lower the concurrency (sd batch -j N), "
+        "or raise STRUCKDOWN_MAX_RETRIES so more retries with backoff are made"
+    )
+
+
+class AuthenticationError(ModelError):
+    what = "authentication failed"
+    default_hint = (
+        "check the API key (OPENAI_API_KEY, ANTHROPIC_API_KEY, … or LLM_API_KEY for LLM_API_BASE) "
+        "and that it has access to this model"
+    )
+
+
+class ContextWindowError(ModelError):
+    what = "the prompt is longer than the model's context window"
+    default_hint = (
+        "shorten the template or its context, split long inputs, or use a model with a larger context "
+        "(for llama.cpp raise the server's --ctx-size)"
+    )
+
+
+class ContentFilterError(ModelError):
+    what = "the provider's content filter blocked the request or the answer"
+    default_hint = "rephrase the input, or use a model or deployment with a different content policy"
+
+
+class ModelConnectionError(ModelError):
+    what = "could not reach the model endpoint"
+    default_hint = (
+        "check that the server is running and the base URL is right (LLM_API_BASE; for a local model "
+        "run scripts/local-llm.sh start), or raise STRUCKDOWN_TIMEOUT for slow models"
+    )
+
+
+class BadRequestError(ModelError):
+    what = "the provider rejected the request"
+    default_hint = "check the model name and the slot's settings (temperature=, max_tokens=, …)"
+
+
+_QUOTA_HINT = "the account's quota or credits are exhausted: check billing or use another API key"
+_NOT_FOUND_HINT = "check the model name and the base URL (an OpenAI-compatible base URL usually ends in /v1)"
+_SERVER_HINT = "the provider kept failing after retries; try again later or raise STRUCKDOWN_MAX_RETRIES"
+
+
+def map_model_error(exc: BaseException, model_label: str) -> ModelError | None:
+    """The struckdown error for a provider failure, or None when `exc` is not one.
+
+    Looks through exception groups and `__cause__` chains, since task groups and
+    wrappers may hide the provider error; None tells the caller to re-raise `exc`.
+    """
+    seen: set[int] = set()
+    for candidate in _candidates(exc, seen):
+        mapped = _map_one(candidate, model_label)
+        if mapped is not None:
+            return mapped
+    return None
+
+
+def _candidates(exc: BaseException, seen: set[int]) -> Any:
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        if isinstance(current, BaseExceptionGroup):
+            for inner in current.exceptions:
+                yield from _candidates(inner, seen)
+        current = current.__cause__
+
+
+def _map_one(exc: BaseException, label: str) -> ModelError | None:
+    if isinstance(exc, ModelError):
+        return exc
+    from pydantic_ai import exceptions as pe
+
+    if isinstance(exc, pe.ContentFilterError):
+        return ContentFilterError(label, _short(str(exc)))
+    if isinstance(exc, pe.ModelHTTPError):
+        return _from_status(exc.status_code, exc, _body_text(exc.body) or exc.message, label)
+    if isinstance(exc, pe.ModelRequestTimeout | pe.ModelConnectionError):
+        return ModelConnectionError(label, _short(exc.message), hint=_connection_hint(exc))
+    if isinstance(exc, pe.ModelAPIError):
+        return _from_category(exc, _short(exc.message), None, label)
+    return _map_transport(exc, label)
+
+
+def _from_status(status: int, exc: Any, text: str, label: str) -> ModelError:
+    detail = _short(text)
+    mapped = _from_category(exc, detail, status, label)
+    if mapped is not None:
+        return mapped
+    lowered = text.lower()
+    if status == 429:
+        return RateLimitError(label, detail, status=status)
+    if 400 <= status < 500:
+        if any(word in lowered for word in _CONTEXT_WORDS):
+            return ContextWindowError(label, detail, status=status)
+        if any(word in lowered for word in _FILTER_WORDS):
+            return ContentFilterError(label, detail, status=status)
+        if status in (401, 403):
+            return AuthenticationError(label, detail, status=status)
+        hint = _NOT_FOUND_HINT if status == 404 else None
+        return BadRequestError(label, detail, status=status, hint=hint)
+    return ModelError(label, detail, status=status, hint=_SERVER_HINT if status >= 500 else None)
+
+
+def _from_category(exc: Any, detail: str, status: int | None, label: str) -> ModelError | None:
+    """Use pydantic-ai's own classification where it is more precise than the status."""
+    from pydantic_ai import exceptions as pe
+
+    if isinstance(exc, pe.ModelQuotaExceededError):
+        return RateLimitError(label, detail, status=status, hint=_QUOTA_HINT)
+    if isinstance(exc, pe.ModelRateLimitError):
+        return RateLimitError(label, detail, status=status)
+    if isinstance(exc, pe.ModelContextWindowExceededError):
+        return ContextWindowError(label, detail, status=status)
+    if isinstance(exc, pe.ModelAuthenticationError):
+        return AuthenticationError(label, detail, status=status)
+    if isinstance(exc, pe.ModelNotFoundError):
+        return BadRequestError(label, detail, status=status, hint=_NOT_FOUND_HINT)
+    if isinstance(exc, pe.ModelUnavailableError | pe.ModelServerError):
+        return ModelError(label, detail, status=status, hint=_SERVER_HINT)
+    return None
+
+
+def _map_transport(exc: BaseException, label: str) -> ModelError | None:
+    """Errors raised below pydantic-ai: the openai SDK, httpx2, or the OS."""
+    module = type(exc).__module__.partition(".")[0]
+    if module == "openai":
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int):
+            return _from_status(status, exc, _body_text(getattr(exc, "body", None)) or str(exc), label)
+        if "Connection" in type(exc).__name__ or "Timeout" in type(exc).__name__:
+            return ModelConnectionError(label, _short(str(exc)), hint=_connection_hint(exc))
+        return None
+    if module in ("httpx2", "httpx", "httpcore", "httpcore2"):
+        name = type(exc).__name__
+        if "Timeout" in name or "Connect" in name or "Network" in name or "Protocol" in name:
+            return ModelConnectionError(label, _short(str(exc) or name), hint=_connection_hint(exc))
+        return None
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return ModelConnectionError(label, _short(str(exc) or type(exc).__name__), hint=_connection_hint(exc))
+    return None
+
+
+def _connection_hint(exc: BaseException) -> str:
+    text = f"{type(exc).__name__} {exc}".lower()
+    if "timeout" in text or "timed out" in text:
+        return (
+            "the model did not answer in time: raise STRUCKDOWN_TIMEOUT (seconds per attempt, default 120), "
+            "use a smaller model, or ask for shorter answers"
+        )
+    return ModelConnectionError.default_hint
+
+
+def _body_text(body: object) -> str:
+    """The provider's own message from an error body, falling back to the body as text."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            parts = [str(error[k]) for k in ("message", "code", "type") if error.get(k) not in (None, "")]
+            if parts:
+                return " | ".join(parts)
+        elif isinstance(error, str):
+            return error
+    if body is None:
+        return ""
+    return str(body)
+
+
+def _short(text: str) -> str:
+    text = re.sub(r"\s+", " ", text).strip().rstrip(".")
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 1] + "…"

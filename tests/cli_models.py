@@ -1,0 +1,110 @@
+"""Scripted models for the CLI tests (no network).
+
+`scripted(reply)` turns a plain function `reply(prompt, info) -> value` into a
+pydantic-ai FunctionModel that streams text answers word by word and sends typed
+answers (guard verdicts included) through the slot's output tool. `rows_with_delay`
+is the factory the kill/resume test names in STRUCKDOWN_TEST_MODEL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+Reply = Callable[[str, AgentInfo], Any]
+
+
+def last_prompt(messages: list[ModelMessage]) -> str:
+    """The text of the last user turn."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in reversed(message.parts):
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    return part.content
+    return ""
+
+
+def tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    return [
+        part
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+
+
+def answer(value: Any, info: AgentInfo) -> ModelResponse:
+    """A final answer: through the output tool when the slot has one, else as text."""
+    if info.output_tools:
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"response": value})])
+    return ModelResponse(parts=[TextPart(value if isinstance(value, str) else json.dumps(value))])
+
+
+def scripted(reply: Reply) -> FunctionModel:
+    """`reply(prompt, info)` returns the answer value, or a ModelResponse to send as is."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        value = reply(last_prompt(messages), info)
+        if callable(value):  # a reply that needs the whole conversation (tool loops)
+            value = value(messages)
+        return value if isinstance(value, ModelResponse) else answer(value, info)
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        response = respond(messages, info)
+        for index, part in enumerate(response.parts):
+            if isinstance(part, TextPart):
+                for word in re.findall(r"\S+\s*", part.content):
+                    yield word
+            elif isinstance(part, ToolCallPart):
+                yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+
+    return FunctionModel(respond, stream_function=stream, model_name="scripted")
+
+
+def calls_tool_once(tool: str, arguments: dict[str, Any], final: Callable[[str], Any]) -> Reply:
+    """A reply that first calls `tool(**arguments)`, then answers `final(tool_output)`."""
+
+    def reply(prompt: str, info: AgentInfo) -> Any:
+        def step(messages: list[ModelMessage]) -> Any:
+            returns = tool_returns(messages)
+            if not returns:
+                return ModelResponse(parts=[ToolCallPart(tool, arguments)])
+            return final(str(returns[-1].content))
+
+        return step
+
+    return reply
+
+
+def rows_with_delay() -> FunctionModel:
+    """For the batch kill/resume test: answers `Row N …` with `answer N` after
+    SD_TEST_DELAY seconds, and appends N to the SD_TEST_CALLS file for every call."""
+    calls_file = os.environ["SD_TEST_CALLS"]
+    delay = float(os.environ.get("SD_TEST_DELAY", "0"))
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        match = re.search(r"Row (\d+)", last_prompt(messages))
+        row = match.group(1) if match else "?"
+        with open(calls_file, "a", encoding="utf-8") as handle:
+            handle.write(row + "\n")
+        if delay:
+            await asyncio.sleep(delay)
+        return ModelResponse(parts=[TextPart(f"answer {row}")])
+
+    return FunctionModel(respond, model_name="rows-with-delay")
