@@ -40,11 +40,16 @@ class ModelError(StruckdownError):
     default_hint = "try again later; if it persists, check the provider's status page"
     what = "the provider failed"
 
-    def __init__(self, model: str, detail: str = "", *, status: int | None = None, hint: str | None = None) -> None:
+    def __init__(
+        self, model: str, detail: str = "", *, status: int | None = None, hint: str | None = None,
+        what: str | None = None,
+    ) -> None:  # fmt: skip
         self.model = model
         self.status = status
         self.detail = detail
         self.hint = hint or self.default_hint
+        if what is not None:
+            self.what = what
         super().__init__(self._format())
 
     def _format(self) -> str:
@@ -54,11 +59,11 @@ class ModelError(StruckdownError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only arguments do not survive default exception pickling (batch workers).
-        return (_rebuild, (type(self), self.model, self.detail, self.status, self.hint))
+        return (_rebuild, (type(self), self.model, self.detail, self.status, self.hint, self.what))
 
 
-def _rebuild(cls: type[ModelError], model: str, detail: str, status: int | None, hint: str) -> ModelError:
-    return cls(model, detail, status=status, hint=hint)
+def _rebuild(cls: type[ModelError], model: str, detail: str, status: int | None, hint: str, what: str) -> ModelError:
+    return cls(model, detail, status=status, hint=hint, what=what)
 
 
 class RateLimitError(ModelError):
@@ -139,11 +144,11 @@ def _map_one(exc: BaseException, label: str) -> ModelError | None:
     from pydantic_ai import exceptions as pe
 
     if isinstance(exc, pe.ContentFilterError):
-        return ContentFilterError(label, _short(str(exc)))
+        return ContentFilterError(label, _short(exc.message))
     if isinstance(exc, pe.ModelHTTPError):
         return _from_status(exc.status_code, exc, _body_text(exc.body) or exc.message, label)
     if isinstance(exc, pe.ModelRequestTimeout | pe.ModelConnectionError):
-        return ModelConnectionError(label, _short(exc.message), hint=_connection_hint(exc))
+        return _connection_error(exc, label, exc.message)
     if isinstance(exc, pe.ModelAPIError):
         return _from_category(exc, _short(exc.message), None, label)
     return _map_transport(exc, label)
@@ -196,26 +201,29 @@ def _map_transport(exc: BaseException, label: str) -> ModelError | None:
         if isinstance(status, int):
             return _from_status(status, exc, _body_text(getattr(exc, "body", None)) or str(exc), label)
         if "Connection" in type(exc).__name__ or "Timeout" in type(exc).__name__:
-            return ModelConnectionError(label, _short(str(exc)), hint=_connection_hint(exc))
+            return _connection_error(exc, label, str(exc))
         return None
     if module in ("httpx2", "httpx", "httpcore", "httpcore2"):
         name = type(exc).__name__
         if "Timeout" in name or "Connect" in name or "Network" in name or "Protocol" in name:
-            return ModelConnectionError(label, _short(str(exc) or name), hint=_connection_hint(exc))
+            return _connection_error(exc, label, str(exc) or name)
         return None
     if isinstance(exc, TimeoutError | ConnectionError):
-        return ModelConnectionError(label, _short(str(exc) or type(exc).__name__), hint=_connection_hint(exc))
+        return _connection_error(exc, label, str(exc) or type(exc).__name__)
     return None
 
 
-def _connection_hint(exc: BaseException) -> str:
+def _connection_error(exc: BaseException, label: str, detail: str) -> ModelConnectionError:
     text = f"{type(exc).__name__} {exc}".lower()
     if "timeout" in text or "timed out" in text:
-        return (
-            "the model did not answer in time: raise STRUCKDOWN_TIMEOUT (seconds per attempt, default 120), "
-            "use a smaller model, or ask for shorter answers"
+        return ModelConnectionError(
+            label,
+            _short(detail),
+            what="the request timed out",
+            hint="raise STRUCKDOWN_TIMEOUT (seconds per attempt, default 120), use a smaller or faster model, "
+            "or ask for shorter answers",
         )
-    return ModelConnectionError.default_hint
+    return ModelConnectionError(label, _short(detail))
 
 
 def _body_text(body: object) -> str:
@@ -223,9 +231,12 @@ def _body_text(body: object) -> str:
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict):
-            parts = [str(error[k]) for k in ("message", "code", "type") if error.get(k) not in (None, "")]
-            if parts:
-                return " | ".join(parts)
+            message = error.get("message")
+            code = error.get("code") or error.get("type")
+            if message and code and str(code) not in str(message):
+                return f"{message} [{code}]"
+            if message or code:
+                return str(message or code)
         elif isinstance(error, str):
             return error
     if body is None:

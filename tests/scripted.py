@@ -167,3 +167,41 @@ def by_prompt(mapping: dict[str, Any]) -> Answer:
         raise AssertionError(f"no scripted answer for {call.last_user!r}")
 
     return answer
+
+
+def value_for(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
+    """A valid value for a JSON schema (the subset struckdown's answer types use)."""
+    defs = defs or {}
+    if "$ref" in schema:
+        return value_for(defs[schema["$ref"].split("/")[-1]], defs)
+    if "anyOf" in schema:
+        options = [s for s in schema["anyOf"] if s.get("type") != "null"]
+        return value_for(options[0], defs) if options else None
+    if "enum" in schema:
+        return schema["enum"][-1]
+    kind = schema.get("type")
+    if kind == "boolean":
+        return True
+    if kind == "integer":
+        return max(int(schema.get("minimum", 0)), min(int(schema.get("maximum", 3)), 3))
+    if kind == "number":
+        return max(float(schema.get("minimum", 0)), 1.5)
+    if kind == "string":
+        return {"date": "2025-03-03", "date-time": "2025-03-03T10:00:00Z", "time": "10:30:00",
+                "duration": "PT1H30M"}.get(schema.get("format", ""), "text")
+    if kind == "array":
+        count = max(schema.get("minItems", 1), 1)
+        return [value_for(schema.get("items", {}), defs) for _ in range(count)]
+    if kind == "object" and "properties" in schema:
+        return {k: value_for(v, defs) for k, v in schema["properties"].items()}
+    if kind == "object":
+        return {"key": "value"}
+    return {"any": "json"}
+
+
+def auto_answer(call: Call) -> Any:
+    """Answer any slot validly: text for free text, a schema-valid value otherwise."""
+    if call.schema:
+        response = call.schema["properties"]["response"]
+        return value_for(response, call.schema.get("$defs"))
+    return f"answer to: {call.last_user[:40]}"

@@ -80,7 +80,9 @@ def main(
 
     os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")  # pydantic-ai's terminal banner is not ours to show
     # Clamping notices arrive as warnings; the logger copy would print them twice.
-    logging.getLogger("struckdown").addHandler(logging.NullHandler())
+    logger = logging.getLogger("struckdown")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
     _plain_warnings()
 
 

@@ -1,0 +1,93 @@
+"""(d) Batch: one single-slot template over many rows, 50 ms per model call.
+
+struckdown's `complete_batch_async` against the same rows run by bare pydantic-ai at
+the same concurrency (an asyncio semaphore), and against the ideal
+rows x latency / concurrency. The model echoes its prompt, so the case also checks
+that results come back in input order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .common import Row, interleaved, last_user_prompt, median, ratio_of, scripted_model, secs
+
+TARGET = 1.15
+LATENCY = 0.050
+CONCURRENCY = 50
+TEMPLATE = "Summarise {{ text }} [[summary]]"
+
+
+def rows(n: int) -> list[dict[str, str]]:
+    return [{"text": f"row {i}"} for i in range(n)]
+
+
+def echo_model() -> Any:
+    return scripted_model(latency=LATENCY, text=lambda messages: f"summary of {last_user_prompt(messages)}")
+
+
+async def bare_batch(agent: Any, contexts: list[dict[str, str]], concurrency: int) -> list[Any]:
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(context: dict[str, str]) -> Any:
+        async with semaphore:
+            return (await agent.run(f"Summarise {context['text']}")).output
+
+    return await asyncio.gather(*(one(c) for c in contexts))
+
+
+def _order_problem(results: list[Any], n: int) -> str:
+    for i, result in enumerate(results):
+        if isinstance(result, BaseException):
+            return f"row {i} failed: {type(result).__name__}: {result}"
+        if result["summary"] != f"summary of Summarise row {i}":
+            return f"row {i} out of order: {result['summary']!r}"
+    return "" if len(results) == n else f"{len(results)} results for {n} rows"
+
+
+async def run(quick: bool = False) -> list[Row]:
+    import struckdown
+    from pydantic_ai import Agent
+
+    n = 200 if quick else 1000
+    repeats = 2 if quick else 3
+    contexts = rows(n)
+    program = struckdown.parse(TEMPLATE)
+    sd_model = echo_model()
+    agent = Agent(echo_model())
+    outcome: dict[str, list[Any]] = {}
+
+    async def run_struckdown() -> None:
+        outcome["results"] = await struckdown.complete_batch_async(
+            program, contexts, concurrency=CONCURRENCY, model=sd_model
+        )
+
+    async def run_bare() -> None:
+        await bare_batch(agent, contexts, CONCURRENCY)
+
+    times = await interleaved({"struckdown": run_struckdown, "bare": run_bare}, repeats=repeats, warmup=0)
+    problem = _order_problem(outcome["results"], n)
+    sd, bare = median(times["struckdown"]), median(times["bare"])
+    ideal = n * LATENCY / CONCURRENCY
+    ratio = ratio_of(sd, bare)
+    label = f"{n} rows x {LATENCY * 1000:.0f} ms, concurrency {CONCURRENCY}"
+    return [
+        Row(
+            case=f"d. batch {label}",
+            measured=secs(sd),
+            floor=f"{secs(bare)} bare pydantic-ai",
+            ratio=ratio,
+            target=f"<= {TARGET:.2f}x",
+            passed=ratio is not None and ratio <= TARGET and not problem,
+            note=problem,
+        ),
+        Row(
+            case="d. batch vs ideal rows x latency / concurrency",
+            measured=secs(sd),
+            floor=f"{secs(ideal)} ideal",
+            ratio=ratio_of(sd, ideal),
+            target=f"info (bare: {bare / ideal:.2f}x)",
+            passed=None,
+        ),
+    ]

@@ -1,0 +1,215 @@
+"""(f) Parse throughput of the uncached parser, and a 1,000-slot template's parse time.
+
+"Uncached" means every cache a parse would hit is cleared before each trial: the
+Program cache (`struckdown.compile._compile_cached`) and the Jinja compile caches of
+`struckdown.render`, so each trial does the whole `parse_template` + `build_program`
+work, including the sandboxed Jinja checks of every text node.
+
+Runnable alone: `python -m bench.parse [--quick]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .common import Row, best, ms, print_table
+
+TARGET_MB_S = 1.0
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+_WORDS = (
+    "the customer wrote about a delayed parcel and asked whether the refund covers shipping "
+    "costs our policy says returns within thirty days are free unless the item was damaged "
+    "by misuse please summarise the message classify its tone and draft a short polite reply"
+).split()
+
+
+def _sentence(rng: random.Random, variables: bool = True) -> str:
+    words = rng.sample(_WORDS, rng.randint(8, 18))
+    if variables and rng.random() < 0.5:
+        words.insert(rng.randrange(len(words)), "{{ " + rng.choice(["name", "order.id", "city", "items | length"]) + " }}")
+    return " ".join(words).capitalize() + "."
+
+
+def _paragraph(rng: random.Random) -> str:
+    return " ".join(_sentence(rng) for _ in range(rng.randint(2, 6)))
+
+
+def _slot(rng: random.Random, key: str) -> str:
+    kinds = [
+        f"[[{key}]]",
+        f"[[{key}|temperature=0.2, max_tokens=200]]",
+        f"[[int:{key}|min=0, max=100]]",
+        f"[[number:{key}|min=0.5]]",
+        f"[[pick:{key}|refund, replace, escalate]]",
+        f"[[pick:{key}|{{{{ choices }}}}]]",
+        f"[[bool:{key}]]",
+        f"[[!date:{key}]]",
+        f"[[json:{key}]]",
+        f"[[score:{key}|low, medium, high]]",
+        f"[[think:{key}|max_length=500]]",
+        f'[[extract:{key}|pattern="^[A-Z]+-[0-9]+$"]]',
+        f"[[{key}{{3}}]]",
+        f"[[int*:{key}]]",
+        f"[[halt:{key}]]",
+    ]
+    return rng.choice(kinds)
+
+
+def generated_template(size: int, seed: int = 0) -> str:
+    """A realistic template of about `size` bytes: markdown paragraphs with `{{ vars }}`,
+    slots of every type with options, `<system>` blocks, `{% if %}` around slots, text
+    `{% for %}` loops, comments and checkpoints. Slot keys are unique."""
+    rng = random.Random(seed)
+    parts: list[str] = ["<system>\nYou are a careful support assistant.\n</system>\n\n"]
+    total, n = len(parts[0]), 0
+
+    def add(text: str) -> None:
+        nonlocal total
+        parts.append(text)
+        total += len(text)
+
+    while total < size:
+        n += 1
+        add(f"## Section {n}\n\n{_paragraph(rng)}\n\n")
+        roll = rng.random()
+        if roll < 0.08:
+            add(f"<system local>\n{_sentence(rng, variables=False)}\n</system>\n\n")
+        elif roll < 0.12:
+            add(f"<!-- reviewer note {n}: {_sentence(rng, variables=False)} -->\n")
+        elif roll < 0.16:
+            add("{% for item in items %}- {{ item.name }}: {{ item.price }}\n{% endfor %}\n")
+        if rng.random() < 0.2:
+            add(
+                f"{{% if tier == 'gold' %}}{_sentence(rng)} {_slot(rng, f'gold_{n}')}\n"
+                f"{{% else %}}{_sentence(rng)} {_slot(rng, f'std_{n}')}\n{{% endif %}}\n\n"
+            )
+        add(f"{_sentence(rng)} {_slot(rng, f'answer_{n}')}\n\n")
+        if n % 40 == 0:
+            add(f"<checkpoint>Part {n // 40}</checkpoint>\n\n")
+    return "".join(parts)
+
+
+def many_slots_template(count: int = 1000) -> str:
+    rng = random.Random(1)
+    return "\n".join(f"Q{i}: {_sentence(rng)} {_slot(rng, f'k{i}')}" for i in range(count)) + "\n"
+
+
+def clear_caches() -> None:
+    from struckdown import compile as compile_module
+    from struckdown import render
+
+    compile_module._compile_cached.cache_clear()
+    for cached in (render.compile_text, render.compile_expression, render.referenced_names):
+        cached.cache_clear()
+
+
+def uncached_parse(text: str) -> Any:
+    from struckdown.compile import build_program
+    from struckdown.syntax import parse_template
+
+    clear_caches()
+    return build_program(parse_template(text))
+
+
+def time_best(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return best(times)
+
+
+def _throughput_row(case: str, text: str, repeats: int) -> Row:
+    uncached_parse(text)  # warm-up: grammar load, imports
+    seconds = time_best(lambda: uncached_parse(text), repeats)
+    rate = len(text.encode()) / seconds / 1e6
+    return Row(
+        case=case,
+        measured=f"{rate * 1000:,.0f} KB/s ({len(text.encode()) / 1000:,.0f} KB in {ms(seconds)})",
+        floor=f"{TARGET_MB_S * 1000:,.0f} KB/s",
+        ratio=rate / TARGET_MB_S,
+        target=f">= {TARGET_MB_S:.0f} MB/s",
+        passed=rate >= TARGET_MB_S,
+    )
+
+
+def rows(quick: bool = False) -> list[Row]:
+    import struckdown
+
+    repeats = 2 if quick else 3
+    out: list[Row] = []
+    examples = sorted(EXAMPLES.glob("*.sd"))
+    if examples:
+        corpus = "\n<checkpoint>\n".join(p.read_text(encoding="utf-8") for p in examples)
+        texts = [p.read_text(encoding="utf-8") for p in examples]
+
+        def parse_all() -> None:
+            for text in texts:
+                uncached_parse(text)
+
+        parse_all()
+        seconds = time_best(parse_all, repeats * 3)
+        rate = len(corpus.encode()) / seconds / 1e6
+        out.append(
+            Row(
+                case=f"f. parse examples/*.sd ({len(examples)} files)",
+                measured=f"{rate * 1000:,.0f} KB/s ({len(corpus.encode()) / 1000:,.1f} KB)",
+                floor=f"{TARGET_MB_S * 1000:,.0f} KB/s",
+                ratio=rate / TARGET_MB_S,
+                target=f">= {TARGET_MB_S:.0f} MB/s",
+                passed=rate >= TARGET_MB_S,
+            )
+        )
+    big = generated_template(250_000 if quick else 1_000_000)
+    out.append(_throughput_row(f"f. parse generated {len(big.encode()) / 1e6:.2f} MB template", big, repeats))
+
+    slots = many_slots_template(1000)
+    uncached_parse(slots)
+    seconds = time_best(lambda: uncached_parse(slots), repeats * 2)
+    budget = len(slots.encode()) / (TARGET_MB_S * 1e6)
+    out.append(
+        Row(
+            case="f. parse 1,000-slot template (uncached)",
+            measured=f"{ms(seconds)} ({len(slots.encode()) / 1000:,.0f} KB)",
+            floor=f"{ms(budget)} at 1 MB/s",
+            ratio=seconds / budget,
+            target=f"<= {ms(budget)} (1 MB/s)",
+            passed=seconds <= budget,
+        )
+    )
+    program = struckdown.parse(big)
+    hit = time_best(lambda: struckdown.parse(big), 50)
+    out.append(
+        Row(
+            case="f. struckdown.parse cache hit (big template)",
+            measured=f"{hit * 1e6:,.1f} us",
+            floor="-",
+            ratio=None,
+            target="info",
+            passed=None,
+            note="" if len(program.keys) else "no slots parsed",
+        )
+    )
+    return out
+
+
+async def run(quick: bool = False) -> list[Row]:
+    return rows(quick)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="struckdown parse throughput")
+    parser.add_argument("--quick", action="store_true", help="smaller inputs, fewer repeats")
+    args = parser.parse_args()
+    print_table(rows(args.quick), title="struckdown parse")
+
+
+if __name__ == "__main__":
+    main()

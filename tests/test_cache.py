@@ -1,0 +1,279 @@
+"""Response cache: key normalisation, the SQLite store, eviction and concurrency."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from struckdown import cache as cache_module
+from struckdown.cache import ResponseCache, cache_key, normalise_messages, resolve_cache
+from struckdown.errors import ConfigurationError
+
+KEY_ARGS: dict[str, Any] = {
+    "endpoint": "http://127.0.0.1:8765/v1",
+    "model": "openai:qwen@http://127.0.0.1:8765/v1",
+    "messages": [],
+    "instructions": "Be brief.",
+    "output_schema": {"type": "object", "properties": {"response": {"type": "integer"}}},
+    "settings": {"temperature": 0.0},
+    "version": "0.1.0",
+}
+
+
+def conversation(tool_call_id: str = "call_1") -> list[Any]:
+    """A fresh conversation (new timestamps, run ids) with a tool round trip."""
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        RequestUsage,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    return [
+        ModelRequest(parts=[UserPromptPart("What is 2+2?")], run_id=f"run-{tool_call_id}"),
+        ModelResponse(
+            parts=[ToolCallPart("add", {"a": 2, "b": 2}, tool_call_id=tool_call_id)],
+            usage=RequestUsage(input_tokens=len(tool_call_id)),
+            provider_response_id=f"resp-{tool_call_id}",
+        ),
+        ModelRequest(parts=[ToolReturnPart("add", 4, tool_call_id=tool_call_id)]),
+        ModelResponse(parts=[TextPart("4")]),
+    ]
+
+
+def key(**changes: Any) -> str:
+    return cache_key(**{**KEY_ARGS, "messages": conversation(), **changes})
+
+
+# -- keys -----------------------------------------------------------------------
+
+
+def test_identical_conversations_built_at_different_times_hash_equal() -> None:
+    first, second = conversation("call_1"), conversation("call_2")
+    assert first[0].timestamp != second[0].timestamp or first[0].run_id != second[0].run_id
+    assert key(messages=first) == key(messages=second)
+
+
+def test_identical_agent_runs_hash_equal() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    agent = Agent(TestModel(), instructions="Be brief.")
+    one, two = agent.run_sync("hi").all_messages(), agent.run_sync("hi").all_messages()
+    assert key(messages=one) == key(messages=two)
+    assert key(messages=one) != key(messages=agent.run_sync("hello").all_messages())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"endpoint": "http://127.0.0.1:8766/v1"},
+        {"model": "openai:llama@http://127.0.0.1:8765/v1"},
+        {"instructions": "Be verbose."},
+        {"instructions": None},
+        {"output_schema": {"type": "object", "properties": {"response": {"type": "string"}}}},
+        {"output_schema": "str"},
+        {"settings": {"temperature": 0.7}},
+        {"settings": {"temperature": 0.0, "max_tokens": 10}},
+        {"version": "0.2.0"},
+    ],
+)
+def test_key_changes_with_everything_that_decides_the_answer(change: dict[str, Any]) -> None:
+    assert key(**change) != key()
+
+
+def test_key_changes_when_a_message_changes() -> None:
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    changed = conversation()
+    changed[0] = ModelRequest(parts=[UserPromptPart("What is 2+3?")])
+    assert key(messages=changed) != key()
+    assert key(messages=conversation()[:2]) != key()
+
+
+def test_transport_settings_do_not_change_the_key() -> None:
+    assert key(settings={"temperature": 0.0, "timeout": 5, "max_retries": 0}) == key()
+
+
+def test_key_accepts_already_dumped_messages() -> None:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    dumped = ModelMessagesTypeAdapter.dump_python(conversation(), mode="json")
+    assert key(messages=dumped) == key()
+    assert "timestamp" not in str(normalise_messages(dumped))
+
+
+# -- the store ------------------------------------------------------------------
+
+
+def test_nothing_is_opened_until_first_use(tmp_path: Path) -> None:
+    store = ResponseCache(tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+    assert store.stats()["entries"] == 0
+    assert not (tmp_path / "c").exists()
+    assert store.clear() == 0
+
+
+def test_put_get_round_trip_and_stats(tmp_path: Path) -> None:
+    store = ResponseCache(tmp_path)
+    value = {"output": {"n": 4, "items": [1, "two", None]}, "text": "4", "usage": {"input_tokens": 3}}
+    assert store.get("k") is None
+    store.put("k", value)
+    assert store.get("k") == value
+    store.put("k", {"output": 5})
+    assert store.get("k") == {"output": 5}
+    stats = store.stats()
+    assert stats["entries"] == 1 and stats["bytes"] > 0
+    assert stats["hits"] == 2 and stats["misses"] == 1 and stats["errors"] == 0
+    assert stats["path"] == str(tmp_path / "responses.sqlite3")
+    assert ResponseCache(tmp_path).get("k") == {"output": 5}  # another connection sees it
+
+
+def test_async_get_and_put(tmp_path: Path) -> None:
+    store = ResponseCache(tmp_path)
+
+    async def main() -> Any:
+        await store.aput("a", {"output": "x"})
+        return await store.aget("a"), await store.aget("missing")
+
+    assert anyio.run(main) == ({"output": "x"}, None)
+
+
+def test_clear_removes_everything_and_reports_how_much(tmp_path: Path) -> None:
+    store = ResponseCache(tmp_path)
+    for i in range(5):
+        store.put(f"k{i}", {"output": i})
+    assert store.clear() == 5
+    assert store.stats()["entries"] == 0 and store.get("k1") is None
+
+
+def test_eviction_keeps_the_store_under_its_cap_dropping_oldest(tmp_path: Path) -> None:
+    store = ResponseCache(tmp_path, max_bytes=4_000)
+    for i in range(100):
+        store.put(f"k{i:03}", {"output": "x" * 150, "i": i})
+    stats = store.stats()
+    assert 0 < stats["bytes"] <= 4_000
+    assert store.get("k000") is None
+    assert store.get("k099") is not None
+
+
+def test_recently_read_entries_survive_eviction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache_module, "_TOUCH_AFTER_S", -1.0)
+    store = ResponseCache(tmp_path, max_bytes=4_000)
+    store.put("keep", {"output": "x" * 150})
+    for i in range(100):
+        assert store.get("keep") is not None
+        store.put(f"k{i:03}", {"output": "x" * 150})
+    assert store.get("keep") is not None
+    assert store.get("k000") is None
+
+
+def test_values_larger_than_the_cap_are_not_stored(tmp_path: Path) -> None:
+    store = ResponseCache(tmp_path, max_bytes=100)
+    store.put("big", {"output": "x" * 500})
+    assert store.get("big") is None
+
+
+def test_a_broken_cache_is_a_miss_not_a_failure(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    store = ResponseCache(blocker / "cache")
+    store.put("k", {"output": 1})
+    assert store.get("k") is None
+    assert store.stats()["errors"] == 2
+
+
+def test_max_mb_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRUCKDOWN_CACHE_MAX_MB", "2")
+    assert ResponseCache(tmp_path).max_bytes == 2 * 1024 * 1024
+    monkeypatch.delenv("STRUCKDOWN_CACHE_MAX_MB")
+    assert ResponseCache(tmp_path).max_bytes == 500 * 1024 * 1024
+
+
+# -- concurrency ------------------------------------------------------------------
+
+
+def _hammer(store: ResponseCache, prefix: str, errors: list[BaseException]) -> None:
+    try:
+        for i in range(50):
+            store.put(f"{prefix}-{i}", {"output": i, "who": prefix})
+            assert store.get(f"{prefix}-{i}") == {"output": i, "who": prefix}
+            store.get(f"shared-{i % 5}")
+            store.put(f"shared-{i % 5}", {"output": prefix})
+    except BaseException as exc:  # collected and asserted in the main thread
+        errors.append(exc)
+
+
+def _process_writer(directory: str, prefix: str) -> None:
+    store = ResponseCache(directory)
+    errors: list[BaseException] = []
+    threads = [threading.Thread(target=_hammer, args=(store, f"{prefix}{t}", errors)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors or store.stats()["errors"]:
+        raise SystemExit(f"{len(errors)} errors, first: {errors[:1]!r}, stats: {store.stats()}")
+
+
+def test_threads_and_processes_share_one_store(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    processes = [ctx.Process(target=_process_writer, args=(str(tmp_path), f"p{n}-")) for n in range(2)]
+    for process in processes:
+        process.start()
+
+    shared = ResponseCache(tmp_path)
+    errors: list[BaseException] = []
+    threads = [threading.Thread(target=_hammer, args=(shared, f"t{n}", errors)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for process in processes:
+        process.join(timeout=60)
+
+    assert errors == []
+    assert [p.exitcode for p in processes] == [0, 0]
+    assert shared.stats()["errors"] == 0
+    reader = ResponseCache(tmp_path)
+    for prefix in [f"t{n}" for n in range(8)] + [f"p{n}-{t}" for n in range(2) for t in range(4)]:
+        for i in range(50):
+            assert reader.get(f"{prefix}-{i}") == {"output": i, "who": prefix}
+    assert reader.stats()["entries"] == (8 + 8) * 50 + 5
+
+
+# -- resolve_cache ----------------------------------------------------------------
+
+
+def test_resolve_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_cache(None) is None and resolve_cache(False) is None
+    monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "default"))
+    default = resolve_cache(True)
+    assert isinstance(default, ResponseCache)
+    assert default.path == tmp_path / "default" / "responses.sqlite3"
+    assert resolve_cache(True) is default
+    monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "other"))
+    assert resolve_cache(True) is not default
+    assert resolve_cache(str(tmp_path / "default")) is default
+    mine = ResponseCache(tmp_path)
+    assert resolve_cache(mine) is mine
+
+    class Memory:
+        async def aget(self, key: str) -> dict[str, Any] | None:
+            return None
+
+        async def aput(self, key: str, value: dict[str, Any]) -> None:
+            pass
+
+    memory = Memory()
+    assert resolve_cache(memory) is memory
+    with pytest.raises(ConfigurationError, match="aget"):
+        resolve_cache(42)

@@ -1,0 +1,372 @@
+"""The `sd` command line: run/chat, check, explain (batch is in test_cli_batch.py).
+
+Commands run in-process through typer's CliRunner with a scripted model put in
+place of the CLI's model factory (`struckdown.cli.loading.resolve_cli_model`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cli_models import calls_tool_once, scripted
+from struckdown.cli.app import app
+from struckdown.cli.loading import load_tools
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No forced colours, no model from the environment, wide lines."""
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "STRUCKDOWN_TEST_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture
+def use_model(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def install(model: Any) -> None:
+        monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: model)
+
+    return install
+
+
+def sd(*args: Any, input: str | None = None) -> Any:
+    result = runner.invoke(app, [str(a) for a in args], input=input)
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def echo(prompt: str, info: Any) -> Any:
+    """Free-text slots answer with their prompt; guards never trip."""
+    if info.output_tools:
+        return {"triggered": False, "reason": "fine"}
+    return f"echo: {prompt.strip()}"
+
+
+# -- sd run: answers, context, exit codes -------------------------------------------------
+
+
+def test_run_streams_answers_and_summary(tmp_path: Path, use_model: Any) -> None:
+    use_model(scripted(echo))
+    template = write(tmp_path / "t.sd", "Tell me about {{ topic }} [[summary]]\n")
+    result = sd("run", template, "-c", "topic=owls")
+    assert result.exit_code == 0
+    assert "summary: echo: Tell me about owls\n" in result.stdout
+    assert "done · 1 answer · 1 request" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("ctx.json", '{"topic": "owls", "n": 3}'), ("ctx.yaml", "topic: owls\nn: 3\n"), ("ctx.yml", "topic: owls\nn: 3\n")],
+)
+def test_context_file_json_or_yaml(tmp_path: Path, use_model: Any, name: str, content: str) -> None:
+    use_model(scripted(echo))
+    template = write(tmp_path / "t.sd", "{{ topic }} x{{ n + 1 }} [[summary]]\n")
+    context = write(tmp_path / name, content)
+    result = sd("run", template, "--context", context, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"summary": "echo: owls x4"}
+
+
+def test_set_overrides_the_context_file_and_parses_json(tmp_path: Path, use_model: Any) -> None:
+    use_model(scripted(echo))
+    template = write(tmp_path / "t.sd", "{{ topic }} {{ n + 1 }} {{ tags | join('/') }} [[summary]]\n")
+    context = write(tmp_path / "ctx.json", '{"topic": "owls", "n": 1, "tags": []}')
+    result = sd("run", template, "--context", context, "-c", "topic=bats", "-c", "n=41", "-c", 'tags=["a","b"]', "--json")
+    assert json.loads(result.stdout) == {"summary": "echo: bats 42 a/b"}
+
+
+def test_json_stdout_is_exactly_the_answers(tmp_path: Path, use_model: Any) -> None:
+    use_model(scripted(echo))
+    template = write(tmp_path / "t.sd", "One [[a]]\nIs it ok? [[halt:check]]\nTwo [[b]]\n")
+    result = sd("run", template, "--json")
+    answers = {"a": "echo: One", "check": {"triggered": False, "reason": "fine"}, "b": "echo: Two"}
+    assert result.exit_code == 0
+    assert result.stdout == json.dumps(answers, indent=2) + "\n"
+    assert "guard check: passed — fine" in result.stderr  # the display moved to stderr
+
+
+def test_output_file_holds_answers_usage_and_halted(tmp_path: Path, use_model: Any) -> None:
+    use_model(scripted(echo))
+    template = write(tmp_path / "t.sd", "One [[a]]\n")
+    out = tmp_path / "out.json"
+    assert sd("run", template, "-o", out).exit_code == 0
+    record = json.loads(out.read_text())
+    assert record["answers"] == {"a": "echo: One"}
+    assert record["usage"]["requests"] == 1 and record["usage"]["total_tokens"] > 0
+    assert record["halted"] is None
+
+
+def test_guard_trip_exits_3_and_records_the_halt(tmp_path: Path, use_model: Any) -> None:
+    def judge(prompt: str, info: Any) -> Any:
+        if info.output_tools:
+            return {"triggered": "idiot" in prompt, "reason": "insulting"}
+        return "a reply"
+
+    use_model(scripted(judge))
+    template = write(tmp_path / "t.sd", "Message: {{ msg }}\n[[halt:rude]]\nReply to it. [[reply]]\n")
+    out = tmp_path / "out.json"
+    result = sd("run", template, "-c", "msg=you idiot", "-o", out)
+    assert result.exit_code == 3
+    assert "guard rude: TRIPPED — insulting" in result.stdout
+    assert "halted by guard 'rude': insulting" in result.stdout
+    assert json.loads(out.read_text())["halted"] == {"slot": "rude", "reason": "insulting"}
+
+
+def test_template_error_exits_2_with_position(tmp_path: Path, use_model: Any) -> None:
+    use_model(scripted(echo))
+    template = write(tmp_path / "t.sd", "A [[a]]\nB [[a]]\n")
+    result = sd("run", template)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {template}:2:3: duplicate slot key 'a'")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("ctx.json", '{"topic": ', "invalid JSON"),
+        ("ctx.json", "[1, 2]", "must hold a mapping"),
+        ("ctx.yaml", "a: [unclosed", "invalid YAML"),
+        ("missing.json", None, "does not exist"),
+    ],
+)
+def test_bad_context_file_exits_2(tmp_path: Path, use_model: Any, name: str, content: str | None, message: str) -> None:
+    use_model(scripted(echo))
+    template = write(tmp_path / "t.sd", "A [[a]]\n")
+    if content is not None:
+        write(tmp_path / name, content)
+    result = sd("run", template, "--context", tmp_path / name)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and message in result.stderr
+
+
+def test_model_failure_exits_1_without_traceback(tmp_path: Path, use_model: Any) -> None:
+    def broken(prompt: str, info: Any) -> Any:
+        raise RuntimeError("the model server fell over")
+
+    use_model(scripted(broken))
+    template = write(tmp_path / "t.sd", "A [[a]]\n")
+    result = sd("run", template)
+    assert result.exit_code == 1
+    assert result.stderr == "error: slot 'a': RuntimeError: the model server fell over\n"
+
+
+def test_missing_model_is_one_clear_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("STRUCKDOWN_MODEL", "DEFAULT_LLM", "LLM_API_BASE", "LLM_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    template = write(tmp_path / "t.sd", "A [[a]]\n")
+    result = sd("run", template)
+    assert result.exit_code == 1
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: no model configured")
+    for hint in ("--model", "STRUCKDOWN_MODEL", "LLM_API_BASE"):
+        assert hint in result.stderr
+
+
+def test_model_test_is_a_dry_run(tmp_path: Path) -> None:
+    template = write(tmp_path / "t.sd", "A [[a]]\nPick [[pick:p|x,y]]\n")
+    result = sd("chat", template, "--model", "test", "--json", "--no-stream")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout).keys() == {"a", "p"}
+
+
+def test_stop_at_ends_after_that_slot(tmp_path: Path, use_model: Any) -> None:
+    use_model(scripted(echo))
+    template = write(tmp_path / "t.sd", "One [[a]]\nTwo [[b]]\n")
+    assert json.loads(sd("run", template, "--stop-at", "a", "--json").stdout) == {"a": "echo: One"}
+    result = sd("run", template, "--stop-at", "zzz")
+    assert result.exit_code == 2 and "--stop-at 'zzz' is not a slot" in result.stderr
+
+
+def test_output_is_plain_when_not_a_terminal(tmp_path: Path, use_model: Any) -> None:
+    use_model(scripted(echo))
+    template = write(tmp_path / "t.sd", "Message [[halt:g]]\nOne two three [[a]]\n<checkpoint>\nFour [[b]]\n")
+    result = sd("run", template)
+    assert result.exit_code == 0
+    assert "\x1b[" not in result.output
+    assert "a: echo: One two three\n" in result.stdout
+
+
+# -- --tools ---------------------------------------------------------------------------------
+
+TOOLS_FILE = '''
+import json
+from os.path import join  # imported, so not a tool
+from struckdown import readonly
+
+LOG = {log!r}
+
+
+@readonly
+def lookup(city: str) -> str:
+    """The weather in a city."""
+    with open(LOG, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({{"city": city}}) + "\\n")
+    return f"sunny in {{city}}"
+
+
+def _private() -> None:
+    pass
+'''
+
+
+def test_tools_file_is_loaded_and_the_model_calls_it(tmp_path: Path, use_model: Any) -> None:
+    log = tmp_path / "calls.jsonl"
+    tools = write(tmp_path / "tools.py", TOOLS_FILE.format(log=str(log)))
+    offered: list[list[str]] = []
+
+    def reply(prompt: str, info: Any) -> Any:
+        offered.append([t.name for t in info.function_tools])
+        return calls_tool_once("lookup", {"city": "Paris"}, lambda out: f"It is {out}.")(prompt, info)
+
+    use_model(scripted(reply))
+    template = write(tmp_path / "t.sd", "Weather in Paris? [[answer|use_tools=true]]\n")
+    result = sd("run", template, "--tools", tools)
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [{"city": "Paris"}]
+    assert offered and all(names == ["lookup"] for names in offered)  # not `join`, not `_private`
+    assert '[answer] tool lookup(city="Paris") → sunny in Paris' in result.stdout
+    assert "answer: It is sunny in Paris.\n" in result.stdout
+
+
+def test_load_tools_keeps_readonly_marks(tmp_path: Path) -> None:
+    from struckdown.run.tools import is_readonly
+
+    tools = load_tools(write(tmp_path / "tools.py", TOOLS_FILE.format(log=str(tmp_path / "x"))))
+    assert [t.__name__ for t in tools] == ["lookup"]
+    assert is_readonly(tools[0])
+
+
+def test_broken_tools_file_exits_2(tmp_path: Path) -> None:
+    template = write(tmp_path / "t.sd", "A [[a|use_tools=true]]\n")
+    tools = write(tmp_path / "tools.py", "import not_a_module_anywhere\n")
+    result = sd("run", template, "--model", "test", "--tools", tools)
+    assert result.exit_code == 2
+    assert "tools file" in result.stderr and "ModuleNotFoundError" in result.stderr
+
+
+# -- sd check ------------------------------------------------------------------------------------
+
+
+def test_check_reports_each_diagnostic_with_line_and_column(tmp_path: Path) -> None:
+    template = write(
+        tmp_path / "t.sd",
+        """
+        Hello {{ name }} and {{ who }}
+        [[summary]]
+        [[halt:late]]
+        Plan [[plan|use_tools=true, max_iter=50]]
+        Later {{ future }}
+        [[future]]
+        """,
+    )
+    orphan = write(tmp_path / "orphan.sd", "[[halt:g]]\nThen [[a]]\n")
+    result = sd("check", template, orphan, "-c", "name=Ann")
+    assert result.exit_code == 1
+    lines = [line for line in result.stdout.splitlines() if not line.startswith("    hint:")]
+    assert lines == [
+        f"{template}:1:25: error: undefined variable 'who': not in the context and not answered before",
+        f"{template}:3:1: warning: guard 'late' placed after the text it should judge: "
+        "it follows [[summary]] with no text between, so it has nothing to read",
+        f"{template}:4:6: warning: slot 'plan' sets use_tools=true but no --tools file was given",
+        f"{template}:4:6: warning: slot 'plan' asks for max_iter=50 above the default ceiling 20; 20 will be used",
+        f"{template}:5:10: error: undefined variable 'future': not in the context and not answered before",
+        f"{orphan}:1:1: error: guard 'g' has no text above it to judge",
+    ]
+    assert "hint: 'future' is answered later (line 6)" in result.stdout
+    assert result.stderr == "3 errors, 3 warnings in 2 templates\n"
+
+
+def test_check_syntax_error_is_positioned(tmp_path: Path) -> None:
+    template = write(tmp_path / "t.sd", "A [[a]]\nB [[bogus:b]]\n")
+    result = sd("check", template)
+    assert result.exit_code == 1
+    assert result.stdout.startswith(f"{template}:2:5: error: unknown type 'bogus'\n    hint: known types:")
+
+
+def test_check_skips_undefined_variables_without_a_context(tmp_path: Path) -> None:
+    template = write(tmp_path / "t.sd", "Hello {{ name }}\n[[a]]\nUse {{ a }} [[b]]\n")
+    result = sd("check", template)
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert result.stderr == "1 template checked: no problems found\n"
+    assert sd("check", template, "-c", "name=x").exit_code == 0  # `a` is answered before it is read
+
+
+def test_check_with_tools_has_no_tool_warning(tmp_path: Path) -> None:
+    template = write(tmp_path / "t.sd", "Go [[a|use_tools=true]]\n")
+    tools = write(tmp_path / "tools.py", "def ping() -> str:\n    return 'pong'\n")
+    assert sd("check", template).stdout.count("warning") == 1
+    assert sd("check", template, "--tools", tools).stdout == ""
+
+
+# -- sd explain --------------------------------------------------------------------------------
+
+
+def test_explain_shows_segments_slots_guards_and_limits(tmp_path: Path) -> None:
+    template = write(
+        tmp_path / "t.sd",
+        """
+        Topic: {{ topic }}
+        [[halt:offtopic]]
+        Summarise [[summary]]
+        Pick [[pick:colour|red, green]]
+        <checkpoint>Second</checkpoint>
+        Use {{ summary }} [[int*:n|max_iter=3]]
+        Plan [[json:plan|use_tools=true, max_iter=30, max_calls=2]]
+        """,
+    )
+    result = sd("explain", template)
+    assert result.exit_code == 0
+    out = result.stdout
+    for expected in (
+        "segment 0 — starts at once",
+        "segment 1 'Second' — waits for: summary · fresh conversation",
+        "guard offtopic: halts the run when triggered is true",
+        "judges the text above it (reads topic)",
+        "starts when reached and runs beside what follows",
+        "joined before: the first streamed token",
+        "slot colour: pick, one answer, may be null",
+        "choices: red | green",
+        "slot n: int, a list of any length, may be null",
+        "limits: 3 requests (max_iter) · 20 tool calls · 250,000 output tokens",
+        "limits: 20 requests (max_iter=30, clamped to the ceiling) · 2 tool calls (max_calls)",
+        "limits per slot: 20 requests · 20 tool calls · 250,000 output tokens",
+    ):
+        assert expected in out, expected
+    assert "\x1b[" not in out
+
+
+def test_explain_template_error_exits_2(tmp_path: Path) -> None:
+    template = write(tmp_path / "t.sd", "A [[a]\n")
+    result = sd("explain", template)
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: {template}:1:")
+
+
+# -- startup ---------------------------------------------------------------------------------------
+
+
+def test_help_does_not_import_pydantic_ai() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['sd', '--help']\n"
+        "from struckdown.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LOADED' if 'pydantic_ai' in sys.modules else 'LAZY', file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert "Usage: sd" in done.stdout
+    assert done.stderr.strip().endswith("LAZY")

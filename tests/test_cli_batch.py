@@ -1,0 +1,250 @@
+"""`sd batch`: inputs, output order and formats, the journal, --resume after a kill."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+from typer.testing import CliRunner
+
+from cli_models import last_prompt, scripted
+from struckdown.cli.app import app
+
+runner = CliRunner()
+TESTS = Path(__file__).parent
+ROW_TEMPLATE = "Row {{ id }}: {{ text }} [[answer]]\n"
+
+
+@pytest.fixture(autouse=True)
+def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "STRUCKDOWN_TEST_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def use_model(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def install(model: Any) -> None:
+        monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: model)
+
+    return install
+
+
+def sd(*args: Any, input: str | None = None) -> Any:
+    result = runner.invoke(app, [str(a) for a in args], input=input)
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+def row_of(prompt: str) -> int:
+    match = re.search(r"Row (\d+)", prompt)
+    assert match, prompt
+    return int(match.group(1))
+
+
+def answers_by_row(prompt: str, info: Any) -> str:
+    return f"answer {row_of(prompt)}"
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture
+def template(tmp_path: Path) -> Path:
+    path = tmp_path / "t.sd"
+    path.write_text(ROW_TEMPLATE, encoding="utf-8")
+    return path
+
+
+def test_output_keeps_input_order_when_rows_finish_out_of_order(
+    tmp_path: Path, template: Path, use_model: Any
+) -> None:
+    n = 5
+
+    async def slower_for_earlier_rows(messages: list[Any], info: Any) -> ModelResponse:
+        row = row_of(last_prompt(messages))
+        await asyncio.sleep((n - row) * 0.03)
+        return ModelResponse(parts=[TextPart(f"answer {row}")])
+
+    use_model(FunctionModel(slower_for_earlier_rows))
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": f"t{i}"} for i in range(n)])
+    out = tmp_path / "out.jsonl"
+    result = sd("batch", template, inputs, "-o", out, "-j", n, "--keep-journal")
+    assert result.exit_code == 0, result.output
+    finished = [e["index"] for e in read_jsonl(tmp_path / "out.journal.jsonl")]
+    assert finished != sorted(finished)  # they really did finish out of order
+    assert read_jsonl(out) == [{"id": i, "text": f"t{i}", "answer": f"answer {i}"} for i in range(n)]
+
+
+def test_csv_round_trip(tmp_path: Path, template: Path, use_model: Any) -> None:
+    use_model(scripted(lambda prompt, info: f"answer {row_of(prompt)}, \"quoted\"\nsecond line"))
+    rows = [
+        {"id": "0", "text": "plain", "note": "x"},
+        {"id": "1", "text": "with, comma", "note": 'a "quote"'},
+        {"id": "2", "text": "multi\nline ünïcode", "note": ""},
+    ]
+    source = tmp_path / "in.csv"
+    with source.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, ["id", "text", "note"])
+        writer.writeheader()
+        writer.writerows(rows)
+    out = tmp_path / "out.csv"
+    assert sd("batch", template, source, "-o", out).exit_code == 0
+    with out.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == ["id", "text", "note", "answer"]
+        back = list(reader)
+    assert back == [{**r, "answer": f"answer {r['id']}, \"quoted\"\nsecond line"} for r in rows]
+    assert not (tmp_path / "out.journal.jsonl").exists()  # every row ok: the journal is done with
+
+
+def test_failed_rows_carry_the_error_and_exit_1(tmp_path: Path, template: Path, use_model: Any) -> None:
+    def flaky(prompt: str, info: Any) -> str:
+        if row_of(prompt) == 1:
+            raise ValueError("row one is cursed")
+        return f"answer {row_of(prompt)}"
+
+    use_model(scripted(flaky))
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": "x"} for i in range(3)])
+    out = tmp_path / "out.csv"
+    result = sd("batch", template, inputs, "-o", out)
+    assert result.exit_code == 1
+    with out.open(newline="", encoding="utf-8") as handle:
+        back = list(csv.DictReader(handle))
+    assert [r["_error"] for r in back] == ["", "ValueError: row one is cursed", ""]
+    assert [r["answer"] for r in back] == ["answer 0", "", "answer 2"]
+    assert "row 1: ValueError: row one is cursed" in result.stderr
+    assert "batch: 3 rows → " in result.stderr and "2 ok, 1 failed" in result.stderr
+    journal = read_jsonl(tmp_path / "out.journal.jsonl")  # kept: --resume retries the failed row
+    assert sorted((e["index"], e["ok"]) for e in journal) == [(0, True), (1, False), (2, True)]
+
+
+def test_inputs_json_jsonl_text_files_and_stdin(tmp_path: Path, use_model: Any) -> None:
+    use_model(scripted(lambda prompt, info: prompt.split("|")[0].strip()))
+    template = tmp_path / "t.sd"
+    template.write_text("{{ input }} | [[answer]]\n", encoding="utf-8")
+    (tmp_path / "a.json").write_text(json.dumps([{"input": "j1"}, {"input": "j2"}]), encoding="utf-8")
+    write_jsonl(tmp_path / "b.jsonl", [{"input": "l1"}])
+    (tmp_path / "c.txt").write_text("text file", encoding="utf-8")
+    result = sd("batch", template, tmp_path / "a.json", tmp_path / "b.jsonl", tmp_path / "c.txt", "-", input='{"input": "s1"}\n')
+    assert result.exit_code == 0
+    rows = [json.loads(line) for line in result.stdout.splitlines()]  # default: JSONL on stdout
+    assert [r["answer"] for r in rows] == ["j1", "j2", "l1", "text file", "s1"]
+    assert rows[3] == {"input": "text file", "filename": "c.txt", "answer": "text file"}
+
+
+def test_xlsx_round_trip(tmp_path: Path, template: Path, use_model: Any) -> None:
+    openpyxl = pytest.importorskip("openpyxl")
+    use_model(scripted(lambda prompt, info: "=HYPERLINK(\"x\")" if row_of(prompt) == 1 else "plain"))
+    book = openpyxl.Workbook()
+    book.active.append(["id", "text"])
+    book.active.append([0, "zero"])
+    book.active.append([1, "one"])
+    book.save(tmp_path / "in.xlsx")
+    out = tmp_path / "out.xlsx"
+    assert sd("batch", template, tmp_path / "in.xlsx", "-o", out).exit_code == 0
+    sheet = openpyxl.load_workbook(out).active
+    assert list(sheet.values) == [("id", "text", "answer"), (0, "zero", "plain"), (1, "one", '=HYPERLINK("x")')]
+    assert sheet["C3"].data_type == "s"  # model text never becomes a formula
+
+
+def test_progress_and_summary_are_plain_when_not_a_terminal(tmp_path: Path, template: Path, use_model: Any) -> None:
+    use_model(scripted(answers_by_row))
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": "x"} for i in range(3)])
+    result = sd("batch", template, inputs, "-o", tmp_path / "out.json")
+    assert result.exit_code == 0
+    assert "\x1b[" not in result.output
+    assert re.search(r"^batch: 3/3 rows, [\d.]+ rows/s$", result.stderr, re.M)
+    assert re.search(r"^batch: 3 rows → .*out\.json: 3 ok · 3 requests · \d+ tokens · [\d.]+ s$", result.stderr, re.M)
+    assert [r["answer"] for r in json.loads((tmp_path / "out.json").read_text())] == ["answer 0", "answer 1", "answer 2"]
+
+
+def test_resume_skips_rows_the_journal_holds(tmp_path: Path, template: Path, use_model: Any) -> None:
+    called: list[int] = []
+
+    def counting(prompt: str, info: Any) -> str:
+        called.append(row_of(prompt))
+        return f"answer {row_of(prompt)}"
+
+    use_model(scripted(counting))
+    rows = [{"id": i, "text": "x"} for i in range(4)]
+    inputs = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    assert sd("batch", template, inputs, "-o", out, "--keep-journal").exit_code == 0
+    journal = tmp_path / "out.journal.jsonl"
+    lines = journal.read_text(encoding="utf-8").splitlines()
+    journal.write_text("\n".join(lines[:2]) + "\n" + lines[2][:10], encoding="utf-8")  # a crash mid-line
+    done = {json.loads(line)["index"] for line in lines[:2]}
+    called.clear()
+
+    refused = sd("batch", template, inputs, "-o", out)
+    assert refused.exit_code == 2 and "pass --resume" in refused.stderr and not called
+
+    result = sd("batch", template, inputs, "-o", out, "--resume")
+    assert result.exit_code == 0, result.output
+    assert sorted(called) == sorted(set(range(4)) - done)
+    assert "resuming" in result.stderr and "2 of 4 rows done" in result.stderr
+    assert [r["answer"] for r in read_jsonl(out)] == [f"answer {i}" for i in range(4)]
+
+
+def test_resume_needs_an_output_file(tmp_path: Path, template: Path) -> None:
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": 0, "text": "x"}])
+    result = sd("batch", template, inputs, "--resume", "--model", "test")
+    assert result.exit_code == 2 and "--resume needs -o" in result.stderr
+
+
+def test_killed_batch_resumes_without_losing_or_repeating_rows(tmp_path: Path, template: Path) -> None:
+    n = 8
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": f"t{i}"} for i in range(n)])
+    out, journal, calls = tmp_path / "out.jsonl", tmp_path / "out.journal.jsonl", tmp_path / "calls.txt"
+    env = {
+        **os.environ,
+        "STRUCKDOWN_TEST_MODEL": "cli_models:rows_with_delay",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
+        "SD_TEST_CALLS": str(calls),
+        "SD_TEST_DELAY": "0.2",
+    }
+    command = [sys.executable, "-m", "struckdown.cli", "batch", str(template), str(inputs), "-o", str(out), "-j", "1"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not (journal.exists() and journal.read_text(encoding="utf-8").count("\n") >= 2):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the batch never journaled two rows"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+    done_before = {e["index"] for e in read_jsonl(journal)}
+    assert 2 <= len(done_before) < n and not out.exists()
+
+    env["SD_TEST_DELAY"] = "0"
+    resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=60)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "\x1b[" not in resumed.stderr
+    rows = read_jsonl(out)
+    assert [r["id"] for r in rows] == list(range(n))  # every row exactly once, in input order
+    assert [r["answer"] for r in rows] == [f"answer {i}" for i in range(n)]
+    made = Counter(int(line) for line in calls.read_text(encoding="utf-8").split())
+    assert all(made[i] == 1 for i in done_before)  # rows finished before the kill never ran again
+    assert set(made) == set(range(n))
