@@ -101,12 +101,16 @@ def many_slots_template(count: int = 1000) -> str:
 
 
 def clear_caches() -> None:
+    """Clear every functools cache defined in struckdown.compile and struckdown.render
+    (the Program cache and the Jinja compile/analysis caches). The grammar itself
+    (`syntax.parser._lark`) stays loaded: building it is start-up, not parsing."""
     from struckdown import compile as compile_module
     from struckdown import render
 
-    compile_module._compile_cached.cache_clear()
-    for cached in (render.compile_text, render.compile_expression, render.referenced_names):
-        cached.cache_clear()
+    for module in (compile_module, render):
+        for value in list(vars(module).values()):
+            if getattr(value, "__module__", None) == module.__name__ and hasattr(value, "cache_clear"):
+                value.cache_clear()
 
 
 def uncached_parse(text: str) -> Any:

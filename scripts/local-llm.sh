@@ -82,7 +82,7 @@ lock_cache() {
 }
 
 bin_stamp_wanted() {
-    printf '%s\n' "$LLAMA_SDIST" "${CMAKE_FLAGS[@]}" ${STRUCKDOWN_LLM_CMAKE_ARGS:-}
+    printf '%s\n' "$LLAMA_SDIST" "${CMAKE_FLAGS[@]}" "${STRUCKDOWN_LLM_CMAKE_ARGS:-}"
 }
 
 # ---------------------------------------------------------------------------

@@ -150,28 +150,38 @@ def _map_one(exc: BaseException, label: str) -> ModelError | None:
     if isinstance(exc, pe.ModelRequestTimeout | pe.ModelConnectionError):
         return _connection_error(exc, label, exc.message)
     if isinstance(exc, pe.ModelAPIError):
-        return _from_category(exc, _short(exc.message), None, label)
+        # No HTTP status: an error reported inside a stream, or an unclassified failure.
+        detail = _short(exc.message)
+        mapped = _from_category(exc, detail, None, label)
+        if mapped is not None:
+            return mapped
+        if isinstance(exc, pe.ModelRequestRejectedError):
+            return _rejected(exc.message, None, label)
+        return ModelConnectionError(label, detail, what="the request to the model endpoint failed")
     return _map_transport(exc, label)
 
 
 def _from_status(status: int, exc: Any, text: str, label: str) -> ModelError:
-    detail = _short(text)
-    mapped = _from_category(exc, detail, status, label)
+    mapped = _from_category(exc, _short(text), status, label)
     if mapped is not None:
         return mapped
-    lowered = text.lower()
     if status == 429:
-        return RateLimitError(label, detail, status=status)
+        return RateLimitError(label, _short(text), status=status)
     if 400 <= status < 500:
-        if any(word in lowered for word in _CONTEXT_WORDS):
-            return ContextWindowError(label, detail, status=status)
-        if any(word in lowered for word in _FILTER_WORDS):
-            return ContentFilterError(label, detail, status=status)
-        if status in (401, 403):
-            return AuthenticationError(label, detail, status=status)
-        hint = _NOT_FOUND_HINT if status == 404 else None
-        return BadRequestError(label, detail, status=status, hint=hint)
-    return ModelError(label, detail, status=status, hint=_SERVER_HINT if status >= 500 else None)
+        return _rejected(text, status, label)
+    return ModelError(label, _short(text), status=status, hint=_SERVER_HINT if status >= 500 else None)
+
+
+def _rejected(text: str, status: int | None, label: str) -> ModelError:
+    """A refused request, told apart by its wording where the status is too coarse (llama.cpp, vLLM, Azure)."""
+    detail, lowered = _short(text), text.lower()
+    if any(word in lowered for word in _CONTEXT_WORDS):
+        return ContextWindowError(label, detail, status=status)
+    if any(word in lowered for word in _FILTER_WORDS):
+        return ContentFilterError(label, detail, status=status)
+    if status in (401, 403):
+        return AuthenticationError(label, detail, status=status)
+    return BadRequestError(label, detail, status=status, hint=_NOT_FOUND_HINT if status == 404 else None)
 
 
 def _from_category(exc: Any, detail: str, status: int | None, label: str) -> ModelError | None:

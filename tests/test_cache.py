@@ -1,4 +1,8 @@
-"""Response cache: key normalisation, the SQLite store, eviction and concurrency."""
+"""Response cache: key normalisation, the SQLite store, eviction and concurrency.
+
+pydantic-ai is imported inside the tests that need it: the concurrency test's
+spawned processes import this module, and should start fast.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,6 @@ import pytest
 
 from struckdown import cache as cache_module
 from struckdown.cache import ResponseCache, cache_key, normalise_messages, resolve_cache
-from struckdown.errors import ConfigurationError
 
 KEY_ARGS: dict[str, Any] = {
     "endpoint": "http://127.0.0.1:8765/v1",
@@ -254,6 +257,8 @@ def test_threads_and_processes_share_one_store(tmp_path: Path) -> None:
 
 
 def test_resolve_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from struckdown.errors import ConfigurationError
+
     assert resolve_cache(None) is None and resolve_cache(False) is None
     monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "default"))
     default = resolve_cache(True)

@@ -212,19 +212,25 @@ def test_resume_needs_an_output_file(tmp_path: Path, template: Path) -> None:
     assert result.exit_code == 2 and "--resume needs -o" in result.stderr
 
 
-def test_killed_batch_resumes_without_losing_or_repeating_rows(tmp_path: Path, template: Path) -> None:
+def test_killed_batch_resumes_without_losing_or_repeating_rows(
+    tmp_path: Path, template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     n = 8
     inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": f"t{i}"} for i in range(n)])
     out, journal, calls = tmp_path / "out.jsonl", tmp_path / "out.journal.jsonl", tmp_path / "calls.txt"
     env = {
-        **os.environ,
         "STRUCKDOWN_TEST_MODEL": "cli_models:rows_with_delay",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
         "SD_TEST_CALLS": str(calls),
-        "SD_TEST_DELAY": "0.2",
+        "SD_TEST_DELAY": "0.15",
     }
-    command = [sys.executable, "-m", "struckdown.cli", "batch", str(template), str(inputs), "-o", str(out), "-j", "1"]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    args = ["batch", str(template), str(inputs), "-o", str(out), "-j", "1"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "struckdown.cli", *args],
+        env={**os.environ, **env, "PYTHONPATH": pythonpath},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 30
         while not (journal.exists() and journal.read_text(encoding="utf-8").count("\n") >= 2):
@@ -238,13 +244,15 @@ def test_killed_batch_resumes_without_losing_or_repeating_rows(tmp_path: Path, t
     done_before = {e["index"] for e in read_jsonl(journal)}
     assert 2 <= len(done_before) < n and not out.exists()
 
-    env["SD_TEST_DELAY"] = "0"
-    resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=60)
-    assert resumed.returncode == 0, resumed.stderr
-    assert "\x1b[" not in resumed.stderr
+    for name, value in {**env, "SD_TEST_DELAY": "0"}.items():  # resume in-process, same model factory
+        monkeypatch.setenv(name, value)
+    resumed = sd(*args, "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert "\x1b[" not in resumed.output
     rows = read_jsonl(out)
     assert [r["id"] for r in rows] == list(range(n))  # every row exactly once, in input order
     assert [r["answer"] for r in rows] == [f"answer {i}" for i in range(n)]
     made = Counter(int(line) for line in calls.read_text(encoding="utf-8").split())
     assert all(made[i] == 1 for i in done_before)  # rows finished before the kill never ran again
     assert set(made) == set(range(n))
+    assert not journal.exists()  # every row ok now

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 import socket
@@ -133,6 +134,16 @@ def test_valid_completion_passes_through(server: FakeServer) -> None:
     assert result.usage.input_tokens == 5
 
 
+def test_one_cached_model_serves_runs_on_successive_event_loops(server: FakeServer) -> None:
+    """Sync wrappers start a new loop per call: the provider must renew its HTTP client."""
+    server.play(Reply(200, completion("again")))
+    model = openai_compatible("fake", server.base_url, None)
+    for _ in range(3):
+        assert asyncio.run(Agent(model).run("hi")).output == "again"
+    assert openai_compatible("fake", server.base_url, None) is model
+    assert len(server.requests) == 3
+
+
 def test_rate_limit_is_retried_then_succeeds(server: FakeServer) -> None:
     server.play(Reply(429, error("slow down", "rate_limit_exceeded", "requests")), Reply(200, completion("ok")))
     result = Agent(openai_compatible("fake", server.base_url, None)).run_sync("hi")
@@ -234,7 +245,7 @@ def test_timeout_maps_to_connection_error_with_timeout_hint(
     server.play(Reply(200, completion(), delay=1.0))
     _, mapped = run_and_map(openai_compatible("fake", server.base_url, None))
     assert isinstance(mapped, ModelConnectionError)
-    assert "STRUCKDOWN_TIMEOUT" in mapped.hint
+    assert "timed out" in str(mapped) and "STRUCKDOWN_TIMEOUT" in mapped.hint
 
 
 def test_refused_connection_maps_to_connection_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -76,7 +77,6 @@ class Run:
     guards: GuardBoard = field(init=False)
     env: SlotEnv = field(init=False)
     stopped: bool = False
-    failed_slot: str | None = None
     _tg: TaskGroup | None = None
 
     def __post_init__(self) -> None:
@@ -135,7 +135,7 @@ class Run:
             if isinstance(error, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
                 raise
             await self._retract("errored")
-            await self.emit(ProcessingError(self.failed_slot, error))
+            await self.emit(ProcessingError(getattr(error, "struckdown_slot", None), error))
             raise error from None
         result = Result(self.results, self.program.keys)
         await self.emit(ProcessingComplete(result, early_termination=False))
@@ -279,7 +279,19 @@ class Run:
         is_guard: bool = False,
     ) -> SlotResult:
         plan = self.program.plan(node)
-        self.failed_slot = node.key
+        with _blame(node.key):
+            return await self._fill_inner(node, plan, history, prompt, instructions, segment, is_guard)
+
+    async def _fill_inner(
+        self,
+        node: Slot,
+        plan: Any,
+        history: list[Any],
+        prompt: str | None,
+        instructions: str | None,
+        segment: int,
+        is_guard: bool,
+    ) -> SlotResult:
         resolved = resolve_plan(plan, self.variables)
         spec = output_for(plan, resolved)
         env = replace(self.env, join_guards=partial(self.guards.join, segment))
@@ -290,7 +302,6 @@ class Run:
         self.env.streaming_now.discard(node.key)
         self._store(result)
         await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached))
-        self.failed_slot = None
         return result
 
     def _after(self, key: str) -> None:
@@ -330,12 +341,11 @@ class Run:
             else:
                 kwargs[option.key] = value
         started = time.perf_counter()
-        self.failed_slot = node.key or f"@{node.name}"
-        try:
-            value = await call_action(spec, args, kwargs, self.variables)
-        except Exception as exc:
-            raise TemplateRuntimeError(f"action @{node.name} failed: {type(exc).__name__}: {exc}") from exc
-        self.failed_slot = None
+        with _blame(node.key or f"@{node.name}"):
+            try:
+                value = await call_action(spec, args, kwargs, self.variables)
+            except Exception as exc:
+                raise TemplateRuntimeError(f"action @{node.name} failed: {type(exc).__name__}: {exc}") from exc
         if node.key is not None:
             result = SlotResult(node.key, f"@{node.name}", value, elapsed_ms=(time.perf_counter() - started) * 1000)
             self._store(result)
@@ -381,6 +391,20 @@ class Run:
         for node, _ in members:
             if node.key in answers:
                 self._after(node.key)
+
+
+@contextmanager
+def _blame(slot: str) -> Iterator[None]:
+    """Tag an error with the slot it came from (for ProcessingError.slot)."""
+    try:
+        yield
+    except Exception as exc:
+        if getattr(exc, "struckdown_slot", None) is None:
+            try:
+                exc.struckdown_slot = slot  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
+        raise
 
 
 def _user(text: str) -> Any:

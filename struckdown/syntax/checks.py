@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import jinja2
 
 from ..errors import TemplateSyntaxError
 from .nodes import Action, If, Instructions, Node, Slot, Text, Together, Turn
+
+_JINJA_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 class SourceMap:
@@ -16,7 +19,9 @@ class SourceMap:
     def __init__(self, text: str, filename: str | None) -> None:
         self.text = text
         self.filename = filename
-        self._lines = text.splitlines()
+        # Lines end at "\n" only, as the Lark lexer counts them ("\r", "\v", U+2028 … are
+        # characters of a line, not line breaks).
+        self._lines = [line.removesuffix("\r") for line in text.split("\n")]
 
     def error(self, message: str, line: int, column: int, hint: str | None = None) -> TemplateSyntaxError:
         source_line = self._lines[line - 1] if 0 < line <= len(self._lines) else ""
@@ -44,10 +49,11 @@ def walk(nodes: tuple[Node, ...]) -> Iterator[Node]:
 
 def check_structure(nodes: tuple[Node, ...], src: SourceMap) -> None:
     _check_keys(nodes, set(), src)
-    for node in walk(nodes):
+    for node in walk(nodes):  # all Jinja first: later checks read names from it
         if isinstance(node, Text):
             _check_jinja(node, src)
-        elif isinstance(node, Together):
+    for node in walk(nodes):
+        if isinstance(node, Together):
             _check_together(node, src)
         elif isinstance(node, Action):
             _check_action(node, src)
@@ -82,11 +88,32 @@ def _check_jinja(node: Text, src: SourceMap) -> None:
     try:
         compile_text(node.source)
     except jinja2.TemplateSyntaxError as exc:
-        line = node.pos.line + (exc.lineno or 1) - 1
-        column = node.pos.column if line == node.pos.line else 1
+        line, column = _jinja_position(node, exc.lineno or 1)
         raise src.for_file(node.pos.filename).error(
             f"invalid Jinja: {exc.message}", line, column
         ) from None
+    except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
+        raise _error(
+            src, node, "Jinja nests too deeply", "flatten the nested {% %} blocks or expressions"
+        ) from None
+
+
+def _jinja_position(node: Text, jinja_line: int) -> tuple[int, int]:
+    """Template (line, column) of the start of Jinja's line `jinja_line` of a text node.
+
+    Jinja also counts a lone "\r" as a line break; the template counts "\n" only.
+    """
+    offset = 0
+    for _ in range(jinja_line - 1):
+        match = _JINJA_NEWLINE.search(node.source, offset)
+        if match is None:
+            break
+        offset = match.end()
+    before = node.source[:offset]
+    newlines = before.count("\n")
+    if newlines == 0:
+        return node.pos.line, node.pos.column + offset
+    return node.pos.line + newlines, offset - before.rfind("\n")
 
 
 def _check_together(block: Together, src: SourceMap) -> None:

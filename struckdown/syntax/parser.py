@@ -274,7 +274,10 @@ class _Builder:
             return Action(str(idents[0]), key, options, pos)
         if len(quants) > 1:
             raise self.error("a slot takes one quantifier", self.pos(quants[1][1]))
-        quantifier = _quantifier(str(quants[0][1])) if quants else None
+        try:
+            quantifier = _quantifier(str(quants[0][1])) if quants else None
+        except ValueError:  # more digits than int() accepts
+            raise self.error("quantifier number is too long", self.pos(quants[0][1])) from None
         if quants and quantifier is None:
             raise self.error("quantifier {m,n} needs m <= n", self.pos(quants[0][1]))
         if has_colon:
@@ -361,7 +364,7 @@ class _Builder:
         )
         try:
             build_output(request)
-        except TypeBuildError as exc:
+        except (TypeBuildError, OverflowError, RecursionError) as exc:
             culprit = next((o for o in slot.options if o.key and o.key in str(exc)), None)
             raise self.error(str(exc), culprit.pos if culprit else slot.pos) from None
 
@@ -389,7 +392,10 @@ class _Builder:
             expression = text[2:-2].strip()
             self.check_expression(expression, self.pos(token))
             return JinjaValue(expression), False
-        return _bare_value(text.strip()), False
+        try:
+            return _bare_value(text.strip()), False
+        except ValueError:  # more digits than int() accepts
+            raise self.error(f"number {text.strip()[:20]}… is too long", self.pos(token)) from None
 
     def check_expression(self, expression: str, pos: Pos) -> None:
         from ..render import compile_expression
@@ -398,6 +404,8 @@ class _Builder:
             compile_expression(expression)
         except jinja2.TemplateSyntaxError as exc:
             raise self.error(f"invalid Jinja expression: {exc.message}", pos) from None
+        except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
+            raise self.error("Jinja expression nests too deeply", pos) from None
 
 
 def _texts(nodes: tuple[Node, ...]) -> list[str]:
@@ -472,7 +480,11 @@ class _IncludeResolver:
         here = Path(including).resolve().parent if including else self.roots[0]
         candidates = [here / src, *(root / src for root in self.roots)]
         for candidate in candidates:
-            if candidate.is_file():
+            try:
+                found = candidate.is_file()
+            except OSError:  # e.g. a name too long for the file system
+                found = False
+            if found:
                 path = candidate.resolve()
                 if not any(path.is_relative_to(root) for root in self.roots):
                     raise _IncludeError(
@@ -489,10 +501,14 @@ class _IncludeResolver:
         )
 
     def _parse_file(self, path: Path) -> tuple[Node, ...]:
-        self.stack.append(path)
-        self.files.append((str(path), path.stat().st_mtime_ns))
         try:
-            return _parse_nodes(path.read_text(encoding="utf-8"), str(path), self)
+            stamp, text = path.stat().st_mtime_ns, path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _IncludeError(f"cannot read included file {path.name!r}: {exc}") from None
+        self.stack.append(path)
+        self.files.append((str(path), stamp))
+        try:
+            return _parse_nodes(text, str(path), self)
         finally:
             self.stack.pop()
 
@@ -503,7 +519,29 @@ def _parse_nodes(source: str, filename: str | None, includes: _IncludeResolver) 
         tree = _lark().parse(source)
     except UnexpectedInput as exc:
         raise _lark_error(exc, builder.src) from None
+    _check_depth(tree, builder)
     return builder.items(tree.children)
+
+
+MAX_NESTING = 40
+
+
+def _check_depth(tree: Tree[Any], builder: _Builder) -> None:
+    """Blocks nested deeper than MAX_NESTING are an error (the walks over the AST are
+    recursive, and Jinja/Python give up on deep nesting with unhelpful errors)."""
+    stack: list[tuple[Tree[Any], int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        for child in node.children:
+            if not isinstance(child, Tree):
+                continue
+            nested = depth + (child.data not in ("body", "elif_branch", "else_branch"))
+            if nested > MAX_NESTING:
+                raise builder.error(
+                    f"blocks are nested more than {MAX_NESTING} deep", builder.pos(child),
+                    "flatten the template: split it into includes or segments",
+                )
+            stack.append((child, nested))
 
 
 def parse_template(
@@ -551,6 +589,12 @@ def _lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
     if isinstance(exc, UnexpectedToken):
         token = exc.token
         if token.type in _OPENERS and token.type not in exc.expected:
+            still_open = [n for n in _OPENERS if n in exc.expected and n not in ("ELSE_TAG", "ELIF_TAG")]
+            if still_open:
+                return src.error(
+                    f"unexpected {_TAG_NAMES[token.type]}: {_OPENERS[still_open[0]]} is still open",
+                    line, column, f"close it with {_TAG_NAMES[still_open[0]]} first, or remove the stray closer",
+                )
             return src.error(
                 f"{_TAG_NAMES[token.type]} without {_OPENERS[token.type]}", line, column
             )
@@ -565,7 +609,7 @@ def _lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
 
 
 def _eof_error(expected: set[str], src: SourceMap) -> TemplateSyntaxError:
-    lines = src.text.splitlines() or [""]
+    lines = src.text.split("\n")
     line, column = len(lines), len(lines[-1]) + 1
     for name in ("SLOT_CLOSE", "ENDIF_TAG", "ENDFOR_TAG", "SYSTEM_CLOSE", "HEADER_CLOSE",
                  "USER_CLOSE", "ASSISTANT_CLOSE", "TOGETHER_CLOSE"):
