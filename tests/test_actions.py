@@ -1,0 +1,70 @@
+"""Actions: @fetch is opt-in, side-effecting actions join guards, failures are clear."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import struckdown as sd
+from scripted import Call, Script
+
+
+@pytest.fixture()
+def page_server() -> Iterator[str]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            body = b"<html><body><h1>Title</h1><p>Hello <b>there</b></p><script>x()</script></body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    thread.join()
+
+
+def test_fetch_is_off_unless_allowed(page_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STRUCKDOWN_ALLOW_FETCH", raising=False)
+    with pytest.raises(sd.TemplateRuntimeError, match="STRUCKDOWN_ALLOW_FETCH=1"):
+        sd.complete(f'[[@fetch:page|url="{page_server}"]]')
+
+
+def test_fetch_returns_text(page_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRUCKDOWN_ALLOW_FETCH", "1")
+    script = Script(lambda c: c.last_user)
+    result = sd.complete(f'[[@fetch:page|url="{page_server}"]]Read: {{{{ page }}}} [[a]]', model=script.model())
+    assert result["page"] == "# Title\nHello there"
+    assert script.calls[0].last_user == "Read: # Title\nHello there"
+
+
+def test_side_effecting_action_waits_for_the_guard() -> None:
+    fired: list[str] = []
+    sd.register_action("notify_test", lambda msg: fired.append(msg) or "sent", side_effects=True)
+
+    def answer(call: Call) -> Any:
+        return {"triggered": True, "reason": "no"} if call.schema else "x"
+
+    script = Script(answer, latency=0.05)
+    with pytest.raises(sd.Halted):
+        sd.complete("Judge [[halt:g]][[@notify_test:n|hello]]", model=script.model())
+    assert fired == []
+
+
+def test_a_failing_action_names_itself() -> None:
+    def broken() -> None:
+        raise OSError("disk full")
+
+    sd.register_action("broken_test", broken)
+    with pytest.raises(sd.TemplateRuntimeError, match="action @broken_test failed: OSError: disk full"):
+        sd.complete("[[@broken_test:x]]")

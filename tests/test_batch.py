@@ -1,0 +1,65 @@
+"""complete_batch: input order, per-row failures, bounded concurrency, one parse."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import struckdown as sd
+from scripted import Call, Script
+
+
+def test_batch_keeps_input_order_and_records_failed_rows() -> None:
+    def answer(call: Call) -> Any:
+        if "row 3" in call.last_user:
+            raise RuntimeError("provider exploded")
+        return call.last_user.upper()
+
+    # later rows answer faster, so rows finish out of order
+    script = Script(answer, latency=lambda c: 0.002 * (10 - int(c.last_user.split()[-1])))
+    seen: list[int] = []
+    results = sd.complete_batch(
+        "Say row {{ n }} [[a]]",
+        [{"n": i} for i in range(10)],
+        model=script.model(),
+        concurrency=4,
+        on_result=lambda index, outcome: seen.append(index),
+    )
+    assert len(results) == 10
+    assert isinstance(results[3], RuntimeError) and "provider exploded" in str(results[3])
+    for i, outcome in enumerate(results):
+        if i != 3:
+            assert isinstance(outcome, sd.Result) and outcome["a"] == f"SAY ROW {i}"
+    assert sorted(seen) == list(range(10))
+    assert seen != list(range(10))  # finished out of order, returned in order
+
+
+def test_batch_concurrency_is_bounded_by_the_batch() -> None:
+    script = Script(lambda c: "ok", latency=0.01)
+    asyncio.run(
+        sd.complete_batch_async("Q {{ n }} [[a]]", [{"n": i} for i in range(20)], model=script.model(), concurrency=3)
+    )
+    assert script.peak == 3
+    assert len(script.calls) == 20
+
+
+def test_batch_with_together_does_not_deadlock() -> None:
+    script = Script(lambda c: "ok", latency=0.001)
+    template = "<together>A {{ n }} [[a]] B {{ n }} [[b]]</together> C [[c]]"
+    results = sd.complete_batch(template, [{"n": i} for i in range(6)], model=script.model(), concurrency=1)
+    assert [dict(r) for r in results] == [{"a": "ok", "b": "ok", "c": "ok"}] * 6  # type: ignore[arg-type]
+
+
+def test_batch_rejects_a_broken_template_before_any_row() -> None:
+    script = Script(lambda c: "ok")
+    with pytest.raises(sd.TemplateSyntaxError):
+        sd.complete_batch("[[a|nope=1]]", [{}, {}], model=script.model())
+    assert script.calls == []
+
+
+def test_batch_rows_do_not_share_state() -> None:
+    script = Script(lambda c: c.last_user)
+    results = sd.complete_batch("{{ n }} [[a]] then {{ a }} [[b]]", [{"n": 1}, {"n": 2}], model=script.model())
+    assert [r["b"] for r in results] == ["then 1", "then 2"]  # type: ignore[index]
