@@ -27,6 +27,13 @@ _EXPORTS = {
     "TemplateRuntimeError": "errors",
     "TemplateSyntaxError": "errors",
     "ToolLimitExceeded": "errors",
+    "ModelError": "model_errors",
+    "RateLimitError": "model_errors",
+    "AuthenticationError": "model_errors",
+    "ContextWindowError": "model_errors",
+    "ContentFilterError": "model_errors",
+    "ModelConnectionError": "model_errors",
+    "BadRequestError": "model_errors",
     "Result": "results",
     "SlotResult": "results",
     "ToolCall": "results",
@@ -72,6 +79,15 @@ if TYPE_CHECKING:
         TemplateRuntimeError,
         TemplateSyntaxError,
         ToolLimitExceeded,
+    )
+    from .model_errors import (
+        AuthenticationError,
+        BadRequestError,
+        ContentFilterError,
+        ContextWindowError,
+        ModelConnectionError,
+        ModelError,
+        RateLimitError,
     )
     from .results import Result, SlotResult, ToolCall, Usage
     from .run.tools import readonly

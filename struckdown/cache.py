@@ -32,22 +32,10 @@ DEFAULT_MAX_MB = 500
 DB_NAME = "responses.sqlite3"
 
 #: Message fields that change between identical conversations.
-VOLATILE_FIELDS = frozenset(
-    {
-        "timestamp",
-        "run_id",
-        "conversation_id",
-        "tool_call_id",
-        "provider_response_id",
-        "usage",
-        "id",
-        "provider_details",
-        "metadata",
-        "failed_attempts",
-        "history_digest",
-        "workspace_ref",
-    }
-)
+VOLATILE_FIELDS = frozenset({
+    "timestamp", "run_id", "conversation_id", "tool_call_id", "provider_response_id", "usage", "id",
+    "provider_details", "metadata", "failed_attempts", "history_digest", "workspace_ref",
+})  # fmt: skip
 #: Settings that change how a request travels, not what it answers.
 TRANSPORT_SETTINGS = frozenset({"timeout", "request_timeout", "first_event_timeout", "max_retries"})
 
@@ -141,6 +129,7 @@ class ResponseCache:
         self._misses = 0
         self._errors = 0
         self._written_since_check = 0
+        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.directory)!r}, max_bytes={self.max_bytes})"
@@ -148,6 +137,11 @@ class ResponseCache:
     # -- connections ---------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():
+            # A forked child must not touch its parent's SQLite handles: start afresh.
+            self._pid = os.getpid()
+            self._local = threading.local()
+            self._connections = []
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -242,11 +236,13 @@ class ResponseCache:
         try:
             freed = 0
             doomed: list[str] = []
-            for key, size in conn.execute("SELECT key, size FROM responses ORDER BY accessed ASC, created ASC"):
+            oldest_first = conn.execute("SELECT key, size FROM responses ORDER BY accessed ASC, created ASC")
+            for key, size in oldest_first:
                 if freed >= to_free:
                     break
                 doomed.append(key)
                 freed += size
+            oldest_first.close()
             conn.executemany("DELETE FROM responses WHERE key = ?", [(k,) for k in doomed])
             conn.execute("COMMIT")
         except BaseException:

@@ -7,12 +7,14 @@ anything else → `pydantic_ai.models.infer_model` (which reads the provider's o
 key variables). Resolved models are cached (same string and settings → the same
 object) so a batch does not build a client per row.
 
-Retries and timeouts are model-level `ModelSettings` on the models built here
-(`max_retries` from `STRUCKDOWN_MAX_RETRIES`, and `timeout` from
-`STRUCKDOWN_TIMEOUT` for OpenAI-compatible endpoints). pydantic-ai forwards them
-to the provider SDK client, whose own retry loop (exponential backoff, honouring
-`Retry-After`) does the retrying; per-run settings still override them. A
-`Model` instance you pass in is never changed.
+Retries and timeouts are model-level `ModelSettings` on the models built here:
+`max_retries` from `STRUCKDOWN_MAX_RETRIES` (default 2) on every model built
+from a string, and `timeout` from `STRUCKDOWN_TIMEOUT` (default 120 s) on
+OpenAI-compatible endpoints; hosted providers keep their client's own timeout
+(600 s for OpenAI, which slow reasoning models need) unless the variable is
+set. pydantic-ai forwards both to the provider SDK client, whose own retry loop
+(exponential backoff, honouring `Retry-After`) does the retrying; per-run
+settings still override them. A `Model` instance you pass in is never changed.
 """
 
 from __future__ import annotations
@@ -139,7 +141,8 @@ def _from_string(name: str, env: Mapping[str, str], *, aliases: bool = True) -> 
     base = env.get("LLM_API_BASE")
     if base and (":" not in name or name.startswith(_OPENAI_PREFIXES)):
         return openai_compatible(name, base, env.get("LLM_API_KEY"), env=env)
-    return _inferred(name, max_retries(env))
+    explicit_timeout = request_timeout(env) if env.get("STRUCKDOWN_TIMEOUT") else None
+    return _inferred(name, max_retries(env), explicit_timeout)
 
 
 def _strip_provider(name: str) -> str:
@@ -168,7 +171,7 @@ def _openai_compatible(name: str, base_url: str, api_key: str, timeout: float, r
 
 
 @lru_cache(maxsize=64)
-def _inferred(name: str, retries: int) -> Any:
+def _inferred(name: str, retries: int, timeout: float | None) -> Any:
     from pydantic_ai.models import infer_model
 
     try:
@@ -178,23 +181,25 @@ def _inferred(name: str, retries: int) -> Any:
             f"cannot use model {name!r}: {exc} (model strings look like 'openai-chat:gpt-4o-mini'; "
             "for a local server set LLM_API_BASE)"
         ) from exc
-    _default_retries(model, retries)
+    defaults: dict[str, Any] = {"max_retries": retries}
+    if timeout is not None:
+        defaults["timeout"] = timeout
+    _set_default_settings(model, defaults)
     return model
 
 
-def _default_retries(model: Any, retries: int) -> None:
-    """Give a model built from a string our retry budget as its default setting.
+def _set_default_settings(model: Any, defaults: dict[str, Any]) -> None:
+    """Give a model built from a string our retry budget (and timeout) as default settings.
 
-    `infer_model` takes no settings, so the model-level default is set after
-    construction; settings the model already has win. Models that declare
-    `max_retries` unsupported are left alone (they would warn on every request).
+    `infer_model` takes no settings, so the model-level defaults are set after
+    construction; settings the model already has win. Settings the model class
+    declares unsupported are skipped (they would warn on every request).
     """
-    if "max_retries" in getattr(type(model), "unsupported_settings", frozenset()):
-        return
     if not hasattr(model, "_settings"):
         return
-    current = model._settings or {}
-    model._settings = {"max_retries": retries, **current}
+    unsupported = getattr(type(model), "unsupported_settings", frozenset())
+    wanted = {k: v for k, v in defaults.items() if k not in unsupported}
+    model._settings = {**wanted, **(model._settings or {})}
 
 
 def endpoint_of(model: Any) -> str:

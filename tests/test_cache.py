@@ -7,6 +7,7 @@ spawned processes import this module, and should start fast.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,23 @@ def test_identical_agent_runs_hash_equal() -> None:
     one, two = agent.run_sync("hi").all_messages(), agent.run_sync("hi").all_messages()
     assert key(messages=one) == key(messages=two)
     assert key(messages=one) != key(messages=agent.run_sync("hello").all_messages())
+
+
+def test_history_restored_from_a_cached_value_hashes_like_the_live_one(tmp_path: Path) -> None:
+    """A hit on slot 1 must still let slot 2 hit: the replayed history keys the same."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+    from pydantic_ai.models.test import TestModel
+
+    run = Agent(TestModel(), instructions="Be brief.").run_sync("one")
+    store = ResponseCache(tmp_path)
+    messages = ModelMessagesTypeAdapter.dump_python(run.new_messages(), mode="json")
+    store.put("slot1", {"output": run.output, "messages": messages})
+    stored = store.get("slot1")
+    assert stored is not None
+    replayed = ModelMessagesTypeAdapter.validate_python(stored["messages"])
+    second = ModelRequest(parts=[UserPromptPart("two")])
+    assert key(messages=[*replayed, second]) == key(messages=[*run.all_messages(), second])
 
 
 @pytest.mark.parametrize(
@@ -282,3 +300,20 @@ def test_resolve_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_cache(memory) is memory
     with pytest.raises(ConfigurationError, match="aget"):
         resolve_cache(42)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+    store = ResponseCache(tmp_path)
+    store.put("parent", {"output": 1})
+    pid = os.fork()
+    if pid == 0:  # child: reuse the inherited object, and never return into pytest
+        ok = False
+        try:
+            store.put("child", {"output": 2})
+            ok = store.get("parent") == {"output": 1} and store.stats()["errors"] == 0
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.get("child") == {"output": 2}

@@ -305,3 +305,22 @@ def test_model_errors_pickle() -> None:
     err = RateLimitError("openai:gpt", "slow", status=429)
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is RateLimitError and str(back) == str(err) and back.status == 429
+
+
+def test_errors_without_an_http_status() -> None:
+    from pydantic_ai.exceptions import ModelAPIError, ModelRequestRejectedError
+
+    stream = map_model_error(ModelAPIError("m", "stream broke", in_stream=True), "m")
+    assert isinstance(stream, ModelConnectionError) and "stream broke" in str(stream)
+    rejected = ModelRequestRejectedError("m", "prompt is too long: 300000 tokens", in_stream=True)
+    assert isinstance(map_model_error(rejected, "m"), ContextWindowError)
+
+
+def test_errors_from_below_pydantic_ai() -> None:
+    import httpx2
+
+    timeout = map_model_error(httpx2.ReadTimeout("read timed out"), "m")
+    assert isinstance(timeout, ModelConnectionError) and "STRUCKDOWN_TIMEOUT" in timeout.hint
+    assert isinstance(map_model_error(httpx2.ConnectError("refused"), "m"), ModelConnectionError)
+    assert isinstance(map_model_error(ConnectionRefusedError("refused"), "m"), ModelConnectionError)
+    assert isinstance(map_model_error(TimeoutError(), "m"), ModelConnectionError)

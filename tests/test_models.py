@@ -222,3 +222,9 @@ def test_model_label() -> None:
     assert model_label(TestModel()) == "test:test"
     assert model_label(FunctionModel(reply)) == "function:reply"
     assert model_label(openai_compatible("qwen", BASE, None)) == f"openai:qwen@{BASE}"
+
+
+def test_explicit_timeout_reaches_inferred_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "timeout" not in resolve_model("openai-chat:gpt-4o").settings  # the client's own 600 s
+    monkeypatch.setenv("STRUCKDOWN_TIMEOUT", "45")
+    assert resolve_model("openai-chat:gpt-4o").settings == {"max_retries": 2, "timeout": 45.0}

@@ -211,11 +211,10 @@ def batch(
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
-    Each row's columns are the template's context; the output has the input columns
-    plus one column per answer, in input order, and `_error` for failed rows. Every
-    finished row is appended at once to OUTPUT.journal.jsonl, so Ctrl-C or a crash
-    loses nothing: run again with --resume.
-    """
+    Each row's columns are the template's context. The output has the input columns plus one column per answer, in input order, and `_error` for failed rows.
+
+    Every finished row is appended at once to OUTPUT.journal.jsonl, so Ctrl-C or a crash loses nothing: run again with --resume.
+    """  # noqa: E501 - typer keeps line breaks inside a paragraph
     with reporting_errors():
         from .batch import BatchRequest, batch_command
 

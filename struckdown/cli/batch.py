@@ -108,7 +108,9 @@ def _open_journal(
         if e.get("ok") and i < len(rows) and e.get("input_hash") == input_hashes[i] and e.get("template_hash") == template_hash
     }
     stale = sum(1 for i, e in previous.items() if e.get("ok") and i not in done)
-    if request.resume:
+    if request.resume and not previous:
+        console.file.write(f"nothing to resume in {path} (none yet, or every row succeeded): running every row\n")
+    elif request.resume:
         failed = len(previous) - len(done) - stale
         note = f"resuming {path}: {len(done)} of {len(rows)} rows done"
         if failed:
@@ -209,7 +211,7 @@ def _summary(
         parts.append(f"{failed} failed")
     if halted:
         parts.append(f"{halted} halted")
-    line = f"batch: {len(ordered)} rows{target}: {', '.join(parts)}"
+    line = f"batch: {len(ordered)} row{'s' if len(ordered) != 1 else ''}{target}: {', '.join(parts)}"
     earlier = len(ordered) - len(finished_now)
     if earlier:
         line += f" ({earlier} done earlier, from the journal)"

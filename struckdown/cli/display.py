@@ -75,6 +75,7 @@ class RunDisplay:
         self.held: list[str] = []  # plain mode: lines that wait for the owner's line to end
         self.midline = False
         self._live: Any = None
+        self._spinners: dict[str, Spinner] = {}  # kept, so they animate
 
     # -- lifecycle -------------------------------------------------------------
     def __enter__(self) -> RunDisplay:
@@ -94,17 +95,28 @@ class RunDisplay:
             self._finish_owner()
 
     def __rich__(self) -> RenderableType:
+        """The live region; called from rich's refresh thread, so it reads snapshots."""
+        streams = dict(list(self.streams.items()))
+        running = dict(list(self.running.items()))
         parts: list[RenderableType] = []
-        for slot in sorted(set(self.streams) | set(self.running)):
-            parts.append(Spinner("dots", Text(slot, style="bold cyan")))
-            lines = self.streams.get(slot, "").splitlines()[-TAIL_LINES:]
+        for slot in sorted(set(streams) | set(running)):
+            parts.append(self._spinner(slot, Text(slot, style="bold cyan")))
+            lines = streams.get(slot, "").splitlines()[-TAIL_LINES:]
             if lines:
                 parts.append(Text("\n".join("  " + line for line in lines)))
-            for label in self.running.get(slot, []):
+            for label in list(running.get(slot, [])):
                 parts.append(Text(f"  ⚙ {label} …", style="yellow"))
         elapsed = time.perf_counter() - self.started
-        parts.append(Spinner("dots", Text(f"running · {self.answers} answers · {elapsed:.1f} s", style="dim")))
+        status = Text(f"running · {self.answers} answers · {elapsed:.1f} s", style="dim")
+        parts.append(self._spinner("", status))
         return Group(*parts)
+
+    def _spinner(self, key: str, label: Text) -> Spinner:
+        spinner = self._spinners.get(key)
+        if spinner is None:
+            spinner = self._spinners[key] = Spinner("dots", label)
+        spinner.update(text=label)
+        return spinner
 
     # -- events ----------------------------------------------------------------
     def handle(self, event: Any) -> None:

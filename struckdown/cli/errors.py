@@ -41,10 +41,14 @@ def describe(exc: BaseException) -> str:
     from ..errors import StruckdownError
 
     if isinstance(exc, StruckdownError):
-        return str(exc)
-    text = str(exc).strip()
-    name = type(exc).__name__
-    return f"{name}: {text}" if text else name
+        message = str(exc)
+    else:
+        text = str(exc).strip()
+        message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    slot = getattr(exc, "struckdown_slot", None)  # the engine tags errors with their slot
+    if slot and repr(slot) not in message:
+        message = f"slot {slot!r}: {message}"
+    return message
 
 
 def exit_code(exc: BaseException) -> int:

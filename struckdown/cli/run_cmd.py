@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .display import RunDisplay, make_console
-from .errors import EXIT_HALTED, EXIT_OK, CliError, describe, exit_code
+from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, load_context, write_json
 from . import loading
 from .loading import load_program, load_tools
@@ -64,29 +64,20 @@ async def _drive(
     from ..api import complete_incremental_async
 
     result = None
-    failed_slot: str | None = None
     with display:
-        try:
-            async for event in complete_incremental_async(
-                program,
-                context,
-                stream=request.stream,
-                model=model,
-                tools=tools,
-                on_halt="return",
-                cache=request.cache,
-                stop_at=request.stop_at,
-            ):
-                display.handle(event)
-                if event.type == "processing_error":
-                    failed_slot = event.slot
-                elif event.type == "processing_complete":
-                    result = event.result
-        except Exception as exc:
-            message = describe(exc)
-            if failed_slot and repr(failed_slot) not in message:
-                message = f"slot {failed_slot!r}: {message}"
-            raise CliError(message, code=exit_code(exc)) from exc
+        async for event in complete_incremental_async(
+            program,
+            context,
+            stream=request.stream,
+            model=model,
+            tools=tools,
+            on_halt="return",
+            cache=request.cache,
+            stop_at=request.stop_at,
+        ):
+            display.handle(event)
+            if event.type == "processing_complete":
+                result = event.result
     if result is None:  # the engine always ends with ProcessingComplete or an error
         raise CliError("the run ended without a result", code=1)
     return result

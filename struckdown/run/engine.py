@@ -29,6 +29,7 @@ from ..incremental import (
     SlotCompleted,
     SlotRetracted,
 )
+from ..cache import resolve_cache
 from ..models import resolve_model
 from ..render import as_text, evaluate, render_text
 from ..results import Result, SlotResult
@@ -111,6 +112,7 @@ class Run:
             limits=self.options.limits,
             settings=self.options.settings,
             stream=self.options.stream,
+            cache=resolve_cache(self.options.cache),
         )
 
     async def emit(self, event: Any) -> None:

@@ -60,6 +60,7 @@ class SlotEnv:
     limits: UsageLimits | None
     settings: Mapping[str, Any] | None
     stream: bool
+    cache: Any = None  # a resolved response cache (aget/aput) or None
     streaming_now: set[str] = field(default_factory=set)
 
 
@@ -183,15 +184,23 @@ async def run_model_slot(
         toolsets = [env.toolbox.toolset]
     output_type = _text_output(spec) if spec.is_text else spec.output_type
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text and not is_guard else None
+    model = env.resolve_model(resolved.settings.get("model"))
+    settings = model_settings(env.settings, resolved.settings)
+    cache_key = None
+    if env.cache is not None and not use_tools:  # agent slots are never served from the cache
+        cache_key = _cache_key(model, history, prompt, instructions, spec, settings)
+        hit = await env.cache.aget(cache_key)
+        if hit is not None:
+            return await _from_cache(env, plan, spec, hit, history, prompt, streamer, started)
     try:
         run = await shared_agent().run(
             prompt,
             output_type=output_type,
             message_history=history or None,
-            model=env.resolve_model(resolved.settings.get("model")),
+            model=model,
             instructions=instructions,
             deps=env.deps,
-            model_settings=model_settings(env.settings, resolved.settings),
+            model_settings=settings,
             usage_limits=limits,
             toolsets=toolsets,
             capabilities=capabilities,
@@ -201,9 +210,19 @@ async def run_model_slot(
         if isinstance(exc, ToolLimitExceeded):
             raise
         raise ToolLimitExceeded(key, str(exc)) from exc
+    except Exception as exc:
+        from ..model_errors import map_model_error
+        from ..models import model_label
+
+        mapped = map_model_error(exc, model_label(model))
+        if mapped is None:
+            raise
+        raise mapped from exc
     if streamer is not None:
         await streamer.flush()
     value = spec.to_value(run.output)
+    if cache_key is not None:
+        await env.cache.aput(cache_key, {"raw": _raw_json(run.output), "usage": _usage(run.usage).to_dict()})
     return SlotResult(
         key=key,
         type=plan.slot.type_name,
@@ -271,3 +290,40 @@ class _Streamer:
             await self.env.emit(SlotStreamStart(self.slot))
         self.accumulated += delta
         await self.env.emit(TokenDelta(self.slot, delta, self.accumulated))
+
+
+def _cache_key(
+    model: Any, history: list[ModelMessage], prompt: str | None, instructions: str | None,
+    spec: OutputSpec, settings: Mapping[str, Any],
+) -> str:
+    from .. import __version__
+    from ..cache import cache_key
+    from ..models import endpoint_of, model_label
+    from .conversation import user_turn
+
+    messages = [*history, user_turn(prompt)] if prompt is not None else list(history)
+    return cache_key(
+        endpoint=endpoint_of(model), model=model_label(model), messages=messages, instructions=instructions,
+        output_schema=spec.answer_schema, settings=dict(settings), version=__version__,
+    )
+
+
+def _raw_json(raw: Any) -> Any:
+    return raw.model_dump(mode="json") if hasattr(raw, "model_dump") else raw
+
+
+async def _from_cache(
+    env: SlotEnv, plan: SlotPlan, spec: OutputSpec, hit: Mapping[str, Any],
+    history: list[ModelMessage], prompt: str | None, streamer: _Streamer | None, started: float,
+) -> SlotResult:
+    """A cached answer: validated like a fresh one, no model call, `cached=True`."""
+    from .conversation import user_turn
+
+    raw = hit["raw"] if spec.is_text else spec.output_type.model_validate(hit["raw"])
+    if streamer is not None and isinstance(raw, str):
+        await streamer._emit(raw)
+    messages = (*history, user_turn(prompt)) if prompt is not None else tuple(history)
+    return SlotResult(
+        key=plan.key, type=plan.slot.type_name, output=spec.to_value(raw), messages=tuple(messages),
+        usage=Usage(), elapsed_ms=(time.perf_counter() - started) * 1000, cached=True,
+    )

@@ -88,32 +88,24 @@ def _check_jinja(node: Text, src: SourceMap) -> None:
     try:
         compile_text(node.source)
     except jinja2.TemplateSyntaxError as exc:
-        line, column = _jinja_position(node, exc.lineno or 1)
-        raise src.for_file(node.pos.filename).error(
-            f"invalid Jinja: {exc.message}", line, column
-        ) from None
+        pos = node.position_at(_jinja_line_offset(node.source, exc.lineno or 1))
+        raise src.for_file(pos.filename).error(f"invalid Jinja: {exc.message}", pos.line, pos.column) from None
     except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
         raise _error(
             src, node, "Jinja nests too deeply", "flatten the nested {% %} blocks or expressions"
         ) from None
 
 
-def _jinja_position(node: Text, jinja_line: int) -> tuple[int, int]:
-    """Template (line, column) of the start of Jinja's line `jinja_line` of a text node.
-
-    Jinja also counts a lone "\r" as a line break; the template counts "\n" only.
-    """
+def _jinja_line_offset(source: str, jinja_line: int) -> int:
+    """Where Jinja's line `jinja_line` starts in `source` (Jinja also counts a lone
+    "\r" as a line break; the template counts "\n" only)."""
     offset = 0
     for _ in range(jinja_line - 1):
-        match = _JINJA_NEWLINE.search(node.source, offset)
+        match = _JINJA_NEWLINE.search(source, offset)
         if match is None:
             break
         offset = match.end()
-    before = node.source[:offset]
-    newlines = before.count("\n")
-    if newlines == 0:
-        return node.pos.line, node.pos.column + offset
-    return node.pos.line + newlines, offset - before.rfind("\n")
+    return offset
 
 
 def _check_together(block: Together, src: SourceMap) -> None:

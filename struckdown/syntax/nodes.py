@@ -37,6 +37,30 @@ class Text:
 
     source: str
     pos: Pos
+    # Where each joined piece starts, as (offset in `source`, position in its file).
+    # Pieces are joined across a dropped comment, an include, or a Jinja block that
+    # holds no structure; empty when the text is one piece starting at `pos`.
+    pieces: tuple[tuple[int, Pos], ...] = field(default=(), compare=False)
+
+    def joined(self, other: Text) -> Text:
+        """This text followed by `other`, keeping where every piece came from."""
+        shift = len(self.source)
+        pieces = (self.pieces or ((0, self.pos),)) + tuple(
+            (shift + offset, pos) for offset, pos in (other.pieces or ((0, other.pos),))
+        )
+        return Text(self.source + other.source, self.pos, pieces)
+
+    def position_at(self, offset: int) -> Pos:
+        """The file position of character `offset` of `source`."""
+        start, pos = 0, self.pos
+        for piece_start, piece_pos in self.pieces:
+            if piece_start <= offset:
+                start, pos = piece_start, piece_pos
+        before = self.source[start:offset]
+        newlines = before.count("\n")
+        if newlines == 0:
+            return Pos(pos.line, pos.column + len(before), pos.filename)
+        return Pos(pos.line + newlines, len(before) - before.rfind("\n"), pos.filename)
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,9 @@ class _Builder:
             return Pos(item.line or 1, item.column or 1, self.filename)
         return Pos(item.meta.line, item.meta.column, self.filename)
 
+    def tag_text(self, token: Token) -> Text:
+        return Text(str(token), self.pos(token))
+
     def error(self, message: str, pos: Pos, hint: str | None = None) -> TemplateSyntaxError:
         return self.src.error(message, pos.line, pos.column, hint)
 
@@ -109,7 +112,7 @@ class _Builder:
         for child in children:
             for node in self.item(child):
                 if isinstance(node, Text) and out and isinstance(out[-1], Text):
-                    out[-1] = Text(out[-1].source + node.source, out[-1].pos)
+                    out[-1] = out[-1].joined(node)
                 else:
                     out.append(node)
         return tuple(out)
@@ -210,23 +213,23 @@ class _Builder:
     def tree_if_block(self, tree: Tree[Any]) -> list[Node]:
         children = tree.children
         branches: list[Branch] = []
-        raw: list[str] = []  # the block as text, in case it holds no structure
+        raw: list[Text] = []  # the block as text, in case it holds no structure
         cond = _tag_expression(children[0], "if")
         body = self.tree_body(children[1])
         branches.append(Branch(cond, body, self.pos(children[0])))
-        raw += [str(children[0]), *_texts(body)]
+        raw += [self.tag_text(children[0]), *_texts(body)]
         for part in children[2:-1]:
             tag, part_body = part.children[0], self.tree_body(part.children[1])
             cond = _tag_expression(tag, "elif") if part.data == "elif_branch" else None
             branches.append(Branch(cond, part_body, self.pos(tag)))
-            raw += [str(tag), *_texts(part_body)]
-        raw.append(str(children[-1]))
+            raw += [self.tag_text(tag), *_texts(part_body)]
+        raw.append(self.tag_text(children[-1]))
         pos = self.pos(children[0])
         for branch in branches:
             if branch.condition is not None:
                 self.check_expression(branch.condition, branch.pos)
         if all(isinstance(n, Text) for b in branches for n in b.body):
-            return [Text("".join(raw), pos)]
+            return [_join(raw)]
         for branch in branches:
             for node in branch.body:
                 if isinstance(node, Checkpoint):
@@ -241,7 +244,7 @@ class _Builder:
         opener, body_tree, closer = tree.children
         body = self.tree_body(body_tree)
         if all(isinstance(n, Text) for n in body):
-            return [Text(str(opener) + "".join(_texts(body)) + str(closer), self.pos(opener))]
+            return [_join([self.tag_text(opener), *_texts(body), self.tag_text(closer)])]
         first = next(n for n in body if not isinstance(n, Text))
         raise self.error(
             "{% for %} around a slot or tag is not supported",
@@ -366,7 +369,8 @@ class _Builder:
             build_output(request)
         except (TypeBuildError, OverflowError, RecursionError) as exc:
             culprit = next((o for o in slot.options if o.key and o.key in str(exc)), None)
-            raise self.error(str(exc), culprit.pos if culprit else slot.pos) from None
+            message = " ".join(str(exc).split())  # pydantic's errors span lines
+            raise self.error(message, culprit.pos if culprit else slot.pos) from None
 
     def options(self, tree: Tree[Any]) -> tuple[Option, ...]:
         out: list[Option] = []
@@ -386,6 +390,13 @@ class _Builder:
 
     def option_value(self, token: Token) -> tuple[Any, bool]:
         text = str(token)
+        surrogate = re.search(r"[\ud800-\udfff]", text)
+        if surrogate:
+            raise self.error(
+                f"option value contains a lone surrogate {surrogate.group()!r}",
+                self.pos(token),
+                "it is not valid Unicode text and cannot be sent to a model; remove it",
+            )
         if token.type == "QUOTED":
             return _unquote(text), True
         if token.type == "JINJA_EXPR":
@@ -408,8 +419,15 @@ class _Builder:
             raise self.error("Jinja expression nests too deeply", pos) from None
 
 
-def _texts(nodes: tuple[Node, ...]) -> list[str]:
-    return [n.source for n in nodes if isinstance(n, Text)]
+def _texts(nodes: tuple[Node, ...]) -> list[Text]:
+    return [n for n in nodes if isinstance(n, Text)]
+
+
+def _join(texts: list[Text]) -> Text:
+    joined = texts[0]
+    for text in texts[1:]:
+        joined = joined.joined(text)
+    return joined
 
 
 def _tag_expression(token: Token, keyword: str) -> str:

@@ -1,0 +1,61 @@
+"""The response cache inside runs: hits make no model call; tool slots never use it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import struckdown as sd
+from scripted import Call, Script, Tools
+
+
+def test_second_run_is_served_from_the_cache(tmp_path: Path) -> None:
+    script = Script(lambda c: 3 if c.schema else "hello")
+    template = "Greet [[g]] Count [[int:n]]"
+    first = sd.complete(template, model=script.model(), cache=str(tmp_path))
+    second = sd.complete(template, model=script.model(), cache=str(tmp_path))
+    assert len(script.calls) == 2
+    assert dict(first) == dict(second) == {"g": "hello", "n": 3}
+    assert [s.cached for s in second.results.values()] == [True, True]
+    assert second.usage.requests == 0
+
+
+def test_a_changed_context_misses_the_cache(tmp_path: Path) -> None:
+    script = Script(lambda c: c.last_user)
+    sd.complete("Say {{ x }} [[a]]", {"x": 1}, model=script.model(), cache=str(tmp_path))
+    sd.complete("Say {{ x }} [[a]]", {"x": 2}, model=script.model(), cache=str(tmp_path))
+    assert len(script.calls) == 2
+
+
+def test_cached_text_still_streams_and_reports_was_cached(tmp_path: Path) -> None:
+    script = Script(lambda c: "hello there")
+    sd.complete("Greet [[g]]", model=script.model(), cache=str(tmp_path))
+
+    async def events() -> list[Any]:
+        return [e async for e in sd.complete_incremental_async("Greet [[g]]", model=script.model(), cache=str(tmp_path))]
+
+    got = asyncio.run(events())
+    assert [(e.type, getattr(e, "delta", None)) for e in got[:2]] == [("slot_stream_start", None), ("token_delta", "hello there")]
+    done = next(e for e in got if e.type == "slot_completed")
+    assert done.was_cached and done.result.output == "hello there"
+    assert len(script.calls) == 1
+
+
+def test_tool_slots_never_use_the_cache(tmp_path: Path) -> None:
+    runs: list[str] = []
+
+    @sd.readonly
+    def lookup(q: str) -> str:
+        """Look up."""
+        runs.append(q)
+        return "x"
+
+    def answer(call: Call) -> Any:
+        return Tools([("lookup", {"q": "a"})]) if call.turns[-1][0] == "user" else "done"
+
+    script = Script(answer)
+    for _ in range(2):
+        result = sd.complete("Go [[w|use_tools=true]]", model=script.model(), tools=[lookup], cache=str(tmp_path))
+        assert result.results["w"].cached is False
+    assert runs == ["a", "a"] and len(script.calls) == 4
