@@ -6,8 +6,11 @@ The public names are loaded on first use (PEP 562), so `import struckdown` and
 
 from __future__ import annotations
 
+import logging
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+logging.getLogger("struckdown").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
@@ -18,7 +21,7 @@ _EXPORTS = {
     "complete_batch_async": "api",
     "complete_incremental": "api",
     "complete_incremental_async": "api",
-    "parse": "api",
+    "parse": "compile",
     "register_action": "actions",
     "ConfigurationError": "errors",
     "Halted": "errors",
@@ -26,7 +29,7 @@ _EXPORTS = {
     "StruckdownError": "errors",
     "TemplateRuntimeError": "errors",
     "TemplateSyntaxError": "errors",
-    "ToolLimitExceeded": "errors",
+    "ToolLimitExceeded": "run.tools",
     "ModelError": "model_errors",
     "RateLimitError": "model_errors",
     "AuthenticationError": "model_errors",
@@ -69,8 +72,8 @@ if TYPE_CHECKING:
         complete_batch_async,
         complete_incremental,
         complete_incremental_async,
-        parse,
     )
+    from .compile import parse
     from .errors import (
         ConfigurationError,
         Halted,
@@ -78,7 +81,6 @@ if TYPE_CHECKING:
         StruckdownError,
         TemplateRuntimeError,
         TemplateSyntaxError,
-        ToolLimitExceeded,
     )
     from .model_errors import (
         AuthenticationError,
@@ -90,6 +92,6 @@ if TYPE_CHECKING:
         RateLimitError,
     )
     from .results import Result, SlotResult, ToolCall, Usage
-    from .run.tools import readonly
+    from .run.tools import ToolLimitExceeded, readonly
     from .safe import Safe
     from .types import load_type_file, register_type

@@ -9,20 +9,13 @@ import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .compile import Program, compile_template
+from .compile import Program, parse
 from .incremental import ProcessingComplete
 from .results import Result
 from .run.engine import RunOptions, events
 
 T = TypeVar("T")
 PathLike = str | os.PathLike[str]
-
-
-def parse(
-    template: str, *, template_path: PathLike | None = None, include_paths: Sequence[PathLike] = ()
-) -> Program:
-    """Parse and plan a template (cached by text); raises TemplateSyntaxError."""
-    return compile_template(template, template_path=template_path, include_paths=include_paths)
 
 
 def _program(template: str | Program, template_path: PathLike | None, include_paths: Sequence[PathLike]) -> Program:

@@ -231,3 +231,16 @@ def _includes_changed(program: Program) -> bool:
         except OSError:
             return True
     return False
+
+
+def parse(
+    template: str,
+    *,
+    template_path: str | os.PathLike[str] | None = None,
+    include_paths: Sequence[str | os.PathLike[str]] = (),
+) -> Program:
+    """Parse and plan a template without running it (cached by text).
+
+    Raises TemplateSyntaxError, with line and column, for anything wrong with it.
+    """
+    return compile_template(template, template_path=template_path, include_paths=include_paths)

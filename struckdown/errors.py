@@ -1,10 +1,13 @@
-"""One error hierarchy, so callers can catch `StruckdownError` and know it is ours."""
+"""One error hierarchy, so callers can catch `StruckdownError` and know it is ours.
+
+Nothing here imports pydantic-ai, so `sd check` and `parse()` stay fast; errors
+that must also be pydantic-ai exceptions live next to the code that raises them
+(`ToolLimitExceeded` in run/tools.py, provider errors in model_errors.py).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-from pydantic_ai.exceptions import UsageLimitExceeded
 
 if TYPE_CHECKING:
     from .results import Result
@@ -71,14 +74,6 @@ class ConfigurationError(StruckdownError):
 
 class SlotError(StruckdownError):
     """A slot could not be filled; `slot` names it and `__cause__` holds the reason."""
-
-    def __init__(self, slot: str, message: str) -> None:
-        self.slot = slot
-        super().__init__(f"slot {slot!r}: {message}")
-
-
-class ToolLimitExceeded(UsageLimitExceeded, StruckdownError):
-    """An agent slot hit its ceiling (requests, tool calls or tokens) without answering."""
 
     def __init__(self, slot: str, message: str) -> None:
         self.slot = slot

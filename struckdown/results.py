@@ -6,9 +6,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.messages import ModelMessage
-
 if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+
     from .errors import Halted
 
 

@@ -108,3 +108,14 @@ def rows_with_delay() -> FunctionModel:
         return ModelResponse(parts=[TextPart(f"answer {row}")])
 
     return FunctionModel(respond, model_name="rows-with-delay")
+
+
+def guards_trip() -> FunctionModel:
+    """Every guard trips ("scripted trip"); text slots echo their prompt (docs/cli.md uses it)."""
+
+    def reply(prompt: str, info: AgentInfo) -> Any:
+        if info.output_tools:
+            return {"triggered": True, "reason": "scripted trip"}
+        return f"echo: {prompt.strip()}"
+
+    return scripted(reply)

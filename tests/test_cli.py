@@ -7,6 +7,7 @@ place of the CLI's model factory (`struckdown.cli.loading.resolve_cli_model`).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -24,11 +25,12 @@ runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
-def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No forced colours, no model from the environment, wide lines."""
+def plain_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No forced colours, no model from the environment, wide lines, a private cache."""
     for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "STRUCKDOWN_TEST_MODEL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "cache"))
 
 
 @pytest.fixture
@@ -199,6 +201,47 @@ def test_output_is_plain_when_not_a_terminal(tmp_path: Path, use_model: Any) -> 
     assert result.exit_code == 0
     assert "\x1b[" not in result.output
     assert "a: echo: One two three\n" in result.stdout
+
+
+@pytest.mark.parametrize(("flags", "cache"), [((), True), (("--no-cache",), False)])
+def test_run_and_batch_pass_the_cache_flag_to_the_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], cache: bool
+) -> None:
+    from struckdown.incremental import ProcessingComplete
+    from struckdown.results import Result
+
+    seen: dict[str, Any] = {}
+
+    async def incremental(template: Any, context: Any, **kwargs: Any) -> Any:
+        seen["run"] = kwargs
+        yield ProcessingComplete(Result({}, ()))
+
+    async def batch(template: Any, contexts: Any, *, on_result: Any, **kwargs: Any) -> None:
+        seen["batch"] = kwargs
+        for index, _ in enumerate(contexts):
+            on_result(index, Result({}, ()))
+
+    monkeypatch.setattr("struckdown.api.complete_incremental_async", incremental)
+    monkeypatch.setattr("struckdown.api.complete_batch_async", batch)
+    template = write(tmp_path / "t.sd", "A [[a]]\n")
+    rows = write(tmp_path / "rows.jsonl", '{"x": 1}\n')
+    assert sd("run", template, "--model", "test", *flags).exit_code == 0
+    assert sd("batch", template, rows, "--model", "test", "-j", "3", *flags).exit_code == 0
+    assert seen["run"]["cache"] is cache and seen["run"]["model"] == "test"
+    assert seen["batch"]["cache"] is cache and seen["batch"]["concurrency"] == 3
+
+
+def test_terminal_gets_the_live_display(tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    monkeypatch.setattr("struckdown.cli.run_cmd.make_console", lambda stream: Console(file=stream, force_terminal=True))
+    use_model(scripted(echo))
+    template = write(tmp_path / "t.sd", "Check {{ x }} [[halt:g]]\nOne two three [[a]]\n")
+    result = sd("run", template, "-c", "x=1")
+    assert result.exit_code == 0
+    assert "\x1b[" in result.stdout  # colours and cursor moves
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", result.stdout)
+    assert "echo: One two three" in plain and "guard g: passed" in plain and "done · 2 answers" in plain
 
 
 # -- --tools ---------------------------------------------------------------------------------

@@ -29,9 +29,11 @@ ROW_TEMPLATE = "Row {{ id }}: {{ text }} [[answer]]\n"
 
 
 @pytest.fixture(autouse=True)
-def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def plain_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No forced colours, no model from the environment, a private cache."""
     for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "STRUCKDOWN_TEST_MODEL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "cache"))
 
 
 @pytest.fixture
@@ -130,9 +132,9 @@ def test_failed_rows_carry_the_error_and_exit_1(tmp_path: Path, template: Path, 
     assert result.exit_code == 1
     with out.open(newline="", encoding="utf-8") as handle:
         back = list(csv.DictReader(handle))
-    assert [r["_error"] for r in back] == ["", "ValueError: row one is cursed", ""]
+    assert [r["_error"] for r in back] == ["", "slot 'answer': ValueError: row one is cursed", ""]
     assert [r["answer"] for r in back] == ["answer 0", "", "answer 2"]
-    assert "row 1: ValueError: row one is cursed" in result.stderr
+    assert "row 1: slot 'answer': ValueError: row one is cursed" in result.stderr
     assert "batch: 3 rows → " in result.stderr and "2 ok, 1 failed" in result.stderr
     journal = read_jsonl(tmp_path / "out.journal.jsonl")  # kept: --resume retries the failed row
     assert sorted((e["index"], e["ok"]) for e in journal) == [(0, True), (1, False), (2, True)]
@@ -178,6 +180,21 @@ def test_progress_and_summary_are_plain_when_not_a_terminal(tmp_path: Path, temp
     assert [r["answer"] for r in json.loads((tmp_path / "out.json").read_text())] == ["answer 0", "answer 1", "answer 2"]
 
 
+def test_terminal_gets_a_progress_bar(tmp_path: Path, template: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    monkeypatch.setattr(
+        "struckdown.cli.batch.make_console", lambda stream: Console(file=stream, force_terminal=True, width=120)
+    )
+    use_model(scripted(answers_by_row))
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": "x"} for i in range(3)])
+    result = sd("batch", template, inputs, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", result.stderr)
+    assert "3/3" in plain and "rows/s" in plain and "ETA" in plain
+    assert "batch: 3 rows → " in plain
+
+
 def test_resume_skips_rows_the_journal_holds(tmp_path: Path, template: Path, use_model: Any) -> None:
     called: list[int] = []
 
@@ -189,7 +206,7 @@ def test_resume_skips_rows_the_journal_holds(tmp_path: Path, template: Path, use
     rows = [{"id": i, "text": "x"} for i in range(4)]
     inputs = write_jsonl(tmp_path / "in.jsonl", rows)
     out = tmp_path / "out.jsonl"
-    assert sd("batch", template, inputs, "-o", out, "--keep-journal").exit_code == 0
+    assert sd("batch", template, inputs, "-o", out, "--keep-journal", "--no-cache").exit_code == 0
     journal = tmp_path / "out.journal.jsonl"
     lines = journal.read_text(encoding="utf-8").splitlines()
     journal.write_text("\n".join(lines[:2]) + "\n" + lines[2][:10], encoding="utf-8")  # a crash mid-line
@@ -199,7 +216,7 @@ def test_resume_skips_rows_the_journal_holds(tmp_path: Path, template: Path, use
     refused = sd("batch", template, inputs, "-o", out)
     assert refused.exit_code == 2 and "pass --resume" in refused.stderr and not called
 
-    result = sd("batch", template, inputs, "-o", out, "--resume")
+    result = sd("batch", template, inputs, "-o", out, "--resume", "--no-cache")
     assert result.exit_code == 0, result.output
     assert sorted(called) == sorted(set(range(4)) - done)
     assert "resuming" in result.stderr and "2 of 4 rows done" in result.stderr
@@ -224,10 +241,10 @@ def test_killed_batch_resumes_without_losing_or_repeating_rows(
         "SD_TEST_DELAY": "0.15",
     }
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
-    args = ["batch", str(template), str(inputs), "-o", str(out), "-j", "1"]
+    args = ["batch", str(template), str(inputs), "-o", str(out), "-j", "1", "--no-cache"]
     process = subprocess.Popen(
         [sys.executable, "-m", "struckdown.cli", *args],
-        env={**os.environ, **env, "PYTHONPATH": pythonpath},
+        env={**os.environ, **env, "PYTHONPATH": pythonpath, "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache")},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

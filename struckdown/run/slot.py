@@ -27,13 +27,20 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
 
 from ..compile import SlotPlan
-from ..errors import TemplateRuntimeError, ToolLimitExceeded
+from ..errors import TemplateRuntimeError
 from ..incremental import SlotStreamStart, ThinkingDelta, TokenDelta
 from ..render import evaluate
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRequest, build_output
-from .tools import ModelCallHook, SlotToolWrapper, ToolBox, clamp_limits, last_round_without_tools
+from .tools import (
+    ModelCallHook,
+    SlotToolWrapper,
+    ToolBox,
+    ToolLimitExceeded,
+    clamp_limits,
+    last_round_without_tools,
+)
 
 _AGENT: Agent[Any, Any] | None = None
 

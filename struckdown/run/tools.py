@@ -25,6 +25,9 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
 
+from pydantic_ai.exceptions import UsageLimitExceeded
+
+from ..errors import StruckdownError
 from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
 
@@ -34,6 +37,17 @@ READONLY_ATTR = "__struckdown_readonly__"
 DEFAULT_CEILING = UsageLimits(request_limit=20, tool_calls_limit=20, output_tokens_limit=250_000)
 
 T = TypeVar("T")
+
+
+class ToolLimitExceeded(UsageLimitExceeded, StruckdownError):
+    """An agent slot hit its ceiling (requests, tool calls or tokens) without answering.
+
+    Also a pydantic-ai `UsageLimitExceeded`, so either `except` catches it.
+    """
+
+    def __init__(self, slot: str, message: str) -> None:
+        self.slot = slot
+        super().__init__(f"slot {slot!r}: {message}")
 
 
 def readonly(tool: T) -> T:
