@@ -80,6 +80,7 @@ class Script:
     calls: list[Call] = field(default_factory=list)
     chunk: int = 0  # stream text in pieces of this many characters (0 = words)
     meet: int = 0  # hold each request until this many are in flight together (bounded wait)
+    meet_when: Callable[[Call], bool] = lambda call: True  # which requests the meeting is for
     in_flight: int = 0
     peak: int = 0
     _met: asyncio.Event | None = None
@@ -98,7 +99,7 @@ class Script:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:
-            if self.meet:
+            if self.meet and self.meet_when(call):
                 if self._met is None:
                     self._met = asyncio.Event()
                 if self.in_flight >= self.meet:

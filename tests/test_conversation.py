@@ -151,7 +151,7 @@ def test_together_slots_see_only_the_text_before_the_block_and_their_question() 
     script = Script(echo_last())
     template = "Intro [[a]]\nShared text.\n<together>Q-x [[x]] Q-y [[y]]</together>\nAfter {{ x }} [[z]]"
     result = sd.complete(template, model=script.model())
-    overlap = Script(echo_last(), meet=2)
+    overlap = Script(echo_last(), meet=2, meet_when=lambda call: "Q-" in call.last_user)
     sd.complete(template, model=overlap.model())
     assert overlap.peak == 2  # x and y were in flight together
     requests = {c.last_user: c.turns for c in script.calls}
