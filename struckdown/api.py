@@ -7,7 +7,7 @@ import os
 import queue
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .compile import Program, parse
 from .incremental import ProcessingComplete
@@ -15,6 +15,22 @@ from .results import Result
 from .run.engine import RunOptions, events
 
 T = TypeVar("T")
+
+
+class BatchExecutor(Protocol):
+    """Where the rows of a batch run. The default (None) is this process's event loop."""
+
+    async def run_batch(
+        self,
+        template: str,
+        contexts: Iterable[Mapping[str, Any]],
+        *,
+        concurrency: int,
+        on_result: Callable[[int, Result | BaseException], Any] | None,
+        template_path: PathLike | None,
+        include_paths: Sequence[PathLike],
+        **kwargs: Any,
+    ) -> list[Result | BaseException]: ...
 PathLike = str | os.PathLike[str]
 
 
@@ -196,16 +212,30 @@ async def complete_batch_async(
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     template_path: PathLike | None = None,
     include_paths: Sequence[PathLike] = (),
+    executor: BatchExecutor | None = None,
     **kwargs: Any,
 ) -> list[Result | BaseException]:
     """Run one template over many contexts; results in input order.
 
     A failing row is returned as its exception; the other rows go on. The
     template is parsed once. Concurrency belongs to this batch alone.
+    `executor=None` runs the rows here on asyncio; another executor (e.g.
+    `struckdown.distributed.DaskExecutor`) receives the template text and the
+    row contexts and must honour the same contract.
     """
     import anyio
 
     program = _program(template, template_path, include_paths)
+    if executor is not None:
+        return await executor.run_batch(
+            program.template.source,
+            contexts,
+            concurrency=concurrency,
+            on_result=on_result,
+            template_path=template_path,
+            include_paths=include_paths,
+            **kwargs,
+        )
     results: list[Result | BaseException | None] = []
     rows = iter(enumerate(contexts))
 
