@@ -214,3 +214,23 @@ def test_no_write_tool_body_starts_before_a_pending_verdict(seed: int) -> None:
             assert len(guard_windows) == 2 and all(end <= start for _, end in guard_windows.values())
     if trip:
         assert [slot for slot, _ in writes if slot in ("B", "C")] == []
+
+
+def test_a_guard_may_use_tools_without_waiting_on_itself() -> None:
+    checked: list[str] = []
+
+    def check_blocklist(user: str) -> bool:
+        """Is the user blocked?"""
+        checked.append(user)
+        return True
+
+    def answer(call: Call) -> object:
+        if call.tool_names and call.turns[-1][0] == "user":
+            return Tools([("check_blocklist", {"user": "bob"})])
+        return TRIP if is_guard(call) else "x"
+
+    script = Script(answer)
+    with pytest.raises(sd.Halted):
+        sd.complete("Is bob blocked? [[halt:blocked|use_tools=true, max_iter=2]] Next [[b]]",
+                    model=script.model(), tools=[check_blocklist])
+    assert checked == ["bob"]

@@ -296,7 +296,9 @@ class Run:
     ) -> SlotResult:
         resolved = resolve_plan(plan, self.variables)
         spec = output_for(plan, resolved)
-        env = replace(self.env, join_guards=partial(self.guards.join, segment))
+        env = replace(
+            self.env, join_guards=partial(self.guards.join, segment, node.key if is_guard else None)
+        )
         result = await run_model_slot(
             env, plan, resolved, spec, history=history, prompt=prompt,
             instructions=instructions, is_guard=is_guard,

@@ -57,12 +57,17 @@ class GuardBoard:
             if state is not None and not state.started:
                 state.done.set()
 
-    def _preceding(self, segment: int) -> list[GuardState]:
-        return [s for s in self.states.values() if s.segment < segment or (s.segment == segment and s.started)]
+    def _preceding(self, segment: int, exclude: str | None) -> list[GuardState]:
+        return [
+            s
+            for s in self.states.values()
+            if s.key != exclude and (s.segment < segment or (s.segment == segment and s.started))
+        ]
 
-    async def join(self, segment: int) -> None:
-        """Wait for every guard preceding this point of `segment`; raise if one tripped."""
-        for state in self._preceding(segment):
+    async def join(self, segment: int, exclude: str | None = None) -> None:
+        """Wait for every guard preceding this point of `segment` (a guard's own tools
+        do not wait for the guard itself); raise if one tripped."""
+        for state in self._preceding(segment, exclude):
             await state.done.wait()
             self._raise_if_tripped(state)
 

@@ -1,0 +1,46 @@
+# struckdown — developer entry points. `make demo` is the README's main job.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+LLM := scripts/local-llm.sh
+BASE_URL := http://127.0.0.1:$${STRUCKDOWN_LLM_PORT:-8765}/v1
+
+.PHONY: install demo test e2e bench fuzz llm-start llm-stop clean
+
+$(BIN)/sd: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+install: $(BIN)/sd
+
+# Install, prepare and start the local model, run the quickstart with live
+# streaming, and stop the server again (also on failure or Ctrl-C).
+demo: install
+	@bash $(LLM) start
+	@trap 'bash $(LLM) stop' EXIT INT TERM; \
+	LLM_API_BASE=$(BASE_URL) $(BIN)/sd run examples/quickstart.sd --context examples/quickstart.json --no-cache
+
+test: install
+	$(BIN)/python -m pytest -q
+
+e2e: install
+	@bash $(LLM) start
+	@trap 'bash $(LLM) stop' EXIT INT TERM; \
+	LLM_API_BASE=$(BASE_URL) $(BIN)/python -m pytest -q -m e2e tests/e2e
+
+bench: install
+	$(BIN)/python -m bench
+
+fuzz: install
+	$(BIN)/python -m bench.fuzz --cases 100000
+
+llm-start:
+	bash $(LLM) start
+
+llm-stop:
+	bash $(LLM) stop
+
+clean:
+	rm -rf $(VENV) .pytest_cache
