@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,16 +43,28 @@ from .tools import (
     last_round_without_tools,
 )
 
-_AGENT: Agent[Any, Any] | None = None
+_AGENTS: dict[int, Agent[Any, Any]] = {}
+_MAX_AGENTS = 4096
+
+
+def agent_for(output_type: Any) -> Agent[Any, Any]:
+    """One model-less agent per output type, reused by every run.
+
+    pydantic-ai builds an agent's output schema once; passing `output_type=` per
+    run would rebuild it on every slot. Model, tools, instructions and limits stay
+    per-run arguments, so an agent is safe to share between runs and threads.
+    """
+    key = id(output_type)  # output types are cached objects (spec models, TextOutput per spec)
+    agent = _AGENTS.get(key)
+    if agent is None or agent.output_type is not output_type:
+        if len(_AGENTS) >= _MAX_AGENTS:
+            _AGENTS.clear()
+        agent = _AGENTS[key] = Agent(None, output_type=output_type, defer_model_check=True, retries=2)
+    return agent
 
 
 def shared_agent() -> Agent[Any, Any]:
-    """One model-less agent serves every slot; model, output type, tools and
-    instructions are all per-run arguments."""
-    global _AGENT
-    if _AGENT is None:
-        _AGENT = Agent(None, output_type=str, defer_model_check=True, retries=2)
-    return _AGENT
+    return agent_for(str)
 
 
 @dataclass
@@ -138,7 +151,12 @@ def model_settings(base: Mapping[str, Any] | None, slot: Mapping[str, Any]) -> M
     return ModelSettings(**merged)  # type: ignore[typeddict-item]
 
 
+@lru_cache(maxsize=1024)
 def _text_output(spec: OutputSpec) -> Any:
+    """Text with rules (pattern, lengths): a failed check goes back to the model."""
+    if not spec.has_text_rules:
+        return str
+
     def check(text: str) -> str:
         try:
             return spec.check_text(text)
@@ -200,9 +218,8 @@ async def run_model_slot(
         if hit is not None:
             return await _from_cache(env, plan, spec, hit, history, prompt, streamer, started)
     try:
-        run = await shared_agent().run(
+        run = await agent_for(output_type).run(
             prompt,
-            output_type=output_type,
             message_history=history or None,
             model=model,
             instructions=instructions,

@@ -116,6 +116,11 @@ class OutputSpec:
             raw = self.output_type.model_validate(raw)
         return self._convert(raw)
 
+    @property
+    def has_text_rules(self) -> bool:
+        """True when a text answer must be checked (pattern, lengths, required)."""
+        return self._text_rules is not None
+
     def check_text(self, text: str) -> str:
         """Check a text answer against the slot's text rules; no-op when there are none."""
         if self._text_rules is None:
