@@ -113,6 +113,7 @@ class Run:
             settings=self.options.settings,
             stream=self.options.stream,
             cache=resolve_cache(self.options.cache),
+            has_guards=bool(self.guards.states),
         )
 
     async def emit(self, event: Any) -> None:

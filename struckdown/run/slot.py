@@ -80,6 +80,7 @@ class SlotEnv:
     limits: UsageLimits | None
     settings: Mapping[str, Any] | None
     stream: bool
+    has_guards: bool = True
     cache: Any = None  # a resolved response cache (aget/aput) or None
     streaming_now: set[str] = field(default_factory=set)
 
@@ -195,7 +196,7 @@ async def run_model_slot(
         )
     limits = clamp_limits(env.limits, resolved.control.get("max_iter"), resolved.control.get("max_calls"), key)
     capabilities: list[Any] = []
-    if not is_guard:
+    if env.has_guards and not is_guard:  # the "second call beside a guard" join point
         capabilities.append(ModelCallHook(env.before_model_call))
     wrapper: SlotToolWrapper | None = None
     toolsets = None
@@ -227,7 +228,7 @@ async def run_model_slot(
             model_settings=settings,
             usage_limits=limits,
             toolsets=toolsets,
-            capabilities=capabilities,
+            capabilities=capabilities or None,
             event_stream_handler=streamer.handle if streamer else None,
         )
     except UsageLimitExceeded as exc:
