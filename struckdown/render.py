@@ -8,22 +8,73 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
 import jinja2
-from jinja2 import meta
+from jinja2 import meta, nodes
+from jinja2.compiler import CodeGenerator
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+#: Largest string or list that `*` may build, and largest integer `**` may build (bits).
+MAX_REPEAT = 1_000_000
+MAX_POWER_BITS = 100_000
 
 
 def _tojson(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
-def _make_env() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
-        undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True
+class _RuntimeOnlyCodeGenerator(CodeGenerator):
+    """Never evaluates template expressions while compiling.
+
+    Jinja folds constant output such as `{{ [0] * 10**8 }}` or `{{ 'x'|center(10**8) }}`
+    at compile time, which would run them (for minutes, with gigabytes) while the
+    template is merely being parsed. Here they run when rendered, under the sandbox.
+    """
+
+    def _output_child_to_const(self, node: nodes.Expr, frame: Any, finalize: Any) -> str:
+        if not isinstance(node, nodes.TemplateData):
+            raise nodes.Impossible()
+        return super()._output_child_to_const(node, frame, finalize)
+
+
+class Sandbox(ImmutableSandboxedEnvironment):
+    """The sandbox templates render in.
+
+    On top of Jinja's immutable sandbox: an unsafe attribute (`''.__class__`,
+    `x.__dict__`, `'{0.__class__}'.format(x)`) is an error instead of an empty string,
+    and `*` / `**` refuse to build huge strings, lists or numbers.
+    """
+
+    code_generator_class = _RuntimeOnlyCodeGenerator
+    intercepted_binops = frozenset({"*", "**"})
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
+        raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe.")
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and not isinstance(times, bool):
+                    if len(seq) * times > MAX_REPEAT:
+                        raise SecurityError(f"'*' would build a sequence longer than {MAX_REPEAT:,} items")
+        elif operator == "**" and _is_int(left) and _is_int(right) and right > 0 and abs(left) > 1:
+            if right * math.log2(abs(left)) > MAX_POWER_BITS:
+                raise SecurityError(f"'**' would build a number larger than {MAX_POWER_BITS:,} bits")
+        return super().call_binop(context, operator, left, right)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _make_env() -> Sandbox:
+    env = Sandbox(
+        undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True, optimized=False
     )
     env.filters["tojson"] = _tojson
     return env

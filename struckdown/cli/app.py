@@ -208,6 +208,35 @@ def batch(
         bool, typer.Option("--keep-journal", help="Keep the journal even when every row succeeded.")
     ] = False,
     include_path: IncludeOpt = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            metavar="local|dask",
+            help="Where rows run: local (this process) or dask (a Dask cluster; needs struckdown[dask]). "
+            "With dask, -j caps the rows running at once across the cluster, and --tools is a .py file "
+            "(shipped to the workers) or a module importable there. See docs/distributed.md.",
+        ),
+    ] = "local",
+    address: Annotated[
+        Optional[str],
+        typer.Option(
+            "--address",
+            metavar="tcp://HOST:PORT",
+            help="Dask scheduler to use with --engine dask. Default: a private cluster of 2 local worker "
+            "processes on 127.0.0.1.",
+            show_default=False,
+        ),
+    ] = None,
+    retries: Annotated[
+        int,
+        typer.Option(
+            "--retries",
+            min=0,
+            help="With --engine dask: run a row again up to this many times after a transient provider "
+            "error (rate limit, connection error, 5xx).",
+        ),
+    ] = 2,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -217,7 +246,12 @@ def batch(
     """  # noqa: E501 - typer keeps line breaks inside a paragraph
     with reporting_errors():
         from .batch import BatchRequest, batch_command
+        from .errors import CliError
 
+        if engine not in ("local", "dask"):
+            raise CliError(f"--engine must be local or dask, not {engine!r}")
+        if engine != "dask" and address is not None:
+            raise CliError("--address is for --engine dask")
         code = batch_command(
             BatchRequest(
                 template=template,
@@ -230,6 +264,9 @@ def batch(
                 cache=not no_cache,
                 keep_journal=keep_journal,
                 include_paths=include_path or (),
+                engine=engine,
+                address=address,
+                retries=retries,
             )
         )
     raise typer.Exit(code)

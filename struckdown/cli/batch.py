@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -33,6 +34,9 @@ class BatchRequest:
     cache: bool = True
     keep_journal: bool = False
     include_paths: Sequence[Path] = field(default_factory=tuple)
+    engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
+    address: str | None = None  # the Dask scheduler; None: a private local cluster
+    retries: int = 2  # Dask: runs of a row again after a transient provider error
 
 
 def batch_command(request: BatchRequest) -> int:
@@ -47,8 +51,7 @@ def batch_command(request: BatchRequest) -> int:
     console = make_console(sys.stderr)
     entries, journal = _open_journal(request, rows, input_hashes, template_hash, console)
     pending = [i for i in range(len(rows)) if i not in entries]
-    tools = load_tools(request.tools_file)
-    model = _model(request.model, program)
+    run = _dask_runner(request, program) if request.engine != "local" else _local_runner(request, program)
     stdout = _InOrder() if request.output is None else None
     finished_now: list[dict[str, Any]] = []
 
@@ -70,7 +73,7 @@ def batch_command(request: BatchRequest) -> int:
     progress = BatchProgress(console, len(rows), len(entries))
     try:
         with progress:
-            asyncio.run(_run(program, [rows[i] for i in pending], on_result, request, model, tools))
+            asyncio.run(run([rows[i] for i in pending], on_result))
     except KeyboardInterrupt:
         where = f"saved in {journal.path}; run the same command with --resume" if journal else "written above"
         raise CliError(f"interrupted: {len(entries)}/{len(rows)} rows are {where}", EXIT_INTERRUPTED) from None
@@ -133,22 +136,96 @@ def _model(name: str | None, program: Any) -> Any:
     return resolve_model(model)
 
 
-async def _run(
-    program: Any, contexts: list[dict[str, Any]], on_result: Any, request: BatchRequest, model: Any, tools: list[Any]
-) -> None:
-    if not contexts:
-        return
-    from ..api import complete_batch_async
+def _local_runner(request: BatchRequest, program: Any) -> Any:
+    """The rows run on this process's event loop."""
+    tools = load_tools(request.tools_file)
+    model = _model(request.model, program)
 
-    await complete_batch_async(
-        program,
-        contexts,
-        concurrency=request.jobs,
-        on_result=on_result,
-        model=model,
-        tools=tools,
-        cache=request.cache,
-        on_halt="return",
+    async def run(contexts: list[dict[str, Any]], on_result: Any) -> None:
+        if not contexts:
+            return
+        from ..api import complete_batch_async
+
+        await complete_batch_async(
+            program,
+            contexts,
+            concurrency=request.jobs,
+            on_result=on_result,
+            model=model,
+            tools=tools,
+            cache=request.cache,
+            on_halt="return",
+        )
+
+    return run
+
+
+def _dask_runner(request: BatchRequest, program: Any) -> Any:
+    """`--engine dask`: the rows run on a Dask cluster (struckdown.distributed).
+
+    Only names travel: the model string (or, for tests, the STRUCKDOWN_TEST_MODEL
+    factory name) and the tools as a file shipped as text or a module name. The
+    model, tools and deps are resolved once on a worker before any row runs.
+    """
+    if request.engine != "dask":
+        raise CliError(f"unknown engine {request.engine!r}: use local or dask")
+    try:
+        from ..distributed import DaskExecutor
+    except ImportError as exc:
+        raise CliError(f"--engine dask: {exc}") from None
+    kwargs: dict[str, Any] = {"model": request.model, "tools": _dask_tools(request.tools_file)}
+    factory = os.environ.get(loading.TEST_MODEL_ENV)
+    if request.model is None and factory:
+        kwargs = {**kwargs, "model": None, "model_factory": factory}
+    try:
+        from ..distributed import ship_kwargs
+
+        ship_kwargs(kwargs)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+    async def run(contexts: list[dict[str, Any]], on_result: Any) -> None:
+        if not contexts:
+            return
+        from ..api import complete_batch_async
+
+        async with DaskExecutor(request.address, max_in_flight=request.jobs, retries=request.retries) as executor:
+            if program.slots():
+                await executor.probe(**kwargs)  # a missing model or tool: one error, not one per row
+            await complete_batch_async(
+                program,
+                contexts,
+                concurrency=2 * request.jobs,  # queued at the scheduler; -j caps how many run
+                on_result=on_result,
+                template_path=request.template,
+                include_paths=request.include_paths,
+                executor=executor,
+                cache=request.cache,
+                on_halt="return",
+                **kwargs,
+            )
+
+    return run
+
+
+def _dask_tools(tools: Path | None) -> list[str]:
+    """A tools FILE is read here and shipped to the workers as text; anything else
+    must be a module (or module:function) importable on the workers."""
+    if tools is None:
+        return []
+    if tools.is_file():
+        return [str(tools.resolve())] if tools.suffix == ".py" else _not_tools(tools)
+    name = str(tools)
+    module = name.partition(":")[0]
+    if module and all(part.isidentifier() for part in module.split(".")):
+        return [name]
+    return _not_tools(tools)
+
+
+def _not_tools(tools: Path) -> list[str]:
+    raise CliError(
+        f"--tools {tools}: with --engine dask give a .py file (shipped to the workers) "
+        "or a module importable on the workers (package.module or package.module:function)"
     )
 
 

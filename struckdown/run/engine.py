@@ -32,6 +32,7 @@ from ..incremental import (
 from ..cache import resolve_cache
 from ..models import resolve_model
 from ..render import as_text, evaluate, render_text
+from .slot import evaluate_option
 from ..results import Result, SlotResult
 from ..syntax.checks import walk
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
@@ -139,7 +140,8 @@ class Run:
                 raise
             await self._retract("errored")
             await self.emit(ProcessingError(getattr(error, "struckdown_slot", None), error))
-            raise error from None
+            error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
+            raise error
         result = Result(self.results, self.program.keys)
         await self.emit(ProcessingComplete(result, early_termination=False))
 
@@ -340,7 +342,7 @@ class Run:
         for option in node.options:
             value = option.value
             if isinstance(value, JinjaValue):
-                value = evaluate(value.expression, self.variables)
+                value = evaluate_option(value.expression, self.variables, f"@{node.name}")
             if option.key is None:
                 args.append(value)
             else:

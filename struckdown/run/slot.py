@@ -43,23 +43,27 @@ from .tools import (
     last_round_without_tools,
 )
 
-_AGENTS: dict[int, Agent[Any, Any]] = {}
+_AGENTS: dict[tuple[int, int], Agent[Any, Any]] = {}
 _MAX_AGENTS = 4096
 
 
-def agent_for(output_type: Any) -> Agent[Any, Any]:
-    """One model-less agent per output type, reused by every run.
+def agent_for(output_type: Any, model: Any = None) -> Agent[Any, Any]:
+    """One agent per (output type, model), reused by every run.
 
-    pydantic-ai builds an agent's output schema once; passing `output_type=` per
-    run would rebuild it on every slot. Model, tools, instructions and limits stay
-    per-run arguments, so an agent is safe to share between runs and threads.
+    pydantic-ai builds an agent's output schema once and resolves its model once;
+    passing `output_type=`/`model=` per run would redo both on every slot. Tools,
+    instructions, settings and limits stay per-run arguments, so an agent is safe
+    to share between runs and threads. Output types and models are long-lived,
+    cached objects, so identity is the right key.
     """
-    key = id(output_type)  # output types are cached objects (spec models, TextOutput per spec)
+    key = (id(output_type), id(model))
     agent = _AGENTS.get(key)
-    if agent is None or agent.output_type is not output_type:
+    if agent is None or agent.output_type is not output_type or agent.model is not model:
         if len(_AGENTS) >= _MAX_AGENTS:
             _AGENTS.clear()
-        agent = _AGENTS[key] = Agent(None, output_type=output_type, defer_model_check=True, retries=2)
+        agent = _AGENTS[key] = Agent(
+            model, output_type=output_type, defer_model_check=True, retries=2
+        )
     return agent
 
 
@@ -95,11 +99,22 @@ class Resolved:
     control: dict[str, Any]
 
 
+def evaluate_option(expression: str, variables: Mapping[str, Any], where: str) -> Any:
+    """A `{{ … }}` option value; any failure (sandbox refusal included) is a
+    TemplateRuntimeError naming the slot, with the original error as its cause."""
+    try:
+        return evaluate(expression, variables)
+    except Exception as exc:
+        raise TemplateRuntimeError(
+            f"{where}: {{{{ {expression} }}}} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def resolve_plan(plan: SlotPlan, variables: Mapping[str, Any]) -> Resolved:
     from ..syntax import options as opts
 
     def value(v: Any) -> Any:
-        return evaluate(v.expression, variables) if isinstance(v, JinjaValue) else v
+        return evaluate_option(v.expression, variables, f"slot {plan.key!r}") if isinstance(v, JinjaValue) else v
 
     positional: list[str] = []
     for item in plan.positional:
@@ -138,8 +153,8 @@ def output_for(plan: SlotPlan, resolved: Resolved) -> OutputSpec:
     )
     try:
         return build_output(request)
-    except TypeBuildError as exc:
-        raise TemplateRuntimeError(f"slot {plan.key!r}: {exc}") from None
+    except (TypeBuildError, OverflowError, RecursionError) as exc:
+        raise TemplateRuntimeError(f"slot {plan.key!r}: {exc}") from exc
 
 
 def model_settings(base: Mapping[str, Any] | None, slot: Mapping[str, Any]) -> ModelSettings:
@@ -219,10 +234,9 @@ async def run_model_slot(
         if hit is not None:
             return await _from_cache(env, plan, spec, hit, history, prompt, streamer, started)
     try:
-        run = await agent_for(output_type).run(
+        run = await agent_for(output_type, model).run(
             prompt,
             message_history=history or None,
-            model=model,
             instructions=instructions,
             deps=env.deps,
             model_settings=settings,

@@ -94,6 +94,8 @@ def _check_jinja(node: Text, src: SourceMap) -> None:
         raise _error(
             src, node, "Jinja nests too deeply", "flatten the nested {% %} blocks or expressions"
         ) from None
+    except Exception as exc:  # e.g. ValueError for an integer literal of 5,000 digits
+        raise _error(src, node, f"invalid Jinja: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
 
 
 def _jinja_line_offset(source: str, jinja_line: int) -> int:

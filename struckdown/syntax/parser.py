@@ -105,7 +105,8 @@ class _Builder:
         return Text(str(token), self.pos(token))
 
     def error(self, message: str, pos: Pos, hint: str | None = None) -> TemplateSyntaxError:
-        return self.src.error(message, pos.line, pos.column, hint)
+        # `pos` may lie in an included file (a slot an include brought into <system>)
+        return self.src.for_file(pos.filename).error(message, pos.line, pos.column, hint)
 
     # -- sequences -------------------------------------------------------
     def items(self, children: Sequence[Token | Tree[Any]]) -> tuple[Node, ...]:
@@ -418,6 +419,9 @@ class _Builder:
             raise self.error(f"invalid Jinja expression: {exc.message}", pos) from None
         except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
             raise self.error("Jinja expression nests too deeply", pos) from None
+        except Exception as exc:  # e.g. ValueError for an integer literal of 5,000 digits
+            message = " ".join(str(exc).split())
+            raise self.error(f"invalid Jinja expression: {type(exc).__name__}: {message}", pos) from None
 
 
 def _texts(nodes: tuple[Node, ...]) -> list[Text]:

@@ -1,0 +1,304 @@
+"""The Jinja sandbox and the include roots (SPEC §2.4): escape attempts fail, nothing leaks.
+
+Template text, `{% if %}` conditions and `{{ … }}` option values are rendered by
+`struckdown.render.Sandbox` (Jinja's `ImmutableSandboxedEnvironment`, plus: unsafe
+attributes are errors rather than empty strings, `*`/`**` cannot build huge values,
+and nothing is evaluated while parsing). `<include>` reads only inside the
+template's folder and `include_paths`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from jinja2.exceptions import SecurityError
+
+import struckdown as sd
+from scripted import Script
+from struckdown.render import render_text
+from struckdown.syntax import parse_template
+
+SECRET = "s3cr3t-value-9d1c"
+
+
+class Account:
+    """A context object with something worth stealing."""
+
+    def __init__(self) -> None:
+        self.name = "acct"
+        self._password = SECRET
+
+    def close(self) -> str:
+        return "closed"
+
+
+def context() -> dict[str, object]:
+    return {"x": Account(), "d": {"k": 1}, "items": [1, 2], "s": "text"}
+
+
+ESCAPES = [
+    "{{ ''.__class__ }}",
+    "{{ ''.__class__.__mro__ }}",
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ ().__class__.__bases__[0].__subclasses__() }}",
+    "{{ x.__class__ }}",
+    "{{ x.__dict__ }}",
+    "{{ x._password }}",
+    "{{ x.__init__.__globals__ }}",
+    "{{ x.__getattribute__('_password') }}",
+    "{{ x.__reduce_ex__(2) }}",
+    "{{ cycler.__init__.__globals__.os.environ }}",
+    "{{ joiner.__init__.__globals__ }}",
+    "{{ namespace.__init__.__globals__ }}",
+    "{{ lipsum.__globals__ }}",
+    "{{ lipsum.__globals__['os'].popen('id').read() }}",
+    "{{ lipsum.__code__ }}",
+    "{{ self.__init__.__globals__ }}",
+    "{{ '{0.__class__}'.format(x) }}",
+    "{{ '{0._password}'.format(x) }}",
+    "{{ '{0.__class__.__mro__}'.format('') }}",
+    "{{ s|attr('__class__') }}",
+    "{{ (x|attr('__class__')).__mro__ }}",
+    "{{ x.close.__self__ }}",
+    "{{ items.pop() }}",
+    "{{ d.clear() }}",
+    "{% set y = [] %}{{ y.append(1) }}",
+    "{{ d.update({'k': 2}) }}",
+]
+
+
+def rendering_error(template: str) -> sd.TemplateRuntimeError:
+    script = Script(lambda call: "ok")
+    ctx = context()
+    with pytest.raises(sd.TemplateRuntimeError) as info:
+        sd.complete(template, ctx, model=script.model())
+    assert script.calls == []  # failed before any model call
+    assert ctx["d"] == {"k": 1} and ctx["items"] == [1, 2]  # nothing mutated
+    return info.value
+
+
+@pytest.mark.parametrize("expression", ESCAPES)
+def test_escape_attempts_in_text_fail_with_a_clear_error(expression: str) -> None:
+    error = rendering_error(f"Before {expression} after [[a]]")
+    text = str(error)
+    assert "SecurityError" in text and "unsafe" in text, text
+    assert SECRET not in text and "environ" not in text.replace("environ }}", "")
+
+
+CONDITIONS = ["''.__class__", "x.__class__", "x._password", "x.__init__.__globals__", "lipsum.__globals__",
+              "'{0._password}'.format(x)", "items.pop()", "d.clear()"]  # fmt: skip
+
+
+@pytest.mark.parametrize("condition", CONDITIONS)
+def test_escape_attempts_in_conditions_fail_with_a_clear_error(condition: str) -> None:
+    error = rendering_error(f"{{% if {condition} %}}[[a]]{{% endif %}} [[b]]")
+    assert "unsafe" in str(error) and SECRET not in str(error)
+
+
+@pytest.mark.parametrize("expression", ESCAPES[:8])
+@pytest.mark.parametrize("slot", ["[[pick:p|{e}]]", "[[a|temperature={e}]]", "[[@set:k|{e}]]"])
+def test_escape_attempts_in_option_values_fail_before_any_model_call(slot: str, expression: str) -> None:
+    """`{{ … }}` option values are rendered in the same sandbox when the slot runs.
+
+    (They currently surface as jinja2's SecurityError itself, not wrapped in
+    TemplateRuntimeError like text and conditions: see docs/security.md.)"""
+    script = Script(lambda call: "ok")
+    template = "Q " + slot.format(e=expression)
+    with pytest.raises((SecurityError, sd.TemplateRuntimeError)) as info:
+        sd.complete(template, context(), model=script.model())
+    assert script.calls == []
+    assert "unsafe" in str(info.value) and SECRET not in str(info.value)
+
+
+def test_unsafe_attributes_are_errors_not_empty_strings() -> None:
+    """Plain Jinja renders `{{ ''.__class__ }}` as an empty string in its sandbox;
+    struckdown makes it an error, so a probing template cannot fail silently."""
+    with pytest.raises(SecurityError, match="'__class__' of 'str' object is unsafe"):
+        render_text("{{ ''.__class__ }}", {})
+    with pytest.raises(SecurityError, match="'_password' of 'Account' object is unsafe"):
+        render_text("{{ '{0._password}'.format(x) }}", {"x": Account()})
+    assert render_text("{{ x.name }} {{ d.k }} {{ items|length }} {{ s.upper() }}", context()) == "acct 1 2 TEXT"
+
+
+@pytest.mark.parametrize(
+    ("expression", "words"),
+    [
+        ("{{ range(10**10)|list|length }}", "Range too big"),
+        ("{{ 'a' * 10**9 }}", "longer than"),
+        ("{{ 10**9 * 'a' }}", "longer than"),
+        ("{{ [0] * 10**9 }}", "longer than"),
+        ("{{ (items * 600000)|length }}", "longer than"),
+        ("{{ 2**(10**7) }}", "larger than"),
+        ("{{ 7**(10**8) }}", "larger than"),
+    ],
+)
+def test_resource_bombs_fail_with_a_clear_error(expression: str, words: str) -> None:
+    error = rendering_error(f"{expression} [[a]]")
+    assert words in str(error)
+
+
+def test_ordinary_arithmetic_still_works() -> None:
+    assert render_text("{{ 'ab' * 3 }} {{ 3 * 'x' }} {{ [1] * 2 }} {{ 2 ** 10 }} {{ 6 * 7 }} {{ 2.5 ** 2 }}", {}) == (
+        "ababab xxx [1, 1] 1024 42 6.25"
+    )
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Text {{ [0] * 10**8 }} [[a]]",
+        "Text {{ 'a' * 10**8 }} [[a]]",
+        "Text {{ 'x'|center(10**8) }} [[a]]",
+        "Text {{ '%100000000s' % 1 }} [[a]]",
+        "Text {{ 9**9**9 }} [[a]]",
+        "{% if [0] * 10**8 %}[[a]]{% endif %}",
+        "{% if 'x'|center(10**8) %}[[a]]{% endif %}",
+        "[[a|temperature={{ [0] * 10**8 }}]]",
+        "[[pick:a|{{ 'x'|center(10**8) }}]]",
+    ],
+)
+def test_parsing_never_evaluates_expressions(template: str) -> None:
+    """Jinja folds constant expressions while compiling; that would run bombs (minutes,
+    gigabytes) at parse time, before the caller has decided to run anything."""
+    parse_template("warm up {{ 1 }} [[a]]")
+    tracemalloc.start()
+    started = time.thread_time()
+    try:
+        parse_template(template)
+        cpu = time.thread_time() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert cpu < 0.5 and peak < 20_000_000, (cpu, peak)
+
+
+def test_huge_integer_literals_are_syntax_errors() -> None:
+    with pytest.raises(sd.TemplateSyntaxError, match="invalid Jinja"):
+        parse_template("{{ " + "1" * 5000 + " }} [[a]]")
+    with pytest.raises(sd.TemplateSyntaxError, match="invalid Jinja expression"):
+        parse_template("[[a|temperature={{ " + "1" * 5000 + " }}]]")
+
+
+# -- Jinja's own loaders: there are none ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tag", ["{% include 'secret.sd' %}", "{% import 'secret.sd' as s %}", "{% extends 'secret.sd' %}",
+            "{% from 'secret.sd' import x %}"],  # fmt: skip
+)
+def test_jinja_include_import_and_extends_cannot_read_files(tag: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "secret.sd").write_text(SECRET)
+    monkeypatch.chdir(tmp_path)
+    error = rendering_error(f"{tag} [[a]]")
+    assert "no loader" in str(error) and SECRET not in str(error)
+
+
+# -- <include> roots -----------------------------------------------------------------
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """tmp/secret.sd (outside), tmp/root/{main.sd, ok.sd, sub/…}, tmp/lib (an include path)."""
+    (tmp_path / "secret.sd").write_text(f"{SECRET} [[stolen]]")
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "ok.sd").write_text("Fine [[fine]]")
+    (root / "sub" / "inner.sd").write_text('<include src="../ok.sd"/>')
+    (root / "sub" / "sneaky.sd").write_text('<include src="../../secret.sd"/>')
+    (root / "linked_dir").symlink_to(tmp_path, target_is_directory=True)
+    (root / "good_link.sd").symlink_to(root / "ok.sd")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "shared.sd").write_text("Shared [[shared]]")
+    (tmp_path / "lib" / "escape.sd").symlink_to(tmp_path / "secret.sd")
+    return root
+
+
+def include_error(src: str, root: Path, **kwargs: object) -> sd.TemplateSyntaxError:
+    with pytest.raises(sd.TemplateSyntaxError) as info:
+        parse_template(f'Start\n<include src="{src}"/>', template_path=root / "main.sd", **kwargs)  # type: ignore[arg-type]
+    assert SECRET not in str(info.value)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    "src",
+    ["../secret.sd", "./../secret.sd", "sub/../../secret.sd", "linked_dir/secret.sd", "linked_dir/root/../secret.sd"],
+)
+def test_include_cannot_climb_out_of_its_root(src: str, tree: Path) -> None:
+    error = include_error(src, tree)
+    assert "outside the allowed folders" in error.message
+    assert (error.line, error.column) == (2, 1)
+
+
+def test_include_cannot_use_an_absolute_path_outside(tree: Path) -> None:
+    assert "outside the allowed folders" in include_error(str(tree.parent / "secret.sd"), tree).message
+
+
+def test_nested_include_cannot_climb_out_either(tree: Path) -> None:
+    error = include_error("sub/sneaky.sd", tree)
+    assert "outside the allowed folders" in error.message
+    assert error.filename is not None and error.filename.endswith("sneaky.sd")
+
+
+def test_include_paths_are_roots_but_their_symlinks_cannot_escape(tree: Path) -> None:
+    lib = tree.parent / "lib"
+    program = parse_template('<include src="shared.sd"/>', template_path=tree / "main.sd", include_paths=[lib])
+    assert [n.key for n in program.nodes if hasattr(n, "key")] == ["shared"]
+    assert "outside the allowed folders" in include_error("escape.sd", tree, include_paths=[lib]).message
+
+
+def test_includes_inside_the_root_work_through_dotdot_and_symlinks(tree: Path) -> None:
+    for src in ("sub/inner.sd", "good_link.sd", "sub/../ok.sd", str(tree / "ok.sd")):
+        template = parse_template(f'<include src="{src}"/>', template_path=tree / "main.sd")
+        assert any(getattr(n, "key", None) == "fine" for n in template.nodes), src
+
+
+def test_without_a_template_path_the_root_is_the_working_directory(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tree)
+    assert any(getattr(n, "key", None) == "fine" for n in parse_template('<include src="ok.sd"/>').nodes)
+    with pytest.raises(sd.TemplateSyntaxError, match="outside the allowed folders"):
+        parse_template('<include src="../secret.sd"/>')
+
+
+def test_home_and_variables_are_not_expanded(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tree.parent))
+    monkeypatch.setenv("SECRET_DIR", str(tree.parent))
+    for src in ("~/secret.sd", "$SECRET_DIR/secret.sd", "${SECRET_DIR}/secret.sd", "%2e%2e/secret.sd"):
+        assert "not found" in include_error(src, tree).message, src
+
+
+def test_include_src_with_jinja_is_not_rendered(tree: Path) -> None:
+    """`src` is a literal: a context value can never choose which file is read."""
+    error = include_error("{{ path }}", tree)
+    assert "not found" in error.message
+    assert os.path.exists(tree.parent / "secret.sd")
+
+
+def test_option_and_action_expressions_fail_as_template_runtime_errors() -> None:
+    import jinja2.exceptions
+
+    from scripted import Script
+
+    script = Script(lambda call: "x")
+    for template in ("[[pick:p|{{ ''.__class__ }}]]", "[[a|temperature={{ x.__class__ }}]]",
+                     "[[@set:k|{{ ''.__class__ }}]]"):
+        with pytest.raises(sd.TemplateRuntimeError) as info:
+            sd.complete(template, {"x": 1}, model=script.model())
+        assert isinstance(info.value.__cause__, jinja2.exceptions.SecurityError), template
+    with pytest.raises(sd.TemplateRuntimeError):
+        sd.complete("[[a|pattern={{ p }}]]", {"p": "a{99999999999}"}, model=script.model())
+    assert script.calls == []
+
+
+def test_runtime_errors_keep_their_cause() -> None:
+    import jinja2.exceptions
+
+    from scripted import Script
+
+    with pytest.raises(sd.TemplateRuntimeError) as info:
+        sd.complete("{{ ''.__class__.__mro__ }} [[a]]", model=Script(lambda c: "x").model())
+    assert isinstance(info.value.__cause__, jinja2.exceptions.SecurityError)
