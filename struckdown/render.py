@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -83,8 +84,9 @@ def _make_env() -> Sandbox:
 ENV = _make_env()
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=16384)
 def compile_text(source: str) -> jinja2.Template:
+    """Compiled lazily, on first render: parsing only checks syntax and reads names."""
     return ENV.from_string(source)
 
 
@@ -93,17 +95,60 @@ def compile_expression(source: str) -> Any:
     return ENV.compile_expression(source, undefined_to_none=True)
 
 
-@lru_cache(maxsize=4096)
+# `{{ expr }}` with optional whitespace control; the grammar ends an expression at
+# its first `}}` too, so this split agrees with how the template was tokenised.
+_EXPRESSION = re.compile(r"\{\{[-+]?(.*?)[-+]?\}\}", re.S)
+
+
+@lru_cache(maxsize=16384)
 def referenced_names(source: str) -> frozenset[str]:
-    """Variables a piece of Jinja source reads from its context (decided from the AST)."""
-    return frozenset(meta.find_undeclared_variables(ENV.parse(source)))
+    """Variables a piece of Jinja source reads from its context (decided from the AST).
+
+    Also the syntax check: raises jinja2.TemplateSyntaxError for invalid Jinja.
+    Text made only of data and `{{ … }}` is checked expression by expression
+    (each cached: templates repeat the same few expressions); anything with
+    `{% %}` or `{# #}` is parsed whole.
+    """
+    if "{" not in source:
+        return frozenset()
+    if "{%" not in source and "{#" not in source:
+        try:
+            names: frozenset[str] = frozenset()
+            for expression in _EXPRESSION.findall(source):
+                names |= _expression_names(expression)
+            return names
+        except jinja2.TemplateSyntaxError:
+            pass  # parse the whole text so the error carries its real line
+    return _undeclared(ENV.parse(source))
+
+
+@lru_cache(maxsize=65536)
+def _expression_names(expression: str) -> frozenset[str]:
+    return _undeclared(ENV.parse("{{ " + expression + " }}"))
+
+
+class _SafeTracking(meta.TrackingCodeGenerator, _RuntimeOnlyCodeGenerator):
+    """jinja2.meta's name tracker on our code generator, unoptimized: it must not
+    fold (run) constant expressions either."""
+
+    def __init__(self, environment: jinja2.Environment) -> None:
+        CodeGenerator.__init__(self, environment, "<introspection>", "<introspection>", optimized=False)
+        self.undeclared_identifiers: set[str] = set()
+
+
+def _undeclared(ast: nodes.Template) -> frozenset[str]:
+    tracker = _SafeTracking(ENV)
+    tracker.visit(ast)
+    return frozenset(tracker.undeclared_identifiers)
 
 
 def expression_names(expression: str) -> frozenset[str]:
-    return referenced_names("{{ " + expression + " }}")
+    return _expression_names(expression)
 
 
 def render_text(source: str, variables: Mapping[str, Any]) -> str:
+    if "{" not in source:  # plain text: what Jinja would give, without Jinja
+        return source.replace("\r\n", "\n").replace("\r", "\n")
     return compile_text(source).render(variables)
 
 

@@ -83,10 +83,12 @@ def _check_keys(nodes: tuple[Node, ...], seen: set[str], src: SourceMap) -> None
 
 
 def _check_jinja(node: Text, src: SourceMap) -> None:
-    from ..render import compile_text
+    from ..render import compile_text, referenced_names
 
     try:
-        compile_text(node.source)
+        referenced_names(node.source)
+        if "{%" in node.source:  # statements: compile now, so nesting limits show at parse time
+            compile_text(node.source)
     except jinja2.TemplateSyntaxError as exc:
         pos = node.position_at(_jinja_line_offset(node.source, exc.lineno or 1))
         raise src.for_file(pos.filename).error(f"invalid Jinja: {exc.message}", pos.line, pos.column) from None
