@@ -119,3 +119,66 @@ def guards_trip() -> FunctionModel:
         return f"echo: {prompt.strip()}"
 
     return scripted(reply)
+
+
+def user_text(messages: list[ModelMessage]) -> str:
+    """Every user turn of the conversation, joined."""
+    return "\n".join(
+        part.content
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, UserPromptPart) and isinstance(part.content, str)
+    )
+
+
+def dask_rows() -> FunctionModel:
+    """For the Dask tests, resolved on the workers by name (`cli_models:dask_rows`).
+
+    Answers a conversation mentioning `Row N` with `answer N` (typed slots get the
+    number N). Directives in the user turns, `name=value` (empty value: off):
+    `log=PATH` appends `start N t pid` / `end N t pid` lines to PATH (one atomic
+    write each) so a test can measure how many calls overlapped; `delay=S` sleeps S
+    seconds; `flaky=DIR` raises an HTTP 429 on the first call for row N (marker file
+    DIR/N); `fail=yes` raises ValueError. From the environment: SD_TEST_CALLS=PATH
+    appends N for every call; SD_TEST_FAIL_ROWS=1,3 makes those rows raise ValueError.
+    """
+    import time
+
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    def note(path: str, line: str) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        text = user_text(messages)
+        match = re.search(r"Row (\d+)", text)
+        row = int(match.group(1)) if match else -1
+        options = dict(re.findall(r"\b(\w+)=(\S*)", text))
+        if os.environ.get("SD_TEST_CALLS"):
+            note(os.environ["SD_TEST_CALLS"], str(row))
+        log = options.get("log")
+        if log:
+            note(log, f"start {row} {time.time():.6f} {os.getpid()}")
+        try:
+            if options.get("delay"):
+                await asyncio.sleep(float(options["delay"]))
+            flaky = options.get("flaky")
+            if flaky:
+                marker = os.path.join(flaky, str(row))
+                if not os.path.exists(marker):
+                    open(marker, "w").close()
+                    raise ModelHTTPError(429, "dask-rows", {"error": {"message": "slow down"}})
+            failing = os.environ.get("SD_TEST_FAIL_ROWS", "")
+            if options.get("fail") == "yes" or str(row) in failing.split(","):
+                raise ValueError(f"row {row} is cursed")
+            return answer(row if info.output_tools else f"answer {row}", info)
+        finally:
+            if log:
+                note(log, f"end {row} {time.time():.6f} {os.getpid()}")
+
+    return FunctionModel(respond, model_name="dask-rows")

@@ -1,0 +1,291 @@
+"""struckdown.distributed.DaskExecutor and `sd batch --engine dask` on a real local Dask cluster.
+
+One cluster (two worker processes on 127.0.0.1, no dashboard) serves the module.
+Models cannot travel, so the workers build the scripted model `cli_models:dask_rows`
+by name; it takes its orders from the prompt (delay, a log of call starts and ends,
+fail once, fail always), so nothing has to be set in the workers' environment.
+The workers find `cli_models` because they are spawned with this process's sys.path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import dask
+import pytest
+
+pytestmark = pytest.mark.cluster
+from distributed import Client, LocalCluster
+from typer.testing import CliRunner
+
+import struckdown as sd
+from cli_models import dask_rows
+from struckdown.cli.app import app
+from struckdown.cli.errors import describe
+from struckdown.distributed import DaskExecutor, is_transient, ship_kwargs
+
+FACTORY = "cli_models:dask_rows"
+TEMPLATE = (
+    "Row {{ id }} log={{ log }} delay={{ delay }} flaky={{ flaky }} fail={{ fail }}\n"
+    "[[answer]]\n\nAnd the number? [[int:n]]\n"
+)
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    # Short semaphore leases, so that a killed worker's leases come back quickly.
+    config = {
+        "distributed.scheduler.locks.lease-timeout": "3s",
+        "distributed.scheduler.locks.lease-validation-interval": "0.5s",
+    }
+    with dask.config.set(config):
+        with LocalCluster(
+            host="127.0.0.1",
+            dashboard_address=None,
+            n_workers=2,
+            threads_per_worker=4,
+            processes=True,
+            silence_logs=logging.ERROR,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        ) as cluster, Client(cluster, set_as_default=False) as dask_client:
+            yield dask_client
+
+
+def rows(n: int, **options: Any) -> list[dict[str, Any]]:
+    base = {"log": "", "delay": "", "flaky": "", "fail": ""}
+    return [{**base, "id": i, **{k: v(i) if callable(v) else v for k, v in options.items()}} for i in range(n)]
+
+
+def run(contexts: list[dict[str, Any]], executor: Any, **kwargs: Any) -> tuple[list[Any], list[int]]:
+    finished: list[int] = []
+
+    def on_result(index: int, outcome: Any) -> None:
+        finished.append(index)
+
+    results = asyncio.run(
+        sd.complete_batch_async(TEMPLATE, contexts, executor=executor, on_result=on_result, **kwargs)
+    )
+    return results, finished
+
+
+def log_lines(path: Path) -> list[tuple[str, int, float, int]]:
+    out = []
+    for line in path.read_text().splitlines():
+        kind, row, when, pid = line.split()
+        out.append((kind, int(row), float(when), int(pid)))
+    return out
+
+
+def peak_overlap(lines: list[tuple[str, int, float, int]]) -> int:
+    """Most calls in flight at once (an end at the same instant as a start counts first)."""
+    events = sorted((when, 0 if kind == "end" else 1) for kind, _, when, _ in lines)
+    now = peak = 0
+    for _, starts in events:
+        now += 1 if starts else -1
+        peak = max(peak, now)
+    return peak
+
+
+def test_results_equal_the_local_executors_in_input_order(client: Any) -> None:
+    contexts = rows(10, fail=lambda i: "yes" if i == 6 else "", delay=lambda i: 0.05 * (i % 3))
+    remote, finished = run(contexts, DaskExecutor(client=client, max_in_flight=4), model_factory=FACTORY)
+    local = asyncio.run(sd.complete_batch_async(TEMPLATE, contexts, model=dask_rows()))
+    assert sorted(finished) == list(range(10))  # every row reported once, as it finished
+    assert len(remote) == len(local) == 10
+    for mine, theirs in zip(remote, local):
+        if isinstance(theirs, BaseException):
+            assert type(mine) is type(theirs) and describe(mine) == describe(theirs)
+        else:
+            assert isinstance(mine, sd.Result)
+            assert dict(mine) == dict(theirs) and list(mine) == list(theirs)
+            assert mine.usage == theirs.usage and mine.halted is None
+    assert dict(remote[3]) == {"answer": "answer 3", "n": 3}
+    assert describe(remote[6]) == "slot 'answer': ValueError: row 6 is cursed"  # the slot tag survives
+
+
+def test_the_cap_on_rows_in_flight_holds_across_the_cluster(client: Any, tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    contexts = rows(12, log=str(log), delay=0.1)
+    # 8 task slots on the cluster, but only 2 rows may hold the semaphore at once
+    results, _ = run(contexts, DaskExecutor(client=client, max_in_flight=2), model_factory=FACTORY)
+    assert [r["answer"] for r in results] == [f"answer {i}" for i in range(12)]
+    lines = log_lines(log)
+    assert len(lines) == 2 * 12 * 2  # start and end of two model calls per row
+    assert peak_overlap(lines) == 2  # the cap was reached and never exceeded
+    assert len({pid for *_, pid in lines}) == 2  # both workers ran rows
+
+
+def test_a_transient_error_is_retried_and_a_permanent_one_is_not(client: Any, tmp_path: Path) -> None:
+    log, marks = tmp_path / "calls.log", tmp_path / "marks"
+    marks.mkdir()
+    contexts = rows(
+        5, log=str(log), flaky=lambda i: str(marks) if i in (1, 3) else "", fail=lambda i: "yes" if i == 4 else ""
+    )
+    executor = DaskExecutor(client=client, max_in_flight=4, retries=2, retry_delay=0)
+    results, finished = run(contexts, executor, model_factory=FACTORY)
+    assert [dict(r) for r in results[:4]] == [{"answer": f"answer {i}", "n": i} for i in range(4)]
+    assert isinstance(results[4], ValueError)
+    assert sorted(finished) == list(range(5))
+    starts = Counter(row for kind, row, *_ in log_lines(log) if kind == "start")
+    assert starts[1] == starts[3] == 3  # 429 on the first call, then the whole row again: 2 calls
+    assert starts[0] == starts[2] == 2 and starts[4] == 1  # a ValueError is not retried
+
+
+def test_without_retries_the_rate_limit_error_is_the_rows_outcome(client: Any, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    executor = DaskExecutor(client=client, max_in_flight=2, retries=0)
+    results, _ = run(rows(2, flaky=lambda i: str(marks) if i == 1 else ""), executor, model_factory=FACTORY)
+    assert dict(results[0]) == {"answer": "answer 0", "n": 0}
+    error = results[1]
+    assert isinstance(error, sd.RateLimitError) and error.status == 429 and is_transient(error)
+    message = describe(error)
+    assert message.startswith("slot 'answer': model ") and "rate limited (HTTP 429): slow down" in message
+
+
+def test_a_halted_row_comes_back_whole(client: Any) -> None:
+    """Result and Halted point at each other; both survive the trip, as on_halt says."""
+    template = "Hello {{ x }}. Is it bad? [[halt:stop]]\n\nReply: [[reply]]\n"
+    executor = DaskExecutor(client=client, max_in_flight=2)
+    for on_halt in ("return", "raise"):
+        (outcome,) = asyncio.run(
+            sd.complete_batch_async(
+                template, [{"x": 1}], executor=executor, model_factory="cli_models:guards_trip", on_halt=on_halt
+            )
+        )
+        halted = outcome.halted if on_halt == "return" else outcome
+        assert isinstance(halted, sd.Halted) and (halted.slot, halted.reason) == ("stop", "scripted trip")
+        assert halted.results is not None and halted.results.halted is halted
+        assert dict(halted.results)["stop"] == {"triggered": True, "reason": "scripted trip"}
+
+
+def test_only_plain_data_is_shipped(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="model_factory="):
+        ship_kwargs({"model": dask_rows()})
+    with pytest.raises(ValueError, match="'test_dask:test_only_plain_data_is_shipped'"):
+        ship_kwargs({"tools": [test_only_plain_data_is_shipped]})
+    with pytest.raises(ValueError, match="deps_factory="):
+        ship_kwargs({"deps": object()})
+    with pytest.raises(ValueError, match="cache="):
+        ship_kwargs({"cache": sd.Result({})})
+    with pytest.raises(ValueError, match="importable name"):
+        ship_kwargs({"model_factory": "no_colon"})
+    with pytest.raises(TypeError, match="stream"):
+        ship_kwargs({"stream": True})
+    tools = tmp_path / "my_tools.py"
+    tools.write_text("def shout(text: str) -> str:\n    return text.upper()\n")
+    shipped = ship_kwargs({
+        "model": "test", "tools": ["json:dumps", str(tools)], "deps": {"k": [1]}, "cache": tmp_path,
+        "settings": {"temperature": 0},
+    })  # fmt: skip
+    assert shipped["tools"] == (("name", "json:dumps"), ("file", str(tools.resolve()), tools.read_text()))
+    assert shipped["cache"] == str(tmp_path) and shipped["deps"] == {"k": [1]}
+
+
+def test_probe_resolves_the_setup_on_a_worker(client: Any, tmp_path: Path) -> None:
+    tools = tmp_path / "my_tools.py"
+    tools.write_text("def shout(text: str) -> str:\n    return text.upper()\n")
+    executor = DaskExecutor(client=client)
+    asyncio.run(executor.probe(model_factory=FACTORY, tools=[str(tools), "cli_models:last_prompt"]))
+    with pytest.raises(ModuleNotFoundError):
+        asyncio.run(executor.probe(model_factory="no_such_module:factory"))
+    results, _ = run(rows(2), executor, model="test")  # pydantic-ai's TestModel, built on the workers
+    assert [sorted(r) for r in results] == [["answer", "n"], ["answer", "n"]]
+
+
+def cli(*args: Any) -> Any:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def test_sd_batch_engine_dask_resumes_from_its_journal(
+    client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STRUCKDOWN_TEST_MODEL", FACTORY)
+    monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "cache"))
+    log, marks = tmp_path / "calls.log", tmp_path / "marks"
+    marks.mkdir()
+    template = tmp_path / "t.sd"
+    template.write_text("Row {{ id }} log={{ log }} flaky={{ flaky }}\n[[answer]]\n", encoding="utf-8")
+    inputs = tmp_path / "in.jsonl"
+    records = [{"id": i, "log": str(log), "flaky": str(marks) if i in (2, 5) else ""} for i in range(7)]
+    inputs.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out, journal = tmp_path / "out.jsonl", tmp_path / "out.journal.jsonl"
+    address = client.scheduler.address
+    args = ["batch", template, inputs, "-o", out, "--engine", "dask", "--address", address, "-j", "3", "--no-cache"]
+
+    first = cli(*args, "--retries", "0")  # rows 2 and 5 hit a 429 and are not retried
+    assert first.exit_code == 1, first.output
+    assert "5 ok, 2 failed" in first.stderr and "rate limited (HTTP 429)" in first.stderr
+    assert sorted(e["index"] for e in map(json.loads, journal.read_text().splitlines()) if not e["ok"]) == [2, 5]
+
+    again = cli(*args, "--resume")
+    assert again.exit_code == 0, again.output
+    assert "resuming" in again.stderr and "5 of 7 rows done, 2 failed rows run again" in again.stderr
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["answer"]) for r in written] == [(i, f"answer {i}") for i in range(7)]
+    starts = Counter(row for kind, row, *_ in log_lines(log) if kind == "start")
+    assert starts == {**{i: 1 for i in range(7)}, 2: 2, 5: 2}  # done rows were not run again
+    assert not journal.exists()
+
+
+def test_sd_batch_engine_dask_on_a_private_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No --address: sd starts two local worker processes (spawned with this sys.path,
+    so they import cli_models), runs the rows there and shuts them down."""
+    monkeypatch.setenv("STRUCKDOWN_TEST_MODEL", FACTORY)
+    monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "cache"))
+    template = tmp_path / "t.sd"
+    template.write_text("Row {{ id }} [[answer]]\n", encoding="utf-8")
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(6)))
+    out = tmp_path / "out.csv"
+    done = cli("batch", template, inputs, "-o", out, "--engine", "dask", "-j", "4")
+    assert done.exit_code == 0, done.output
+    assert "batch: 6 rows → " in done.stderr and "6 ok" in done.stderr
+    assert "ERROR" not in done.stderr
+    assert out.read_text().splitlines() == ["id,answer", *(f"{i},answer {i}" for i in range(6))]
+
+
+def test_a_worker_killed_mid_batch_loses_and_repeats_no_row(client: Any, tmp_path: Path) -> None:
+    """Runs last: the nanny restarts the killed worker, and the test waits for it."""
+    log = tmp_path / "calls.log"
+    pids = set(client.run(os.getpid).values())
+    killed: list[int] = []
+
+    def on_result(index: int, outcome: Any) -> None:
+        finished.append(index)
+        if killed or len(finished) < 2:
+            return
+        running: dict[tuple[int, int], float] = {}  # (pid, row) -> start of the call in progress
+        for kind, row, when, pid in log_lines(log):
+            if kind == "start":
+                running[(pid, row)] = when
+            else:
+                running.pop((pid, row), None)
+        if running:  # kill the worker of the call that started last: it is surely mid-row
+            victim = max(running, key=running.__getitem__)[0]
+            os.kill(victim, signal.SIGKILL)
+            killed.append(victim)
+
+    finished: list[int] = []
+    contexts = rows(16, log=str(log), delay=lambda i: 0.1 + 0.1 * (i % 4))
+    results = asyncio.run(
+        sd.complete_batch_async(
+            TEMPLATE, contexts, executor=DaskExecutor(client=client, max_in_flight=8), on_result=on_result,
+            model_factory=FACTORY,
+        )
+    )  # fmt: skip
+    assert killed and killed[0] in pids
+    assert sorted(finished) == list(range(16))  # each row reported exactly once
+    assert [dict(r) for r in results] == [{"answer": f"answer {i}", "n": i} for i in range(16)]
+    starts = Counter(row for kind, row, *_ in log_lines(log) if kind == "start")
+    assert any(count > 2 for count in starts.values())  # a row cut short by the kill ran again
+    client.wait_for_workers(2, timeout=30)
