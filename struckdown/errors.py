@@ -77,7 +77,11 @@ class SlotError(StruckdownError):
 
     def __init__(self, slot: str, message: str) -> None:
         self.slot = slot
+        self.detail = message
         super().__init__(f"slot {slot!r}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.slot, self.detail))
 
 
 class Halted(StruckdownError):
@@ -91,3 +95,6 @@ class Halted(StruckdownError):
         self.reason = reason
         self.results = results
         super().__init__(f"halted by guard {slot!r}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Halted, (self.slot, self.reason), {"results": self.results})

@@ -130,6 +130,13 @@ class Result(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"Result({dict(self)!r}{', halted' if self.halted else ''})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # `halted` goes in the state: `result.halted.results is result` is a cycle
+        return (Result, (self.results, self._order), {"halted": self.halted})
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        object.__setattr__(self, "halted", state["halted"])
+
     @property
     def response(self) -> Any:
         """The last slot's output in template order (falsy values kept as they are)."""

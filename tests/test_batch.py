@@ -63,3 +63,16 @@ def test_batch_rows_do_not_share_state() -> None:
     script = Script(lambda c: c.last_user)
     results = sd.complete_batch("{{ n }} [[a]] then {{ a }} [[b]]", [{"n": 1}, {"n": 2}], model=script.model())
     assert [r["b"] for r in results] == ["then 1", "then 2"]  # type: ignore[index]
+
+
+def test_results_and_errors_survive_pickling() -> None:
+    import pickle
+
+    script = Script(lambda c: {"triggered": True, "reason": "r"} if c.schema else "x")
+    result = sd.complete("A [[a]] G [[halt:g]]", model=script.model(), on_halt="return")
+    copy = pickle.loads(pickle.dumps(result))
+    assert dict(copy) == dict(result) and list(copy) == ["a", "g"]
+    assert isinstance(copy.halted, sd.Halted) and copy.halted.reason == "r"
+    for error in (sd.Halted("g", "why", result), sd.ToolLimitExceeded("w", "too many"), sd.SlotError("s", "bad")):
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error)

@@ -47,7 +47,11 @@ class ToolLimitExceeded(UsageLimitExceeded, StruckdownError):
 
     def __init__(self, slot: str, message: str) -> None:
         self.slot = slot
+        self.detail = message
         super().__init__(f"slot {slot!r}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ToolLimitExceeded, (self.slot, self.detail))
 
 
 def readonly(tool: T) -> T:
