@@ -15,37 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
+from cli_support import plain_environment, runner, sd, use_model  # noqa: F401
 from cli_models import calls_tool_once, scripted
 from struckdown.cli.app import app
 from struckdown.cli.loading import load_tools
 
-runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
-def plain_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No forced colours, no model from the environment, wide lines, a private cache."""
-    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "STRUCKDOWN_TEST_MODEL"):
-        monkeypatch.delenv(name, raising=False)
+def wide_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def use_model(monkeypatch: pytest.MonkeyPatch) -> Any:
-    def install(model: Any) -> None:
-        monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: model)
-
-    return install
-
-
-def sd(*args: Any, input: str | None = None) -> Any:
-    result = runner.invoke(app, [str(a) for a in args], input=input)
-    assert "Traceback" not in result.output, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def write(path: Path, text: str) -> Path:

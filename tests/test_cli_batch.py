@@ -18,37 +18,13 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import FunctionModel
-from typer.testing import CliRunner
 
+from cli_support import plain_environment, runner, sd, use_model  # noqa: F401
 from cli_models import last_prompt, scripted
 from struckdown.cli.app import app
 
-runner = CliRunner()
 TESTS = Path(__file__).parent
 ROW_TEMPLATE = "Row {{ id }}: {{ text }} [[answer]]\n"
-
-
-@pytest.fixture(autouse=True)
-def plain_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No forced colours, no model from the environment, a private cache."""
-    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "STRUCKDOWN_TEST_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def use_model(monkeypatch: pytest.MonkeyPatch) -> Any:
-    def install(model: Any) -> None:
-        monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: model)
-
-    return install
-
-
-def sd(*args: Any, input: str | None = None) -> Any:
-    result = runner.invoke(app, [str(a) for a in args], input=input)
-    assert "Traceback" not in result.output, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def row_of(prompt: str) -> int:
