@@ -34,6 +34,10 @@ CMAKE_FLAGS=(
     -DLLAMA_BUILD_EXAMPLES=OFF
 )
 
+# Patches for bare-JSON tool calls (see scripts/patch-llama-cpp.py); 0 disables them.
+PATCH_SOURCES="${STRUCKDOWN_LLM_PATCH:-1}"
+PATCH_SCRIPT="$SCRIPT_DIR/patch-llama-cpp.py"
+
 MODEL_VERSION="0.9.0"
 MODEL_PARTS=6
 MODEL_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
@@ -81,8 +85,13 @@ lock_cache() {
     fi
 }
 
+# What the cached binary was built from: a change rebuilds it on the next prepare.
 bin_stamp_wanted() {
-    printf '%s\n' "$LLAMA_SDIST" "${CMAKE_FLAGS[@]}" "${STRUCKDOWN_LLM_CMAKE_ARGS:-}"
+    local patches="unpatched"
+    if [[ "$PATCH_SOURCES" == 1 ]]; then
+        patches="$(sha256sum "$PATCH_SCRIPT" | cut -d' ' -f1)"
+    fi
+    printf '%s\n' "$LLAMA_SDIST" "${CMAKE_FLAGS[@]}" "${STRUCKDOWN_LLM_CMAKE_ARGS:-}" "patches $patches"
 }
 
 # ---------------------------------------------------------------------------
@@ -132,6 +141,11 @@ build_server() {
     done
     [[ -n "$srcdir" ]] || die "no llama.cpp source tree (with tools/server) found in $(basename "$src")"
     log "  llama.cpp sources: ${srcdir#"$tmp/src/"}"
+    if [[ "$PATCH_SOURCES" == 1 ]]; then
+        log "  patching tool-call parsing (scripts/patch-llama-cpp.py) ..."
+        python3 "$PATCH_SCRIPT" "$srcdir" >&2 \
+            || die "patching failed; set STRUCKDOWN_LLM_PATCH=0 to build unpatched sources"
+    fi
 
     # Option names for the embedded web UI changed across llama.cpp versions.
     ui_flags=()
@@ -397,6 +411,7 @@ environment:
   STRUCKDOWN_LLM_START_TIMEOUT  seconds to wait for /health (default: 120)
   STRUCKDOWN_LLM_SDIST          sdist to build llama-server from (default: llama-cpp-python==0.3.36)
   STRUCKDOWN_LLM_CMAKE_ARGS     extra cmake -D flags
+  STRUCKDOWN_LLM_PATCH          1 (default) patches llama.cpp's tool-call parsing, 0 builds it unpatched
 EOF
 }
 
