@@ -3,6 +3,9 @@
 One Lark grammar (`grammar/struckdown.lark`) does the parsing; this module turns
 its tree into frozen AST nodes, inlines includes and checks what a grammar
 cannot: names, option keys and values, nesting rules, duplicate keys, Jinja.
+Lark's own errors are translated in `lark_errors`, includes are found and read
+in `includes`, and the value grammar inside a slot (quantifiers, option values)
+is read in `slots`.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from typing import Any
 
 import jinja2
 from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedInput
 
 from ..errors import TemplateSyntaxError
 from . import options as opts
 from .checks import SourceMap, check_structure
+from .includes import IncludeError, IncludeResolver
+from .lark_errors import lark_error
 from .nodes import (
     Action,
     Branch,
@@ -37,6 +42,7 @@ from .nodes import (
     Together,
     Turn,
 )
+from .slots import bare_value, close_match, is_type_name, parse_quantifier, unquote
 
 _GRAMMAR_NAME = "struckdown.lark"
 
@@ -62,36 +68,10 @@ def _lark() -> Lark:
     )
 
 
-_TAG_NAMES = {
-    "SYSTEM_CLOSE": "</system>",
-    "HEADER_CLOSE": "</header>",
-    "USER_CLOSE": "</user>",
-    "ASSISTANT_CLOSE": "</assistant>",
-    "TOGETHER_CLOSE": "</together>",
-    "ENDIF_TAG": "{% endif %}",
-    "ENDFOR_TAG": "{% endfor %}",
-    "ELSE_TAG": "{% else %}",
-    "ELIF_TAG": "{% elif %}",
-    "SLOT_CLOSE": "]]",
-}
-_OPENERS = {
-    "SYSTEM_CLOSE": "<system>",
-    "HEADER_CLOSE": "<header>",
-    "USER_CLOSE": "<user>",
-    "ASSISTANT_CLOSE": "<assistant>",
-    "TOGETHER_CLOSE": "<together>",
-    "ENDIF_TAG": "{% if %}",
-    "ENDFOR_TAG": "{% for %}",
-    "ELSE_TAG": "{% if %}",
-    "ELIF_TAG": "{% if %}",
-}
-_SLOT_HINT = "slots look like [[name]], [[type:name]] or [[type:name|option, key=value]]"
-
-
 class _Builder:
     """Walks the Lark tree of one file and builds AST nodes."""
 
-    def __init__(self, source: str, filename: str | None, includes: _IncludeResolver) -> None:
+    def __init__(self, source: str, filename: str | None, includes: IncludeResolver) -> None:
         self.src = SourceMap(source, filename)
         self.filename = filename
         self.includes = includes
@@ -150,7 +130,7 @@ class _Builder:
             return self.includes.load(src, self.filename)
         except TemplateSyntaxError:
             raise
-        except _IncludeError as exc:
+        except IncludeError as exc:
             raise self.error(str(exc), pos, exc.hint) from None
 
     # -- blocks ----------------------------------------------------------
@@ -280,7 +260,7 @@ class _Builder:
         if len(quants) > 1:
             raise self.error("a slot takes one quantifier", self.pos(quants[1][1]))
         try:
-            quantifier = _quantifier(str(quants[0][1])) if quants else None
+            quantifier = parse_quantifier(str(quants[0][1])) if quants else None
         except ValueError:  # more digits than int() accepts
             raise self.error("quantifier number is too long", self.pos(quants[0][1])) from None
         if quants and quantifier is None:
@@ -291,7 +271,7 @@ class _Builder:
         else:
             type_name, key = "respond", str(idents[0])
             type_pos = pos
-            if _is_type_name(key):
+            if is_type_name(key):
                 raise self.error(
                     f"[[{key}]] is ambiguous: {key!r} is a type name",
                     self.pos(idents[0]),
@@ -315,7 +295,7 @@ class _Builder:
             raise self.error(
                 f"unknown type {type_name!r}",
                 type_pos,
-                _close_match(type_name, default_registry.names(), "known types"),
+                close_match(type_name, default_registry.names(), "known types"),
             )
         type_opts = allowed_type_options(type_name)
         required = bang
@@ -323,7 +303,7 @@ class _Builder:
         if positional and not takes_positional(type_name):
             hint = (
                 f"did you mean [[{key}:answer|…]]?"
-                if type_name == "respond" and _is_type_name(key)
+                if type_name == "respond" and is_type_name(key)
                 else f"{type_name} slots take only key=value options"
             )
             raise self.error(f"{type_name} takes no positional options", positional[0].pos, hint)
@@ -343,7 +323,7 @@ class _Builder:
                 raise self.error(
                     f"unknown option {option.key!r} for a {type_name} slot",
                     option.pos,
-                    _close_match(option.key, valid, "valid options"),
+                    close_match(option.key, valid, "valid options"),
                 )
             try:
                 value = opts.check_option(option.key, option.value)
@@ -400,13 +380,13 @@ class _Builder:
                 "it is not valid Unicode text and cannot be sent to a model; remove it",
             )
         if token.type == "QUOTED":
-            return _unquote(text), True
+            return unquote(text), True
         if token.type == "JINJA_EXPR":
             expression = text[2:-2].strip()
             self.check_expression(expression, self.pos(token))
             return JinjaValue(expression), False
         try:
-            return _bare_value(text.strip()), False
+            return bare_value(text.strip()), False
         except ValueError:  # more digits than int() accepts
             raise self.error(f"number {text.strip()[:20]}… is too long", self.pos(token)) from None
 
@@ -440,108 +420,12 @@ def _tag_expression(token: Token, keyword: str) -> str:
     return inner[len(keyword) :].strip()
 
 
-def _quantifier(text: str) -> tuple[int, int | None] | None:
-    fixed = {"*": (0, None), "+": (1, None), "?": (0, 1)}
-    if text in fixed:
-        return fixed[text]
-    inner = text.strip("{} \t")
-    if "," not in inner:
-        n = int(inner)
-        return (n, n)
-    lo_text, hi_text = (p.strip() for p in inner.split(",", 1))
-    lo, hi = int(lo_text), (int(hi_text) if hi_text else None)
-    if hi is not None and hi < lo:
-        return None
-    return (lo, hi)
-
-
-def _unquote(text: str) -> str:
-    body = text[1:-1]
-    return re.sub(r"\\(.)", r"\1", body)
-
-
-def _bare_value(text: str) -> Any:
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if re.fullmatch(r"[-+]?\d+", text):
-        return int(text)
-    if re.fullmatch(r"[-+]?(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?", text):
-        return float(text)
-    return text
-
-
-def _is_type_name(name: str) -> bool:
-    from ..types import default_registry
-
-    return name in default_registry
-
-
-def _close_match(word: str, choices: Sequence[str], label: str) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    listing = f"{label}: {', '.join(choices)}"
-    return f"did you mean {close[0]!r}? {listing}" if close else listing
-
-
-class _IncludeError(Exception):
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
-
-
-class _IncludeResolver:
-    """Inlines `<include src=…/>` at parse time, inside the allowed roots, without cycles."""
-
-    def __init__(self, base_dir: Path, include_paths: Sequence[str | os.PathLike[str]]) -> None:
-        self.roots = [base_dir.resolve(), *(Path(p).resolve() for p in include_paths)]
-        self.stack: list[Path] = []
-        self.files: list[tuple[str, int]] = []
-
-    def load(self, src: str, including: str | None) -> tuple[Node, ...]:
-        here = Path(including).resolve().parent if including else self.roots[0]
-        candidates = [here / src, *(root / src for root in self.roots)]
-        for candidate in candidates:
-            try:
-                found = candidate.is_file()
-            except OSError:  # e.g. a name too long for the file system
-                found = False
-            if found:
-                path = candidate.resolve()
-                if not any(path.is_relative_to(root) for root in self.roots):
-                    raise _IncludeError(
-                        f"include {src!r} is outside the allowed folders",
-                        "includes must stay inside the template's folder or include_paths",
-                    )
-                if path in self.stack:
-                    chain = " -> ".join(p.name for p in [*self.stack, path])
-                    raise _IncludeError(f"include cycle: {chain}")
-                return self._parse_file(path)
-        raise _IncludeError(
-            f"included file {src!r} not found",
-            f"looked in {', '.join(str(c.parent) for c in candidates)}",
-        )
-
-    def _parse_file(self, path: Path) -> tuple[Node, ...]:
-        try:
-            stamp, text = path.stat().st_mtime_ns, path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise _IncludeError(f"cannot read included file {path.name!r}: {exc}") from None
-        self.stack.append(path)
-        self.files.append((str(path), stamp))
-        try:
-            return _parse_nodes(text, str(path), self)
-        finally:
-            self.stack.pop()
-
-
-def _parse_nodes(source: str, filename: str | None, includes: _IncludeResolver) -> tuple[Node, ...]:
+def _parse_nodes(source: str, filename: str | None, includes: IncludeResolver) -> tuple[Node, ...]:
     builder = _Builder(source, filename, includes)
     try:
         tree = _lark().parse(source)
     except UnexpectedInput as exc:
-        raise _lark_error(exc, builder.src) from None
+        raise lark_error(exc, builder.src) from None
     _check_depth(tree, builder)
     return builder.items(tree.children)
 
@@ -576,69 +460,9 @@ def parse_template(
     """Parse and check a whole template; raises TemplateSyntaxError."""
     filename = str(template_path) if template_path else None
     base = Path(template_path).resolve().parent if template_path else Path.cwd()
-    includes = _IncludeResolver(base, include_paths)
+    includes = IncludeResolver(base, include_paths, _parse_nodes)
     if template_path:
         includes.stack.append(Path(template_path).resolve())
     nodes = _parse_nodes(source, filename, includes)
     check_structure(nodes, SourceMap(source, filename))
     return Template(nodes, source, filename, tuple(includes.files))
-
-
-def _lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
-    line, column = exc.line if exc.line > 0 else 1, exc.column if exc.column > 0 else 1
-    if isinstance(exc, UnexpectedCharacters):
-        rest = src.text[exc.pos_in_stream :]
-        if rest.startswith("{{"):
-            return src.error("unclosed '{{'", line, column, "close the expression with '}}'")
-        if rest.startswith("{#"):
-            return src.error("unclosed Jinja comment '{#'", line, column, "close it with '#}'")
-        if rest.startswith("<!--"):
-            return src.error("unclosed comment '<!--'", line, column, "close it with '-->'")
-        if rest.startswith("{%"):
-            return src.error("unclosed '{%'", line, column, "close the tag with '%}'")
-        if rest.startswith("<"):
-            tag = re.match(r"</?\s*(\w+)", rest)
-            name = tag.group(1) if tag else "?"
-            return src.error(
-                f"malformed <{name}> tag",
-                line,
-                column,
-                "tags are <system>, <system local>, <header>, <user>, <assistant>, <together>, "
-                '<checkpoint>, <include src="file.sd"/>',
-            )
-        if exc.allowed and exc.allowed & {"SLOT_CLOSE", "PIPE", "COMMA", "COLON", "IDENT", "QUANT", "BANG"}:
-            return src.error(f"unexpected {rest[:1]!r} in slot", line, column, _SLOT_HINT)
-        return src.error(f"unexpected character {rest[:1]!r}", line, column)
-    if isinstance(exc, UnexpectedToken):
-        token = exc.token
-        if token.type in _OPENERS and token.type not in exc.expected:
-            still_open = [n for n in _OPENERS if n in exc.expected and n not in ("ELSE_TAG", "ELIF_TAG")]
-            if still_open:
-                return src.error(
-                    f"unexpected {_TAG_NAMES[token.type]}: {_OPENERS[still_open[0]]} is still open",
-                    line, column, f"close it with {_TAG_NAMES[still_open[0]]} first, or remove the stray closer",
-                )
-            return src.error(
-                f"{_TAG_NAMES[token.type]} without {_OPENERS[token.type]}", line, column
-            )
-        if token.type == "$END":
-            return _eof_error(exc.expected, src)
-        if exc.expected & {"SLOT_CLOSE", "PIPE", "COLON", "IDENT", "COMMA"}:
-            return src.error(f"unexpected {str(token)[:20]!r} in slot", line, column, _SLOT_HINT)
-        return src.error(f"unexpected {str(token)[:20]!r}", line, column)
-    if isinstance(exc, UnexpectedEOF):
-        return _eof_error(set(exc.expected), src)
-    return src.error(str(exc).splitlines()[0], line, column)
-
-
-def _eof_error(expected: set[str], src: SourceMap) -> TemplateSyntaxError:
-    lines = src.text.split("\n")
-    line, column = len(lines), len(lines[-1]) + 1
-    for name in ("SLOT_CLOSE", "ENDIF_TAG", "ENDFOR_TAG", "SYSTEM_CLOSE", "HEADER_CLOSE",
-                 "USER_CLOSE", "ASSISTANT_CLOSE", "TOGETHER_CLOSE"):
-        if name in expected:
-            opener = _OPENERS.get(name, "[[")
-            return src.error(
-                f"{opener} is never closed", line, column, f"add {_TAG_NAMES[name]}"
-            )
-    return src.error("unexpected end of template", line, column)

@@ -1,0 +1,104 @@
+"""Packing a row's outcome (a Result or an error) for the trip back from a worker.
+
+`Result` is a read-only mapping with __slots__ and struckdown's errors take
+keyword-only or several constructor arguments, so neither survives default
+pickling (and `ModelError.__reduce__` drops the engine's `struckdown_slot` tag).
+This pickler rebuilds them from their state instead; cycles (a Result whose
+`halted` error points back at it) are kept. cloudpickle covers answer types
+created at run time. Tracebacks and chained causes stay behind. What still
+cannot be pickled comes back as a RuntimeError with the original text.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any
+
+import cloudpickle
+
+from ..errors import StruckdownError
+from ..results import Result
+
+
+class _Pickler(cloudpickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, Result):
+            state = (obj.results, obj._order, obj.halted)
+            return (_blank, (type(obj),), state, None, None, _set_result)
+        if isinstance(obj, StruckdownError):
+            return (_blank_error, (type(obj), obj.args), dict(vars(obj)), None, None, _set_error)
+        if isinstance(obj, BaseException):
+            # The class's own reduction, not the copyreg one `distributed` installs (tblib),
+            # which drags along tracebacks and the whole __cause__/__context__ chain.
+            return obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+        return super().reducer_override(obj)
+
+
+def _blank(cls: type) -> Any:
+    return cls.__new__(cls)
+
+
+def _set_result(obj: Any, state: tuple[Any, ...]) -> None:
+    results, order, halted = state
+    object.__setattr__(obj, "results", results)
+    object.__setattr__(obj, "_order", order)
+    object.__setattr__(obj, "halted", halted)
+
+
+def _blank_error(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    return cls.__new__(cls, *args)
+
+
+def _set_error(obj: BaseException, state: dict[str, Any]) -> None:
+    obj.__dict__.update(state)
+
+
+def _dumps(value: Any) -> bytes:
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return buffer.getvalue()
+
+
+def pack_result(result: Result) -> tuple[Any, ...]:
+    """("ok", the pickled Result); a Result that cannot be pickled fails its row instead."""
+    try:
+        return ("ok", _dumps(result))
+    except Exception as exc:  # noqa: BLE001 - an answer that cannot travel fails its row
+        return pack_error(RuntimeError(f"the row's result cannot be sent back from the worker: {exc}"))
+
+
+def pack_error(exc: BaseException) -> tuple[Any, ...]:
+    """("error", text, slot, pickled error or None): the text and slot survive an error
+    that does not pickle."""
+    text = str(exc).strip()
+    text = text if isinstance(exc, StruckdownError) or not text else f"{type(exc).__name__}: {text}"
+    slot = getattr(exc, "struckdown_slot", None)
+    try:
+        blob: bytes | None = _dumps(exc)
+    except Exception:  # noqa: BLE001 - fall back to the text
+        blob = None
+    return ("error", text or type(exc).__name__, slot, blob)
+
+
+def unpack(packed: Any) -> Any:
+    """The Result or exception a packed outcome stands for, rebuilt in the caller's process."""
+    if not isinstance(packed, tuple) or not packed:
+        return RuntimeError(f"unexpected row outcome from the worker: {packed!r}")
+    if packed[0] == "ok":
+        try:
+            return pickle.loads(packed[1])
+        except Exception as exc:  # noqa: BLE001 - e.g. an answer type not importable here
+            return RuntimeError(f"the row's result cannot be loaded here: {type(exc).__name__}: {exc}")
+    _, text, slot, blob = packed
+    error: BaseException | None = None
+    if blob is not None:
+        try:
+            error = pickle.loads(blob)
+        except Exception:  # noqa: BLE001 - an exception class only the worker knows
+            error = None
+    if not isinstance(error, BaseException):
+        error = RuntimeError(text)
+        if slot is not None:
+            error.struckdown_slot = slot  # type: ignore[attr-defined]
+    return error

@@ -1,0 +1,74 @@
+"""`<include src=…/>`: finding, reading and parsing included files at parse time.
+
+An include may only reach files inside the template's folder or the
+`include_paths`, and may not include itself through a cycle. The resolver is
+handed the parser's parse-one-file function, so that this module does not
+import the parser that imports it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .nodes import Node
+
+#: Parses one included file's text: (source, filename, resolver) → its nodes.
+ParseFile = Callable[[str, str, "IncludeResolver"], tuple[Node, ...]]
+
+
+class IncludeError(Exception):
+    """An include that cannot be inlined; the builder positions it at the <include> tag."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class IncludeResolver:
+    """Inlines `<include src=…/>` at parse time, inside the allowed roots, without cycles."""
+
+    def __init__(
+        self, base_dir: Path, include_paths: Sequence[str | os.PathLike[str]], parse: ParseFile
+    ) -> None:
+        self.parse = parse
+        self.roots = [base_dir.resolve(), *(Path(p).resolve() for p in include_paths)]
+        self.stack: list[Path] = []
+        self.files: list[tuple[str, int]] = []
+
+    def load(self, src: str, including: str | None) -> tuple[Node, ...]:
+        here = Path(including).resolve().parent if including else self.roots[0]
+        candidates = [here / src, *(root / src for root in self.roots)]
+        for candidate in candidates:
+            try:
+                found = candidate.is_file()
+            except OSError:  # e.g. a name too long for the file system
+                found = False
+            if found:
+                path = candidate.resolve()
+                if not any(path.is_relative_to(root) for root in self.roots):
+                    raise IncludeError(
+                        f"include {src!r} is outside the allowed folders",
+                        "includes must stay inside the template's folder or include_paths",
+                    )
+                if path in self.stack:
+                    chain = " -> ".join(p.name for p in [*self.stack, path])
+                    raise IncludeError(f"include cycle: {chain}")
+                return self._parse_file(path)
+        raise IncludeError(
+            f"included file {src!r} not found",
+            f"looked in {', '.join(str(c.parent) for c in candidates)}",
+        )
+
+    def _parse_file(self, path: Path) -> tuple[Node, ...]:
+        try:
+            stamp, text = path.stat().st_mtime_ns, path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise IncludeError(f"cannot read included file {path.name!r}: {exc}") from None
+        self.stack.append(path)
+        self.files.append((str(path), stamp))
+        try:
+            return self.parse(text, str(path), self)
+        finally:
+            self.stack.pop()

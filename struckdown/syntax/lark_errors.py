@@ -1,0 +1,102 @@
+"""Lark's parse exceptions → TemplateSyntaxError with a message a template author can act on.
+
+Lark reports what token it expected; an author needs to hear "unclosed '{{'" or
+"</user> without <user>", positioned in their file. This mapping knows the
+grammar's terminal names (`SYSTEM_CLOSE`, `SLOT_CLOSE`, …) and nothing else of
+the parser.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from ..errors import TemplateSyntaxError
+from .checks import SourceMap
+
+_TAG_NAMES = {
+    "SYSTEM_CLOSE": "</system>",
+    "HEADER_CLOSE": "</header>",
+    "USER_CLOSE": "</user>",
+    "ASSISTANT_CLOSE": "</assistant>",
+    "TOGETHER_CLOSE": "</together>",
+    "ENDIF_TAG": "{% endif %}",
+    "ENDFOR_TAG": "{% endfor %}",
+    "ELSE_TAG": "{% else %}",
+    "ELIF_TAG": "{% elif %}",
+    "SLOT_CLOSE": "]]",
+}
+_OPENERS = {
+    "SYSTEM_CLOSE": "<system>",
+    "HEADER_CLOSE": "<header>",
+    "USER_CLOSE": "<user>",
+    "ASSISTANT_CLOSE": "<assistant>",
+    "TOGETHER_CLOSE": "<together>",
+    "ENDIF_TAG": "{% if %}",
+    "ENDFOR_TAG": "{% for %}",
+    "ELSE_TAG": "{% if %}",
+    "ELIF_TAG": "{% if %}",
+}
+_SLOT_HINT = "slots look like [[name]], [[type:name]] or [[type:name|option, key=value]]"
+
+
+def lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
+    """The TemplateSyntaxError for a Lark parse failure, at Lark's position (or the end)."""
+    line, column = exc.line if exc.line > 0 else 1, exc.column if exc.column > 0 else 1
+    if isinstance(exc, UnexpectedCharacters):
+        rest = src.text[exc.pos_in_stream :]
+        if rest.startswith("{{"):
+            return src.error("unclosed '{{'", line, column, "close the expression with '}}'")
+        if rest.startswith("{#"):
+            return src.error("unclosed Jinja comment '{#'", line, column, "close it with '#}'")
+        if rest.startswith("<!--"):
+            return src.error("unclosed comment '<!--'", line, column, "close it with '-->'")
+        if rest.startswith("{%"):
+            return src.error("unclosed '{%'", line, column, "close the tag with '%}'")
+        if rest.startswith("<"):
+            tag = re.match(r"</?\s*(\w+)", rest)
+            name = tag.group(1) if tag else "?"
+            return src.error(
+                f"malformed <{name}> tag",
+                line,
+                column,
+                "tags are <system>, <system local>, <header>, <user>, <assistant>, <together>, "
+                '<checkpoint>, <include src="file.sd"/>',
+            )
+        if exc.allowed and exc.allowed & {"SLOT_CLOSE", "PIPE", "COMMA", "COLON", "IDENT", "QUANT", "BANG"}:
+            return src.error(f"unexpected {rest[:1]!r} in slot", line, column, _SLOT_HINT)
+        return src.error(f"unexpected character {rest[:1]!r}", line, column)
+    if isinstance(exc, UnexpectedToken):
+        token = exc.token
+        if token.type in _OPENERS and token.type not in exc.expected:
+            still_open = [n for n in _OPENERS if n in exc.expected and n not in ("ELSE_TAG", "ELIF_TAG")]
+            if still_open:
+                return src.error(
+                    f"unexpected {_TAG_NAMES[token.type]}: {_OPENERS[still_open[0]]} is still open",
+                    line, column, f"close it with {_TAG_NAMES[still_open[0]]} first, or remove the stray closer",
+                )
+            return src.error(
+                f"{_TAG_NAMES[token.type]} without {_OPENERS[token.type]}", line, column
+            )
+        if token.type == "$END":
+            return _eof_error(exc.expected, src)
+        if exc.expected & {"SLOT_CLOSE", "PIPE", "COLON", "IDENT", "COMMA"}:
+            return src.error(f"unexpected {str(token)[:20]!r} in slot", line, column, _SLOT_HINT)
+        return src.error(f"unexpected {str(token)[:20]!r}", line, column)
+    if isinstance(exc, UnexpectedEOF):
+        return _eof_error(set(exc.expected), src)
+    return src.error(str(exc).splitlines()[0], line, column)
+
+
+def _eof_error(expected: set[str], src: SourceMap) -> TemplateSyntaxError:
+    lines = src.text.split("\n")
+    line, column = len(lines), len(lines[-1]) + 1
+    for name in ("SLOT_CLOSE", "ENDIF_TAG", "ENDFOR_TAG", "SYSTEM_CLOSE", "HEADER_CLOSE",
+                 "USER_CLOSE", "ASSISTANT_CLOSE", "TOGETHER_CLOSE"):
+        if name in expected:
+            opener = _OPENERS.get(name, "[[")
+            return src.error(
+                f"{opener} is never closed", line, column, f"add {_TAG_NAMES[name]}"
+            )
+    return src.error("unexpected end of template", line, column)
