@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -438,7 +438,7 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-async def events(program: Program, context: Mapping[str, Any] | None, options: RunOptions) -> AsyncIterator[Any]:
+async def events(program: Program, context: Mapping[str, Any] | None, options: RunOptions) -> AsyncGenerator[Any, None]:
     """The event stream of one run. Closing it cancels everything the run started."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
     run = Run(program, dict(context or {}), options, queue)

@@ -214,7 +214,7 @@ async def run_model_slot(
     if env.has_guards and not is_guard:  # the "second call beside a guard" join point
         capabilities.append(ModelCallHook(env.before_model_call))
     wrapper: SlotToolWrapper | None = None
-    toolsets = None
+    toolsets: list[Any] | None = None
     if use_tools:
         if not env.toolbox.all_readonly:
             await env.join_guards()
