@@ -10,9 +10,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Itera
 from typing import Any, Protocol, TypeVar
 
 from .compile import Program, parse
-from .incremental import ProcessingComplete
 from .results import Result
-from .run.engine import RunOptions, events
+from .run.engine import RunOptions, events, run_to_result
 
 T = TypeVar("T")
 
@@ -109,16 +108,12 @@ async def complete_async(
     stop_at: str | None = None,
 ) -> Result:
     """Run a template to the end and return its Result."""
-    final: Result | None = None
-    async for event in complete_incremental_async(
-        template, context, stream=False, model=model, tools=tools, deps=deps, deps_type=deps_type,
-        limits=limits, on_halt=on_halt, settings=settings, cache=cache, template_path=template_path,
-        include_paths=include_paths, stop_at=stop_at,
-    ):
-        if isinstance(event, ProcessingComplete):
-            final = event.result
-    assert final is not None
-    return final
+    program = _program(template, template_path, include_paths)
+    options = _options(
+        model=model, tools=tools, deps=deps, limits=limits, on_halt=on_halt,
+        settings=settings, cache=cache, stop_at=stop_at, stream=False,
+    )
+    return await run_to_result(program, context, options)
 
 
 def run_sync(factory: Callable[[], Awaitable[T]]) -> T:

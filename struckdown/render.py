@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import keyword
 import math
 import re
 from collections.abc import Mapping
@@ -122,8 +123,23 @@ def referenced_names(source: str) -> frozenset[str]:
     return _undeclared(ENV.parse(source))
 
 
+# `name`, `name.attr.attr`, `name | filter | filter`: by far the most common
+# expressions; their one variable is read off without building a Jinja AST.
+_SIMPLE = re.compile(r"\s*([A-Za-z_]\w*)((?:\s*\.\s*[A-Za-z_]\w*)*)((?:\s*\|\s*[A-Za-z_]\w*)*)\s*")
+_NOT_NAMES = frozenset(keyword.kwlist) | {
+    "true", "false", "none", "and", "or", "not", "in", "is", "if", "else", "elif", "endif", "for",
+    "endfor", "block", "endblock", "extends", "include", "import", "macro", "call", "set", "with",
+    "recursive", "filter", "raw", "endraw",
+}
+
+
 @lru_cache(maxsize=65536)
 def _expression_names(expression: str) -> frozenset[str]:
+    simple = _SIMPLE.fullmatch(expression)
+    if simple and simple.group(1) not in _NOT_NAMES and simple.group(1) not in ENV.globals:
+        filters = re.findall(r"[A-Za-z_]\w*", simple.group(3))
+        if all(name in ENV.filters for name in filters):
+            return frozenset({simple.group(1)})
     return _undeclared(ENV.parse("{{ " + expression + " }}"))
 
 

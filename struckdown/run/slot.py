@@ -173,7 +173,7 @@ def _text_output(spec: OutputSpec) -> Any:
     if not spec.has_text_rules:
         return str
 
-    def check(text: str) -> str:
+    async def check(text: str) -> str:  # async: pydantic-ai would run a sync one in a thread
         try:
             return spec.check_text(text)
         except ValueError as exc:

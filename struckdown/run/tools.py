@@ -86,6 +86,20 @@ class ToolBox:
 
     @classmethod
     def build(cls, tools: Sequence[Any]) -> ToolBox:
+        """Prepared once per distinct tool list: a batch reuses the schemas."""
+        key = tuple(tools)
+        try:
+            cached = _TOOLBOXES.get(key)
+        except TypeError:  # an unhashable tool: build it fresh
+            return cls._build(key)
+        if cached is None:
+            if len(_TOOLBOXES) >= 256:
+                _TOOLBOXES.clear()
+            cached = _TOOLBOXES[key] = cls._build(key)
+        return cached
+
+    @classmethod
+    def _build(cls, tools: tuple[Any, ...]) -> ToolBox:
         if not tools:
             return cls(None, frozenset(), ())
         toolset: FunctionToolset[Any] = FunctionToolset(list(tools))
@@ -95,6 +109,9 @@ class ToolBox:
     @property
     def all_readonly(self) -> bool:
         return set(self.names) <= self.readonly_names
+
+
+_TOOLBOXES: dict[tuple[Any, ...], ToolBox] = {}
 
 
 def clamp_limits(
