@@ -4,6 +4,12 @@ struckdown's `complete_batch_async` against the same rows run by bare pydantic-a
 the same concurrency (an asyncio semaphore), and against the ideal
 rows x latency / concurrency. The model echoes its prompt, so the case also checks
 that results come back in input order.
+
+At these settings the batch is CPU-bound (bare pydantic-ai needs ~2.5 ms of CPU per
+run, so one core completes ~400 runs/s, well under the 1,000/s the latency allows), so
+its wall time tracks the CPU the machine gives us. The ratio uses the median of N
+wall times; the best wall times and the CPU-time ratio (steadier on a shared machine)
+are in the note.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .common import Row, interleaved, last_user_prompt, median, ratio_of, scripted_model, secs
+from .common import Row, best, interleaved, last_user_prompt, median, ratio_of, scripted_model, secs
 
 TARGET = 1.15
 LATENCY = 0.050
@@ -50,8 +56,8 @@ async def run(quick: bool = False) -> list[Row]:
     import struckdown
     from pydantic_ai import Agent
 
-    n = 200 if quick else 1000
-    repeats = 2 if quick else 3
+    n = 100 if quick else 1000
+    repeats = 2 if quick else 5
     contexts = rows(n)
     program = struckdown.parse(TEMPLATE)
     sd_model = echo_model()
@@ -66,9 +72,15 @@ async def run(quick: bool = False) -> list[Row]:
     async def run_bare() -> None:
         await bare_batch(agent, contexts, CONCURRENCY)
 
-    times = await interleaved({"struckdown": run_struckdown, "bare": run_bare}, repeats=repeats, warmup=0)
+    cpu: dict[str, list[float]] = {}
+    times = await interleaved({"struckdown": run_struckdown, "bare": run_bare}, repeats=repeats, warmup=0, cpu=cpu)
     problem = _order_problem(outcome["results"], n)
     sd, bare = median(times["struckdown"]), median(times["bare"])
+    cpu_ratio = median(cpu["struckdown"]) / median(cpu["bare"])
+    detail = (
+        f"median of {repeats}; best wall {secs(best(times['struckdown']))} vs {secs(best(times['bare']))}; "
+        f"CPU {cpu_ratio:.2f}x"
+    )
     ideal = n * LATENCY / CONCURRENCY
     ratio = ratio_of(sd, bare)
     label = f"{n} rows x {LATENCY * 1000:.0f} ms, concurrency {CONCURRENCY}"
@@ -80,7 +92,7 @@ async def run(quick: bool = False) -> list[Row]:
             ratio=ratio,
             target=f"<= {TARGET:.2f}x",
             passed=ratio is not None and ratio <= TARGET and not problem,
-            note=problem,
+            note=f"{problem}; {detail}" if problem else detail,
         ),
         Row(
             case="d. batch vs ideal rows x latency / concurrency",

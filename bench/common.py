@@ -78,10 +78,28 @@ def print_table(rows: Sequence[Row], title: str = "struckdown benchmarks") -> No
         styles = {"PASS": "green", "FAIL": "bold red", "info": "dim"}
         for c in cells:
             table.add_row(*c[:-1], f"[{styles[c[-1]]}]{c[-1]}[/]")
-        Console(width=160).print(table)
+        Console(width=max(200, Console().width)).print(table)
     for r in rows:
         if r.note:
             print(f"  - {r.case}: {r.note}")
+
+
+def markdown_table(path: Path = RESULTS_PATH) -> str:
+    """The last results as a markdown table (for docs/performance.md)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    lines = [
+        f"{data.get('mode', '?')} run of {data.get('date', '?')}, {data.get('elapsed_s', '?')} s, "
+        f"Python {data.get('python', '?')}",
+        "",
+        "| case | measured | floor/ideal | ratio | target | result |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in data["rows"]:
+        ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        cells = [r["case"], r["measured"], r["floor"], ratio, r["target"], r["result"]]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    notes = [f"- {r['case']}: {r['note']}" for r in data["rows"] if r.get("note")]
+    return "\n".join(lines + ([""] + notes if notes else []))
 
 
 def write_json(rows: Sequence[Row], extra: dict[str, Any] | None = None, path: Path = RESULTS_PATH) -> None:
@@ -97,22 +115,32 @@ def write_json(rows: Sequence[Row], extra: dict[str, Any] | None = None, path: P
 
 
 async def interleaved(
-    contenders: dict[str, Callable[[], Awaitable[Any]]], *, repeats: int, warmup: int = 1
+    contenders: dict[str, Callable[[], Awaitable[Any]]],
+    *,
+    repeats: int,
+    warmup: int = 1,
+    cpu: dict[str, list[float]] | None = None,
 ) -> dict[str, list[float]]:
     """Wall time (s) of each contender, `repeats` trials each, alternating the order
-    every round so that neither always runs first."""
+    every round so that neither always runs first. When `cpu` is given it receives the
+    process CPU time (all threads) of each trial too."""
     names = list(contenders)
     for _ in range(warmup):
         for name in names:
             await contenders[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
+    if cpu is not None:
+        cpu.update({name: [] for name in names})
     for round_ in range(repeats):
         order = names if round_ % 2 == 0 else names[::-1]
         for name in order:
             gc.collect()
+            cpu_started = time.process_time()
             started = time.perf_counter()
             await contenders[name]()
             times[name].append(time.perf_counter() - started)
+            if cpu is not None:
+                cpu[name].append(time.process_time() - cpu_started)
     return times
 
 
@@ -121,8 +149,8 @@ def median(values: Sequence[float]) -> float:
 
 
 def best(values: Sequence[float]) -> float:
-    """Best of N: other processes only ever add time, so for CPU-bound trials on a
-    shared machine the minimum is the most repeatable estimate (as `timeit` does)."""
+    """Best of N: other processes only ever add time, so on a shared machine the
+    minimum is the most repeatable estimate of a wall time (as `timeit` does)."""
     return min(values)
 
 
@@ -138,18 +166,26 @@ def scripted_model(*, latency: float = 0.0, text: str | Callable[[list[Any]], st
     def reply(messages: list[Any]) -> str:
         return text(messages) if callable(text) else text
 
+    def arguments(tool: Any) -> Any:
+        """Scalars and struckdown's answer models wrap the value in `response`; an object
+        output type (a bare pydantic-ai BaseModel) takes its fields directly."""
+        wrapped = "response" in tool.parameters_json_schema.get("properties", {})
+        return {"response": typed} if wrapped else typed
+
     async def function(messages: list[Any], info: AgentInfo) -> ModelResponse:
         if latency:
             await asyncio.sleep(latency)
         if info.output_tools:
-            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"response": typed})])
+            tool = info.output_tools[0]
+            return ModelResponse(parts=[ToolCallPart(tool.name, arguments(tool))])
         return ModelResponse(parts=[TextPart(reply(messages))])
 
     async def stream_function(messages: list[Any], info: AgentInfo) -> Any:
         if latency:
             await asyncio.sleep(latency)
         if info.output_tools:
-            yield {0: DeltaToolCall(info.output_tools[0].name, json.dumps({"response": typed}))}
+            tool = info.output_tools[0]
+            yield {0: DeltaToolCall(tool.name, json.dumps(arguments(tool)))}
         else:
             yield reply(messages)
 

@@ -113,12 +113,12 @@ def clear_caches() -> None:
                 value.cache_clear()
 
 
-def uncached_parse(text: str) -> Any:
+def uncached_parse(text: str, template_path: Path | None = None) -> Any:
     from struckdown.compile import build_program
     from struckdown.syntax import parse_template
 
     clear_caches()
-    return build_program(parse_template(text))
+    return build_program(parse_template(text, template_path=template_path))
 
 
 def time_best(fn: Callable[[], Any], repeats: int) -> float:
@@ -147,44 +147,45 @@ def _throughput_row(case: str, text: str, repeats: int) -> Row:
 def rows(quick: bool = False) -> list[Row]:
     import struckdown
 
-    repeats = 2 if quick else 3
+    repeats = 1 if quick else 5
     out: list[Row] = []
     examples = sorted(EXAMPLES.glob("*.sd"))
     if examples:
-        corpus = "\n<checkpoint>\n".join(p.read_text(encoding="utf-8") for p in examples)
-        texts = [p.read_text(encoding="utf-8") for p in examples]
+        texts = [(p.read_text(encoding="utf-8"), p) for p in examples]
+        size = sum(len(text.encode()) for text, _ in texts)
 
         def parse_all() -> None:
-            for text in texts:
-                uncached_parse(text)
+            for text, path in texts:
+                uncached_parse(text, path)
 
         parse_all()
         seconds = time_best(parse_all, repeats * 3)
-        rate = len(corpus.encode()) / seconds / 1e6
+        rate = size / seconds / 1e6
         out.append(
             Row(
                 case=f"f. parse examples/*.sd ({len(examples)} files)",
-                measured=f"{rate * 1000:,.0f} KB/s ({len(corpus.encode()) / 1000:,.1f} KB)",
+                measured=f"{rate * 1000:,.0f} KB/s ({size / 1000:,.1f} KB)",
                 floor=f"{TARGET_MB_S * 1000:,.0f} KB/s",
                 ratio=rate / TARGET_MB_S,
                 target=f">= {TARGET_MB_S:.0f} MB/s",
                 passed=rate >= TARGET_MB_S,
             )
         )
-    big = generated_template(250_000 if quick else 1_000_000)
+    big = generated_template(100_000 if quick else 1_000_000)
     out.append(_throughput_row(f"f. parse generated {len(big.encode()) / 1e6:.2f} MB template", big, repeats))
 
-    slots = many_slots_template(1000)
+    count = 300 if quick else 1000
+    slots = many_slots_template(count)
     uncached_parse(slots)
-    seconds = time_best(lambda: uncached_parse(slots), repeats * 2)
+    seconds = time_best(lambda: uncached_parse(slots), repeats * 3)
     budget = len(slots.encode()) / (TARGET_MB_S * 1e6)
     out.append(
         Row(
-            case="f. parse 1,000-slot template (uncached)",
+            case=f"f. parse {count:,}-slot template (uncached)",
             measured=f"{ms(seconds)} ({len(slots.encode()) / 1000:,.0f} KB)",
             floor=f"{ms(budget)} at 1 MB/s",
-            ratio=seconds / budget,
-            target=f"<= {ms(budget)} (1 MB/s)",
+            ratio=budget / seconds,  # = throughput in MB/s, as in the rows above
+            target=f">= 1 MB/s (<= {ms(budget)})",
             passed=seconds <= budget,
         )
     )
