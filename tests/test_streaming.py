@@ -344,12 +344,26 @@ def test_generator_can_be_advanced_under_wait_for_and_closed_from_another_task()
 
 
 def test_leaving_the_sync_iterator_early_leaves_nothing_running() -> None:
-    script = Script(lambda c: "one two three four five")
+    cancelled = threading.Event()
+    requests: list[str] = []
+
+    async def stream(messages: Any, info: Any) -> Any:
+        requests.append("call")
+        yield "first "
+        try:
+            await asyncio.Event().wait()  # only cancellation ends this answer
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        yield "never"
+
+    model = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")]), stream_function=stream)
     before = threading.active_count()
-    iterator = sd.complete_incremental("Go [[a]] More [[b]]", model=script.model())
+    iterator = sd.complete_incremental("Go [[a]] More [[b]]", model=model)
     for event in iterator:
         if event.type == "token_delta":
             break
     iterator.close()  # type: ignore[attr-defined]
-    assert threading.active_count() == before
-    assert len(script.calls) == 1  # slot b never started
+    assert cancelled.is_set()  # the in-flight request saw the cancellation
+    assert threading.active_count() == before  # the run's thread is gone
+    assert requests == ["call"]  # slot b never started

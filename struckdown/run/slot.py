@@ -36,7 +36,7 @@ from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRequest, build_output
 from .tools import (
     ModelCallHook,
-    SlotToolWrapper,
+    SlotToolset,
     ToolBox,
     ToolLimitExceeded,
     clamp_limits,
@@ -213,16 +213,19 @@ async def run_model_slot(
     capabilities: list[Any] = []
     if env.has_guards and not is_guard:  # the "second call beside a guard" join point
         capabilities.append(ModelCallHook(env.before_model_call))
-    wrapper: SlotToolWrapper | None = None
+    wrapper: SlotToolset | None = None
     toolsets: list[Any] | None = None
     if use_tools:
         if not env.toolbox.all_readonly:
             await env.join_guards()
-        wrapper = SlotToolWrapper(key, env.emit, env.join_guards, env.toolbox.readonly_names)
-        capabilities.append(wrapper)
+        assert env.toolbox.toolset is not None
+        wrapper = SlotToolset(
+            env.toolbox.toolset, slot=key, emit=env.emit, join_guards=env.join_guards,
+            readonly_names=env.toolbox.readonly_names,
+        )
         if resolved.control.get("max_iter") is not None and limits.request_limit is not None:
             capabilities.append(PrepareTools(last_round_without_tools(limits.request_limit)))
-        toolsets = [env.toolbox.toolset]
+        toolsets = [wrapper]
     output_type = _text_output(spec) if spec.is_text else spec.output_type
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text and not is_guard else None
     model = env.resolve_model(resolved.settings.get("model"))

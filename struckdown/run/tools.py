@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
 from pydantic_ai.usage import UsageLimits
 
 from pydantic_ai.exceptions import UsageLimitExceeded
@@ -160,35 +160,37 @@ def _canonical(arguments: Any) -> str:
 
 
 @dataclass
-class SlotToolWrapper(AbstractCapability[Any]):
-    """Per-slot tool interception: events, single-flight cache, guard join, errors."""
+class SlotToolset(WrapperToolset[Any]):
+    """Per-slot tool interception: events, single-flight cache, guard join, errors.
 
-    slot: str
-    emit: Emit
-    join_guards: Callable[[], Awaitable[None]]
-    readonly_names: frozenset[str]
+    A wrapper toolset rather than a capability: it is consulted only when a tool
+    is called, not on every hook of every step. pydantic-ai has already validated
+    the arguments when `call_tool` runs.
+    """
+
+    slot: str = ""
+    emit: Emit | None = None
+    join_guards: Callable[[], Awaitable[None]] | None = None
+    readonly_names: frozenset[str] = frozenset()
     calls: list[ToolCall] = field(default_factory=list)
     _inflight: dict[tuple[str, str], asyncio.Future[tuple[Any, bool, str | None]]] = field(default_factory=dict)
 
-    async def wrap_tool_execute(  # type: ignore[override]
-        self, ctx: RunContext[Any], *, call: Any, tool_def: ToolDefinition, args: Any, handler: Any
-    ) -> Any:
-        arguments = dict(args) if isinstance(args, dict) else {"value": args}
-        key = (call.tool_name, _canonical(arguments))
-        await self.emit(ToolStarted(self.slot, call.tool_name, arguments))
+    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
+        assert self.emit is not None
+        arguments = dict(tool_args)
+        key = (name, _canonical(arguments))
+        await self.emit(ToolStarted(self.slot, name, arguments))
         started = time.perf_counter()
         future = self._inflight.get(key)
         was_cached = future is not None
         if future is None:
             future = asyncio.get_running_loop().create_future()
             self._inflight[key] = future
-            await self._execute(future, key, call.tool_name, args, handler)
+            await self._execute(future, key, name, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool))
         output, ok, error = await asyncio.shield(future)
         elapsed = (time.perf_counter() - started) * 1000
-        self.calls.append(ToolCall(call.tool_name, arguments, output, ok, error, elapsed, was_cached))
-        await self.emit(
-            ToolCompleted(self.slot, call.tool_name, arguments, output, ok, error, elapsed, was_cached)
-        )
+        self.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
+        await self.emit(ToolCompleted(self.slot, name, arguments, output, ok, error, elapsed, was_cached))
         return output
 
     async def _execute(
@@ -196,13 +198,12 @@ class SlotToolWrapper(AbstractCapability[Any]):
         future: asyncio.Future[tuple[Any, bool, str | None]],
         key: tuple[str, str],
         name: str,
-        args: Any,
-        handler: Any,
+        call: Callable[[], Awaitable[Any]],
     ) -> None:
         try:
-            if name not in self.readonly_names:
+            if name not in self.readonly_names and self.join_guards is not None:
                 await self.join_guards()
-            output = await handler(args)
+            output = await call()
             future.set_result((output, True, None))
         except ModelRetry as exc:
             del self._inflight[key]  # a retry is not an answer to cache
