@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import Agent, ModelRetry, RunContext
-from pydantic_ai.capabilities import PrepareTools
 from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import (
     FinalResultEvent,
@@ -40,7 +39,6 @@ from .tools import (
     ToolBox,
     ToolLimitExceeded,
     clamp_limits,
-    last_round_without_tools,
 )
 
 _AGENTS: dict[tuple[int, int], Agent[Any, Any]] = {}
@@ -222,9 +220,8 @@ async def run_model_slot(
         wrapper = SlotToolset(
             env.toolbox.toolset, slot=key, emit=env.emit, join_guards=env.join_guards,
             readonly_names=env.toolbox.readonly_names,
+            last_request=limits.request_limit if resolved.control.get("max_iter") is not None else None,
         )
-        if resolved.control.get("max_iter") is not None and limits.request_limit is not None:
-            capabilities.append(PrepareTools(last_round_without_tools(limits.request_limit)))
         toolsets = [wrapper]
     output_type = _text_output(spec) if spec.is_text else spec.output_type
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text and not is_guard else None

@@ -143,15 +143,6 @@ def _lower(ceiling: int | None, asked: int | None, option: str, slot: str) -> in
     return asked
 
 
-def last_round_without_tools(request_limit: int) -> Callable[[RunContext[Any], list[ToolDefinition]], list[ToolDefinition]]:
-    """On the last permitted request, offer no gathering tools, so the model must answer."""
-
-    def prepare(ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
-        return [] if ctx.run_step >= request_limit else tool_defs
-
-    return prepare
-
-
 Emit = Callable[[Any], Awaitable[None]]
 
 
@@ -172,8 +163,16 @@ class SlotToolset(WrapperToolset[Any]):
     emit: Emit | None = None
     join_guards: Callable[[], Awaitable[None]] | None = None
     readonly_names: frozenset[str] = frozenset()
+    last_request: int | None = None  # with max_iter: this request offers no tools
     calls: list[ToolCall] = field(default_factory=list)
     _inflight: dict[tuple[str, str], asyncio.Future[tuple[Any, bool, str | None]]] = field(default_factory=dict)
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, Any]:
+        """On the last permitted request (max_iter), offer no gathering tools, so the
+        model must answer; output tools are not ours and stay."""
+        if self.last_request is not None and ctx.run_step >= self.last_request:
+            return {}
+        return await super().get_tools(ctx)
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
         assert self.emit is not None
