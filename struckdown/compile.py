@@ -70,6 +70,7 @@ class Program:
     keys: tuple[str, ...]  # every answer key in template order
     plans: dict[Slot, SlotPlan] = field(repr=False)
     guard_order: dict[str, int] = field(repr=False)  # guard key → document position
+    compiled: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # text → Jinja template
 
     def plan(self, slot: Slot) -> SlotPlan:
         return self.plans[slot]

@@ -162,10 +162,19 @@ def expression_names(expression: str) -> frozenset[str]:
     return _expression_names(expression)
 
 
-def render_text(source: str, variables: Mapping[str, Any]) -> str:
+def render_text(
+    source: str, variables: Mapping[str, Any], compiled: dict[str, jinja2.Template] | None = None
+) -> str:
+    """Render one piece of text. `compiled` is the Program's own cache, so a template
+    with more texts than any global bound still compiles each text once."""
     if "{" not in source:  # plain text: what Jinja would give, without Jinja
         return source.replace("\r\n", "\n").replace("\r", "\n")
-    return compile_text(source).render(variables)
+    if compiled is None:
+        return compile_text(source).render(variables)
+    template = compiled.get(source)
+    if template is None:
+        template = compiled[source] = ENV.from_string(source)
+    return template.render(variables)
 
 
 def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:

@@ -234,7 +234,7 @@ class Run:
 
     def _render(self, source: str) -> str:
         try:
-            return render_text(source, self.variables)
+            return render_text(source, self.variables, self.program.compiled)
         except Exception as exc:
             raise TemplateRuntimeError(f"rendering failed: {type(exc).__name__}: {exc}") from exc
 
