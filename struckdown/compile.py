@@ -28,7 +28,6 @@ from .syntax.nodes import (
     Template,
     Text,
     Together,
-    Turn,
 )
 from .syntax.options import CONTROL_OPTIONS, MODEL_SETTINGS, TYPE_OPTIONS
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelRequest,
     ModelResponse,
     RetryPromptPart,
     TextPart,

@@ -18,7 +18,6 @@ import pytest
 
 from cli_support import plain_environment, runner, sd, use_model  # noqa: F401
 from cli_models import calls_tool_once, scripted
-from struckdown.cli.app import app
 from struckdown.cli.loading import load_tools
 
 

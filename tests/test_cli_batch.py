@@ -21,7 +21,6 @@ from pydantic_ai.models.function import FunctionModel
 
 from cli_support import plain_environment, runner, sd, use_model  # noqa: F401
 from cli_models import last_prompt, scripted
-from struckdown.cli.app import app
 
 TESTS = Path(__file__).parent
 ROW_TEMPLATE = "Row {{ id }}: {{ text }} [[answer]]\n"

@@ -62,12 +62,6 @@ class _StopRun(Exception):
 
 
 @dataclass
-class _Failure:
-    slot: str | None
-    error: BaseException
-
-
-@dataclass
 class Run:
     program: Program
     context: Mapping[str, Any]
@@ -84,12 +78,7 @@ class Run:
     def __post_init__(self) -> None:
         self.variables = dict(self.context)
         self.ready = {key: anyio.Event() for key in self.program.keys}
-        self.guards = GuardBoard(
-            {
-                seg.index: [n.key for n in walk(seg.nodes) if isinstance(n, Slot) and n.is_guard]
-                for seg in self.program.segments
-            }
-        )
+        self.guards = GuardBoard({seg.index: self.guards_of(seg) for seg in self.program.segments})
         default_model = self.options.model
         resolved_default: list[Any] = []
 

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
 from pydantic_ai.usage import UsageLimits
 
