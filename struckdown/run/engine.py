@@ -114,10 +114,14 @@ class Run:
         try:
             if any(isinstance(n, Slot) for s in self.program.segments for n in walk(s.nodes)):
                 self.model_for(None)  # fail fast on a missing model, before any work
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                for segment in self._segments_to_run():
-                    tg.start_soon(self._run_segment, segment)
+            segments = self._segments_to_run()
+            if len(segments) == 1 and not self.guards.states:
+                await self._run_segment(segments[0])  # nothing runs beside it: no task group needed
+            else:
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    for segment in segments:
+                        tg.start_soon(self._run_segment, segment)
             await self.guards.join_all()
         except BaseException as exc:  # noqa: BLE001 - sorted out below, then re-raised
             halted = _find(exc, Halted) or self.guards.trip
