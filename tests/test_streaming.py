@@ -367,3 +367,22 @@ def test_leaving_the_sync_iterator_early_leaves_nothing_running() -> None:
     assert cancelled.is_set()  # the in-flight request was stopped
     assert threading.active_count() == before  # the run's thread is gone
     assert requests == ["call"]  # slot b never started
+
+
+def test_thinking_streams_as_thinking_deltas_before_the_answer() -> None:
+    from pydantic_ai.models.function import DeltaThinkingPart
+
+    async def stream(messages: Any, info: Any) -> Any:
+        yield {0: DeltaThinkingPart(content="Let me ")}
+        yield {0: DeltaThinkingPart(content="think.")}
+        yield "Answer"
+
+    model = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")]), stream_function=stream)
+    events = asyncio.run(collect("Q [[a]]", model=model))
+    assert [(e.type, getattr(e, "delta", None)) for e in events[:4]] == [
+        ("thinking_delta", "Let me "),
+        ("thinking_delta", "think."),
+        ("slot_stream_start", None),
+        ("token_delta", "Answer"),
+    ]
+    assert events[-1].result["a"] == "Answer"
