@@ -40,34 +40,32 @@ DEFAULT_MAX_RETRIES = 2
 _OPENAI_PREFIXES = ("openai-chat:", "openai:")
 
 
+def _env_number(
+    env: Mapping[str, str] | None, name: str, default: float, parse: type, *, minimum: float, inclusive: bool, what: str
+) -> Any:
+    """A numeric setting from the environment; a bad value is a ConfigurationError."""
+    raw = (os.environ if env is None else env).get(name)
+    if not raw:
+        return default
+    try:
+        value = parse(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum or (not inclusive and value == minimum):
+        raise ConfigurationError(f"{name} must be {what}, got {raw!r}")
+    return value
+
+
 def request_timeout(env: Mapping[str, str] | None = None) -> float:
     """Seconds one attempt at an OpenAI-compatible endpoint may take (`STRUCKDOWN_TIMEOUT`)."""
-    env = os.environ if env is None else env
-    raw = env.get("STRUCKDOWN_TIMEOUT")
-    if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise ConfigurationError(f"STRUCKDOWN_TIMEOUT must be a positive number of seconds, got {raw!r}")
-    return value
+    return float(_env_number(env, "STRUCKDOWN_TIMEOUT", DEFAULT_TIMEOUT, float, minimum=0, inclusive=False,
+                             what="a positive number of seconds"))
 
 
 def max_retries(env: Mapping[str, str] | None = None) -> int:
     """How many times the provider client retries a transient failure (`STRUCKDOWN_MAX_RETRIES`)."""
-    env = os.environ if env is None else env
-    raw = env.get("STRUCKDOWN_MAX_RETRIES")
-    if not raw:
-        return DEFAULT_MAX_RETRIES
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ConfigurationError(f"STRUCKDOWN_MAX_RETRIES must be a whole number ≥ 0, got {raw!r}")
-    return value
+    return int(_env_number(env, "STRUCKDOWN_MAX_RETRIES", DEFAULT_MAX_RETRIES, int, minimum=0, inclusive=True,
+                           what="a whole number ≥ 0"))
 
 
 def resolve_model(model: Any) -> Any:
