@@ -15,17 +15,14 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
-from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedInput
 
 from ..errors import TemplateSyntaxError
 from . import options as opts
 from .checks import SourceMap, check_structure
 from .includes import IncludeError, IncludeResolver
-from .lark_errors import lark_error
 from .nodes import (
     Action,
     Branch,
@@ -44,6 +41,9 @@ from .nodes import (
 )
 from .slots import bare_value, close_match, is_type_name, parse_quantifier, unquote
 
+if TYPE_CHECKING:  # Lark is imported on first parse, not with struckdown
+    from lark import Lark, Token, Tree
+
 _GRAMMAR_NAME = "struckdown.lark"
 
 
@@ -58,6 +58,8 @@ def grammar_path() -> Path:
 
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
+    from lark import Lark
+
     return Lark(
         grammar_path().read_text(encoding="utf-8"),
         parser="lalr",
@@ -77,7 +79,7 @@ class _Builder:
         self.includes = includes
 
     def pos(self, item: Token | Tree[Any]) -> Pos:
-        if isinstance(item, Token):
+        if isinstance(item, str):
             return Pos(item.line or 1, item.column or 1, self.filename)
         return Pos(item.meta.line, item.meta.column, self.filename)
 
@@ -100,7 +102,7 @@ class _Builder:
         return tuple(out)
 
     def item(self, child: Token | Tree[Any]) -> list[Node]:
-        if isinstance(child, Token):
+        if isinstance(child, str):
             kind = child.type
             if kind == "TEXT":
                 return [Text(str(child), self.pos(child))]
@@ -236,9 +238,9 @@ class _Builder:
 
     # -- slots -----------------------------------------------------------
     def tree_slot(self, tree: Tree[Any]) -> Node:
-        head = next(c for c in tree.children if isinstance(c, Tree) and c.data == "head")
+        head = next(c for c in tree.children if not isinstance(c, str) and c.data == "head")
         option_tree = next(
-            (c for c in tree.children if isinstance(c, Tree) and c.data == "options"), None
+            (c for c in tree.children if not isinstance(c, str) and c.data == "options"), None
         )
         options = self.options(option_tree) if option_tree is not None else ()
         pos = self.pos(tree)
@@ -357,7 +359,7 @@ class _Builder:
     def options(self, tree: Tree[Any]) -> tuple[Option, ...]:
         out: list[Option] = []
         for child in tree.children:
-            if isinstance(child, Token):  # COMMA
+            if isinstance(child, str):  # COMMA
                 continue
             if child.data == "keyed":
                 key_tok, value_tok = child.children
@@ -422,9 +424,14 @@ def _tag_expression(token: Token, keyword: str) -> str:
 
 def _parse_nodes(source: str, filename: str | None, includes: IncludeResolver) -> tuple[Node, ...]:
     builder = _Builder(source, filename, includes)
+    parser = _lark()
+    from lark.exceptions import UnexpectedInput
+
     try:
-        tree = _lark().parse(source)
+        tree = parser.parse(source)
     except UnexpectedInput as exc:
+        from .lark_errors import lark_error
+
         raise lark_error(exc, builder.src) from None
     _check_depth(tree, builder)
     return builder.items(tree.children)
@@ -440,7 +447,7 @@ def _check_depth(tree: Tree[Any], builder: _Builder) -> None:
     while stack:
         node, depth = stack.pop()
         for child in node.children:
-            if not isinstance(child, Tree):
+            if isinstance(child, str):  # a Token
                 continue
             nested = depth + (child.data not in ("body", "elif_branch", "else_branch"))
             if nested > MAX_NESTING:
