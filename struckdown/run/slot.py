@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import time
-from functools import lru_cache
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import (
-    FinalResultEvent,
     FunctionToolCallEvent,
     ModelMessage,
     PartDeltaEvent,
@@ -63,10 +62,6 @@ def agent_for(output_type: Any, model: Any = None) -> Agent[Any, Any]:
             model, output_type=output_type, defer_model_check=True, retries=2
         )
     return agent
-
-
-def shared_agent() -> Agent[Any, Any]:
-    return agent_for(str)
 
 
 @dataclass
@@ -304,8 +299,6 @@ class _Streamer:
                     await self.env.emit(ThinkingDelta(self.slot, event.delta.content_delta))
             elif isinstance(event, FunctionToolCallEvent):
                 self.held.clear()
-            elif isinstance(event, FinalResultEvent):
-                pass
         await self.flush()
 
     async def _text(self, delta: str) -> None:
