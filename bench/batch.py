@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .common import Row, best, interleaved, last_user_prompt, median, ratio_of, scripted_model, secs
+from .common import Row, target_row, best, interleaved, last_user_prompt, median, ratio_of, scripted_model, secs
 
 TARGET = 1.15
 LATENCY = 0.050
@@ -85,14 +85,9 @@ async def run(quick: bool = False) -> list[Row]:
     ratio = ratio_of(sd, bare)
     label = f"{n} rows x {LATENCY * 1000:.0f} ms, concurrency {CONCURRENCY}"
     return [
-        Row(
-            case=f"d. batch {label}",
-            measured=secs(sd),
-            floor=f"{secs(bare)} bare pydantic-ai",
-            ratio=ratio,
-            target=f"<= {TARGET:.2f}x",
-            passed=ratio is not None and ratio <= TARGET and not problem,
-            note=f"{problem}; {detail}" if problem else detail,
+        target_row(
+            f"d. batch {label}", secs(sd), f"{secs(bare)} bare pydantic-ai", ratio, TARGET,
+            problem=problem, note=detail,
         ),
         Row(
             case="d. batch vs ideal rows x latency / concurrency",

@@ -56,6 +56,22 @@ def ratio_of(measured: float | None, floor: float | None) -> float | None:
     return measured / floor
 
 
+def target_row(
+    case: str, measured: str, floor: str, ratio: float | None, target: float, *, problem: str = "", note: str = ""
+) -> Row:
+    """A row judged against a ratio target: it passes at or under the target and
+    only if the case's own result checks found no problem."""
+    return Row(
+        case=case,
+        measured=measured,
+        floor=floor,
+        ratio=ratio,
+        target=f"<= {target:.2f}x",
+        passed=ratio is not None and ratio <= target and not problem,
+        note=f"{problem}; {note}" if problem and note else (problem or note),
+    )
+
+
 def print_table(rows: Sequence[Row], title: str = "struckdown benchmarks") -> None:
     headers = ("case", "measured", "floor/ideal", "ratio", "target", "result")
     cells = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .common import Row, interleaved, median, ms, ratio_of, scripted_model
+from .common import Row, target_row, interleaved, median, ms, ratio_of, scripted_model
 
 TARGET = 1.05
 LATENCY = 0.100
@@ -58,14 +58,9 @@ async def run(quick: bool = False) -> list[Row]:
     sd, bare = median(times["struckdown"]), median(times["bare"])
     ratio = ratio_of(sd, bare)
     return [
-        Row(
-            case="b. guard overlap (2 calls x 100 ms)",
-            measured=ms(sd),
-            floor=f"{ms(bare)} bare gather",
-            ratio=ratio,
-            target=f"<= {TARGET:.2f}x",
-            passed=ratio is not None and ratio <= TARGET and not problem,
-            note=problem,
+        target_row(
+            "b. guard overlap (2 calls x 100 ms)", ms(sd), f"{ms(bare)} bare gather", ratio, TARGET,
+            problem=problem,
         ),
         Row(
             case="b. guard overlap vs max(guard, answer)",

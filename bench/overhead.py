@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import Row, best, interleaved, median, ms, ratio_of, scripted_model, transcript
+from .common import Row, target_row, best, interleaved, median, ms, ratio_of, scripted_model, transcript
 
 TARGET = 1.10
 SLOTS = 10
@@ -109,14 +109,14 @@ async def measure(kind: str, repeats: int) -> list[Row]:
         f"({best(wall['struckdown']) / best(wall['bare']):.2f}x)"
     )
     return [
-        Row(
-            case=f"a. per-slot overhead, {SLOTS} {label} slots",
-            measured=f"{ms(sd)} CPU ({sd / SLOTS * 1000:.2f} ms/slot)",
-            floor=f"{ms(bare)} bare pydantic-ai",
-            ratio=ratio,
-            target=f"<= {TARGET:.2f}x",
-            passed=ratio is not None and ratio <= TARGET and not problem,
-            note=f"{problem}; {medians}" if problem else medians,
+        target_row(
+            f"a. per-slot overhead, {SLOTS} {label} slots",
+            f"{ms(sd)} CPU ({sd / SLOTS * 1000:.2f} ms/slot)",
+            f"{ms(bare)} bare pydantic-ai",
+            ratio,
+            TARGET,
+            problem=problem,
+            note=medians,
         ),
         Row(
             case=f"a. same, vs Agent(output_type={name}) built once",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .common import Row, best, interleaved, median, ms, ratio_of
+from .common import Row, target_row, best, interleaved, median, ms, ratio_of
 
 CALLS = 5
 TARGET = 1.10
@@ -107,13 +107,12 @@ async def run(quick: bool = False) -> list[Row]:
     sd, bare = median(cpu["struckdown"]), median(cpu["bare"])
     ratio = ratio_of(sd, bare)
     return [
-        Row(
-            case=f"c. tool loop ({CALLS} identical calls, instant tool)",
-            measured=f"{ms(sd)} CPU",
-            floor=f"{ms(bare)} bare pydantic-ai",
-            ratio=ratio,
-            target=f"<= {TARGET:.2f}x",
-            passed=ratio is not None and ratio <= TARGET,
+        target_row(
+            f"c. tool loop ({CALLS} identical calls, instant tool)",
+            f"{ms(sd)} CPU",
+            f"{ms(bare)} bare pydantic-ai",
+            ratio,
+            TARGET,
             note=(
                 f"CPU medians of {repeats} (instant model and tool: pure CPU); best wall "
                 f"{ms(best(sd_times))} vs {ms(best(bare_times))} ({best(sd_times) / best(bare_times):.2f}x)"
