@@ -18,7 +18,8 @@ from typing import Any
 import jinja2
 from jinja2 import meta, nodes
 from jinja2.compiler import CodeGenerator
-from jinja2.exceptions import SecurityError
+from jinja2.exceptions import SecurityError, TemplateSyntaxError
+from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 #: Largest string or list that `*` may build, and largest integer `**` may build (bits).
@@ -140,7 +141,17 @@ def _expression_names(expression: str) -> frozenset[str]:
         filters = re.findall(r"[A-Za-z_]\w*", simple.group(3))
         if all(name in ENV.filters for name in filters):
             return frozenset({simple.group(1)})
-    return _undeclared(ENV.parse("{{ " + expression + " }}"))
+    return _undeclared(nodes.Template([nodes.Output([_parse_expression(expression)])]))
+
+
+def _parse_expression(source: str) -> nodes.Expr:
+    """One expression, read as `compile_expression` reads it (nothing may follow it)."""
+    parser = Parser(ENV, source, state="variable")
+    expression = parser.parse_expression()
+    if not parser.stream.eos:
+        raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno)
+    expression.set_environment(ENV)
+    return expression
 
 
 class _SafeTracking(meta.TrackingCodeGenerator, _RuntimeOnlyCodeGenerator):
@@ -159,6 +170,9 @@ def _undeclared(ast: nodes.Template) -> frozenset[str]:
 
 
 def expression_names(expression: str) -> frozenset[str]:
+    """The names one expression reads; also its syntax check (raises
+    jinja2.TemplateSyntaxError). Checking parses only: the expression is compiled
+    to Python when it is first evaluated."""
     return _expression_names(expression)
 
 
@@ -172,8 +186,8 @@ def render_text(
     if compiled is None:
         return compile_text(source).render(variables)
     template = compiled.get(source)
-    if template is None:
-        template = compiled[source] = ENV.from_string(source)
+    if template is None:  # the shared cache may hold it already (parsing compiles `{% %}` text)
+        template = compiled[source] = compile_text(source)
     return template.render(variables)
 
 

@@ -12,6 +12,11 @@ from .nodes import Action, If, Instructions, Node, Slot, Text, Together, Turn
 
 _JINJA_NEWLINE = re.compile(r"\r\n|\r|\n")
 
+#: Text with this many `{% %}` tags is compiled to Python at parse time, so Python's
+#: nesting limit (20 nested `{% for %}` blocks) fails the parse, not the run. With fewer
+#: tags the limit cannot be reached, and the text is compiled on first render.
+_COMPILE_AT = 10
+
 
 class SourceMap:
     """Turns (line, column) into a positioned TemplateSyntaxError with the source line."""
@@ -86,8 +91,8 @@ def _check_jinja(node: Text, src: SourceMap) -> None:
     from ..render import compile_text, referenced_names
 
     try:
-        referenced_names(node.source)
-        if "{%" in node.source:  # statements: compile now, so nesting limits show at parse time
+        referenced_names(node.source)  # parses and walks the Jinja AST
+        if node.source.count("{%") >= _COMPILE_AT:
             compile_text(node.source)
     except jinja2.TemplateSyntaxError as exc:
         pos = node.position_at(_jinja_line_offset(node.source, exc.lineno or 1))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from pathlib import Path
 
 from .nodes import Node
@@ -33,9 +34,15 @@ class IncludeResolver:
         self, base_dir: Path, include_paths: Sequence[str | os.PathLike[str]], parse: ParseFile
     ) -> None:
         self.parse = parse
-        self.roots = [base_dir.resolve(), *(Path(p).resolve() for p in include_paths)]
+        self._base_dir = base_dir
+        self._include_paths = include_paths
         self.stack: list[Path] = []
         self.files: list[tuple[str, int]] = []
+
+    @cached_property
+    def roots(self) -> list[Path]:
+        """The allowed folders, resolved on the first include (most templates have none)."""
+        return [self._base_dir.resolve(), *(Path(p).resolve() for p in self._include_paths)]
 
     def load(self, src: str, including: str | None) -> tuple[Node, ...]:
         here = Path(including).resolve().parent if including else self.roots[0]

@@ -64,7 +64,7 @@ def _lark() -> Lark:
         grammar_path().read_text(encoding="utf-8"),
         parser="lalr",
         lexer="contextual",
-        propagate_positions=True,
+        propagate_positions=False,  # positions come from tokens: a tree's is its first token's
         maybe_placeholders=False,
         cache=True,  # parse tables cached on disk: a cold process skips ~0.4 s of grammar analysis
     )
@@ -79,9 +79,9 @@ class _Builder:
         self.includes = includes
 
     def pos(self, item: Token | Tree[Any]) -> Pos:
-        if isinstance(item, str):
-            return Pos(item.line or 1, item.column or 1, self.filename)
-        return Pos(item.meta.line, item.meta.column, self.filename)
+        while not isinstance(item, str):  # a tree: every block and slot starts with its opening token
+            item = item.children[0]
+        return Pos(item.line or 1, item.column or 1, self.filename)
 
     def tag_text(self, token: Token) -> Text:
         return Text(str(token), self.pos(token))
@@ -393,10 +393,10 @@ class _Builder:
             raise self.error(f"number {text.strip()[:20]}… is too long", self.pos(token)) from None
 
     def check_expression(self, expression: str, pos: Pos) -> None:
-        from ..render import compile_expression
+        from ..render import expression_names
 
         try:
-            compile_expression(expression)
+            expression_names(expression)
         except jinja2.TemplateSyntaxError as exc:
             raise self.error(f"invalid Jinja expression: {exc.message}", pos) from None
         except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
@@ -466,10 +466,10 @@ def parse_template(
 ) -> Template:
     """Parse and check a whole template; raises TemplateSyntaxError."""
     filename = str(template_path) if template_path else None
-    base = Path(template_path).resolve().parent if template_path else Path.cwd()
-    includes = IncludeResolver(base, include_paths, _parse_nodes)
-    if template_path:
-        includes.stack.append(Path(template_path).resolve())
+    resolved = Path(template_path).resolve() if template_path else None
+    includes = IncludeResolver(resolved.parent if resolved else Path.cwd(), include_paths, _parse_nodes)
+    if resolved:
+        includes.stack.append(resolved)
     nodes = _parse_nodes(source, filename, includes)
     check_structure(nodes, SourceMap(source, filename))
     return Template(nodes, source, filename, tuple(includes.files))
