@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 from jinja2 import meta, nodes
 from jinja2.compiler import CodeGenerator
-from jinja2.exceptions import SecurityError, TemplateSyntaxError
+from jinja2.exceptions import SecurityError, TemplateAssertionError, TemplateSyntaxError
 from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -141,7 +141,16 @@ def _expression_names(expression: str) -> frozenset[str]:
         filters = re.findall(r"[A-Za-z_]\w*", simple.group(3))
         if all(name in ENV.filters for name in filters):
             return frozenset({simple.group(1)})
-    return _undeclared(nodes.Template([nodes.Output([_parse_expression(expression)])]))
+    parsed = nodes.Output([_parse_expression(expression)])  # find_all skips the node it starts from
+    # A lone expression binds nothing, so every loaded name is read from the context;
+    # its filters and tests are checked as Jinja's compiler checks them.
+    for call in parsed.find_all((nodes.Filter, nodes.Test)):
+        kind, known = ("filter", ENV.filters) if isinstance(call, nodes.Filter) else ("test", ENV.tests)
+        if call.name not in known:
+            raise TemplateAssertionError(f"No {kind} named {call.name!r}.", call.lineno)
+    return frozenset(
+        name.name for name in parsed.find_all(nodes.Name) if name.ctx == "load" and name.name not in ENV.globals
+    )
 
 
 def _parse_expression(source: str) -> nodes.Expr:

@@ -41,6 +41,11 @@ def error_of(template: str, **kwargs: object) -> sd.TemplateSyntaxError:
         ("{% if x %}[[a]]", 1, 16, "never closed"),
         ("[[a|max_iter=0]]", 1, 5, "bad value for max_iter"),
         ("[[x{3,1}]]", 1, 4, "m <= n"),
+        ("[[a|temperature={{ t | nosuch }}]]", 1, 17, "No filter named 'nosuch'"),
+        ("x\n{% if a is nosuch %}[[a]]{% endif %}", 2, 1, "No test named 'nosuch'"),
+        ("Hi {{ name | nosuch }} [[a]]", 1, 1, "No filter named 'nosuch'"),
+        ("{% if a b %}[[a]]{% endif %}", 1, 1, "invalid Jinja expression"),
+        ("[[pick:p|x, {{ a b }}]]", 1, 13, "invalid Jinja expression"),
     ],
 )
 def test_parse_errors_have_positions(template: str, line: int, column: int, words: str) -> None:
@@ -133,3 +138,12 @@ def test_error_inside_an_included_file_names_that_file(tmp_path: Path) -> None:
 
 def test_parse_is_cached_by_text() -> None:
     assert sd.parse("Same [[a]]") is sd.parse("Same [[a]]")
+
+
+def test_jinja_nesting_beyond_pythons_limit_fails_at_parse() -> None:
+    deep = "{% for x in xs %}" * 21 + "x" + "{% endfor %}" * 21
+    error = error_of(f"{deep} [[a]]")
+    assert (error.line, error.column) == (1, 1)
+    assert "nests too deeply" in str(error)
+    shallow = "{% for x in xs %}" * 9 + "x" + "{% endfor %}" * 9  # under the compile-at-parse count
+    assert sd.parse(f"{shallow} [[a]]").keys == ("a",)
