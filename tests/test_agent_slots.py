@@ -259,3 +259,32 @@ def test_readonly_marks_functions_and_tool_objects() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert read() == "r"
+
+
+def test_tool_slots_running_together_keep_their_own_calls_and_cache() -> None:
+    """Two agent slots in flight at once: each runs its identical call once, and each
+    reports only its own calls (the per-slot tool state is per run, not per agent)."""
+    fresh_lookup()
+
+    def answer(call: Call) -> object:
+        slot = "a" if "First" in call.last_user else "b"
+        returns = sum(1 for role, _ in call.turns if role == "return")
+        if returns < 2:
+            return Tools([("lookup", {"city": slot.upper()})])
+        return f"done {slot}"
+
+    script = Script(answer, meet=2, meet_when=lambda call: not any(r == "return" for r, _ in call.turns))
+    result = sd.complete(
+        "<together>First [[a|use_tools=true]] Second [[b|use_tools=true]]</together>",
+        model=script.model(),
+        tools=[lookup],
+    )
+    assert script.peak == 2  # both slots' first requests were in flight together
+    assert (result["a"], result["b"]) == ("done a", "done b")
+    assert sorted(lookup.calls) == ["A", "B"]  # type: ignore[attr-defined]
+    for key, city in (("a", "A"), ("b", "B")):
+        calls = result.results[key].tool_calls
+        assert [(c.arguments, c.output, c.was_cached) for c in calls] == [
+            ({"city": city}, f"sunny in {city}", False),
+            ({"city": city}, f"sunny in {city}", True),
+        ]

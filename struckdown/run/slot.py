@@ -33,34 +33,48 @@ from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRequest, build_output
 from .tools import (
+    CURRENT_WRAP,
     ModelCallHook,
-    SlotToolset,
     ToolBox,
+    ToolWrap,
+    WrapSlotTools,
     ToolLimitExceeded,
     clamp_limits,
 )
 
-_AGENTS: dict[tuple[int, int], Agent[Any, Any]] = {}
+_AGENTS: dict[tuple[int, int, int], tuple[Agent[Any, Any], tuple[Any, ...]]] = {}
 _MAX_AGENTS = 4096
 
 
-def agent_for(output_type: Any, model: Any = None) -> Agent[Any, Any]:
-    """One agent per (output type, model), reused by every run.
+def agent_for(output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
+    """One agent per (output type, model, tool box), reused by every run.
 
-    pydantic-ai builds an agent's output schema once and resolves its model once;
-    passing `output_type=`/`model=` per run would redo both on every slot. Tools,
-    instructions, settings and limits stay per-run arguments, so an agent is safe
-    to share between runs and threads. Output types and models are long-lived,
-    cached objects, so identity is the right key.
+    pydantic-ai builds an agent's output schema and tool schemas once and resolves
+    its model once; passing `output_type=`/`model=`/`toolsets=` per run would redo
+    that on every slot, and a run-level toolset sits beside the agent's own (empty)
+    one, so every step would gather over two toolsets. Instructions, settings,
+    limits and the per-slot tool wrapper (`ToolWrap`) stay per-run arguments, so an
+    agent is safe to share between runs and threads. Output types, models and tool
+    boxes are long-lived, cached objects, so identity is the right key.
     """
-    key = (id(output_type), id(model))
-    agent = _AGENTS.get(key)
-    if agent is None or agent.output_type is not output_type or agent.model is not model:
-        if len(_AGENTS) >= _MAX_AGENTS:
-            _AGENTS.clear()
-        agent = _AGENTS[key] = Agent(
-            model, output_type=output_type, defer_model_check=True, retries=2
-        )
+    key = (id(output_type), id(model), id(tools))
+    held = _AGENTS.get(key)
+    if held is not None:
+        agent, pinned = held
+        if pinned[0] is output_type and pinned[1] is model and pinned[2] is tools:
+            return agent
+    if len(_AGENTS) >= _MAX_AGENTS:
+        _AGENTS.clear()
+    agent = Agent(
+        model,
+        output_type=output_type,
+        tools=tools.tools if tools is not None else (),
+        capabilities=[WrapSlotTools()] if tools is not None else None,
+        name="struckdown",  # an unnamed agent inspects the caller's frames on every run
+        defer_model_check=True,
+        retries=2,
+    )
+    _AGENTS[key] = (agent, (output_type, model, tools))  # pinned: ids stay unique while held
     return agent
 
 
@@ -197,8 +211,8 @@ async def run_model_slot(
 ) -> SlotResult:
     key = plan.key
     started = time.perf_counter()
-    use_tools = bool(resolved.control.get("use_tools")) and env.toolbox.toolset is not None
-    if resolved.control.get("use_tools") and env.toolbox.toolset is None:
+    use_tools = bool(resolved.control.get("use_tools")) and bool(env.toolbox.tools)
+    if resolved.control.get("use_tools") and not env.toolbox.tools:
         raise TemplateRuntimeError(
             f"slot {key!r} has use_tools=true but no tools were given; pass tools=[…] (or --tools FILE.py)"
         )
@@ -206,18 +220,15 @@ async def run_model_slot(
     capabilities: list[Any] = []
     if env.has_guards and not is_guard:  # the "second call beside a guard" join point
         capabilities.append(ModelCallHook(env.before_model_call))
-    wrapper: SlotToolset | None = None
-    toolsets: list[Any] | None = None
+    wrap: ToolWrap | None = None
     if use_tools:
         if not env.toolbox.all_readonly:
             await env.join_guards()
-        assert env.toolbox.toolset is not None
-        wrapper = SlotToolset(
-            env.toolbox.toolset, slot=key, emit=env.emit, join_guards=env.join_guards,
+        wrap = ToolWrap(
+            slot=key, emit=env.emit, join_guards=env.join_guards,
             readonly_names=env.toolbox.readonly_names,
             last_request=limits.request_limit if resolved.control.get("max_iter") is not None else None,
         )
-        toolsets = [wrapper]
     output_type = _text_output(spec) if spec.is_text else spec.output_type
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text and not is_guard else None
     model = env.resolve_model(resolved.settings.get("model"))
@@ -228,15 +239,15 @@ async def run_model_slot(
         hit = await env.cache.aget(cache_key)
         if hit is not None:
             return await _from_cache(env, plan, spec, hit, history, prompt, streamer, started)
+    token = CURRENT_WRAP.set(wrap)
     try:
-        run = await agent_for(output_type, model).run(
+        run = await agent_for(output_type, model, env.toolbox if use_tools else None).run(
             prompt,
             message_history=history or None,
             instructions=instructions,
             deps=env.deps,
             model_settings=settings,
             usage_limits=limits,
-            toolsets=toolsets,
             capabilities=capabilities or None,
             event_stream_handler=streamer.handle if streamer else None,
         )
@@ -252,6 +263,8 @@ async def run_model_slot(
         if mapped is None:
             raise
         raise mapped from exc
+    finally:
+        CURRENT_WRAP.reset(token)
     if streamer is not None:
         await streamer.flush()
     value = spec.to_value(run.output)
@@ -265,7 +278,7 @@ async def run_model_slot(
         usage=_usage(run.usage),
         elapsed_ms=(time.perf_counter() - started) * 1000,
         cached=False,
-        tool_calls=tuple(wrapper.calls) if wrapper else (),
+        tool_calls=tuple(wrap.calls) if wrap else (),
     )
 
 

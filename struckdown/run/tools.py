@@ -1,6 +1,7 @@
 """Agent-slot tools: readonly marking, the per-slot call wrapper and the budget.
 
-The wrapper is a pydantic-ai capability passed per slot run. It gives every call
+The tools live in a cached agent; an agent-level capability wraps them, for each
+slot run, in a `SlotToolset` holding that run's state (`CURRENT_WRAP`). It gives every call
 `ToolStarted`/`ToolCompleted` events, runs identical calls once (single flight,
 per slot), waits for pending guards before any tool that is not `@readonly`, and
 turns a raising tool into the string `"<ExceptionClass>: <message>"` the model
@@ -15,13 +16,14 @@ import json
 import logging
 import time
 import warnings
+from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
+from pydantic_ai.toolsets import WrapperToolset
 from pydantic_ai.usage import UsageLimits
 
 from pydantic_ai.exceptions import UsageLimitExceeded
@@ -79,7 +81,7 @@ def tool_name(tool: Any) -> str:
 class ToolBox:
     """The caller's tools, prepared once per run."""
 
-    toolset: FunctionToolset[Any] | None
+    tools: tuple[Any, ...]
     readonly_names: frozenset[str]
     names: tuple[str, ...]
 
@@ -99,11 +101,8 @@ class ToolBox:
 
     @classmethod
     def _build(cls, tools: tuple[Any, ...]) -> ToolBox:
-        if not tools:
-            return cls(None, frozenset(), ())
-        toolset: FunctionToolset[Any] = FunctionToolset(list(tools))
         names = tuple(tool_name(t) for t in tools)
-        return cls(toolset, frozenset(tool_name(t) for t in tools if is_readonly(t)), names)
+        return cls(tools, frozenset(tool_name(t) for t in tools if is_readonly(t)), names)
 
     @property
     def all_readonly(self) -> bool:
@@ -214,6 +213,39 @@ class SlotToolset(WrapperToolset[Any]):
             del self._inflight[key]
             future.cancel()
             raise
+
+
+@dataclass
+class ToolWrap:
+    """One slot run's tool state: what `SlotToolset` needs, and the calls it made."""
+
+    slot: str = ""
+    emit: Emit | None = None
+    join_guards: Callable[[], Awaitable[None]] | None = None
+    readonly_names: frozenset[str] = frozenset()
+    last_request: int | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+    inflight: dict[tuple[str, str], asyncio.Future[tuple[Any, bool, str | None]]] = field(default_factory=dict)
+
+
+#: The tool state of the slot run in progress in this task (set around `agent.run`).
+CURRENT_WRAP: ContextVar[ToolWrap | None] = ContextVar("struckdown_tool_wrap", default=None)
+
+
+@dataclass
+class WrapSlotTools(AbstractCapability[Any]):
+    """Built into every tool agent: wraps its tools in a `SlotToolset` for each run,
+    from the state of the slot run that is in progress (`CURRENT_WRAP`). An
+    agent-level capability, so the per-run capability set stays empty."""
+
+    def get_wrapper_toolset(self, toolset: Any) -> Any:
+        wrap = CURRENT_WRAP.get()
+        assert wrap is not None, "a tool agent runs only inside a slot run"
+        return SlotToolset(
+            toolset, slot=wrap.slot, emit=wrap.emit, join_guards=wrap.join_guards,
+            readonly_names=wrap.readonly_names, last_request=wrap.last_request,
+            calls=wrap.calls, _inflight=wrap.inflight,
+        )
 
 
 @dataclass
