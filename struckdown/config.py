@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import threading
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +97,8 @@ def load_config(directory: str | os.PathLike[str] | None = None) -> Config:
 
 
 def _read(path: Path, pyproject: bool) -> Config:
+    import tomllib  # only when a config file exists
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -29,7 +29,6 @@ from ..incremental import (
     SlotCompleted,
     SlotRetracted,
 )
-from ..cache import resolve_cache
 from ..models import resolve_model
 from ..render import as_text, evaluate, render_text
 from .slot import evaluate_option
@@ -102,7 +101,7 @@ class Run:
             limits=self.options.limits,
             settings=self.options.settings,
             stream=self.options.stream,
-            cache=resolve_cache(self.options.cache),
+            cache=_cache(self.options.cache),
             has_guards=bool(self.guards.states),
         )
 
@@ -475,3 +474,12 @@ async def events(program: Program, context: Mapping[str, Any] | None, options: R
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+
+
+def _cache(cache: Any) -> Any:
+    """The run's response cache; the sqlite-backed module loads only when one is asked for."""
+    if cache is None or cache is False:
+        return None
+    from ..cache import resolve_cache
+
+    return resolve_cache(cache)
