@@ -138,9 +138,23 @@ def _candidates(exc: BaseException, seen: set[int]) -> Any:
         current = current.__cause__
 
 
+_SURROGATE_HINT = (
+    "a context value, answer or tool result holds a lone surrogate such as '\\ud800', which is not "
+    "valid Unicode; clean untrusted text first, e.g. text.encode('utf-8', 'replace').decode('utf-8') "
+    "(see docs/security.md)"
+)
+
+
 def _map_one(exc: BaseException, label: str) -> ModelError | None:
     if isinstance(exc, ModelError):
         return exc
+    if "surrogates not allowed" in str(exc) and (
+        isinstance(exc, UnicodeEncodeError) or type(exc).__name__ == "PydanticSerializationError"
+    ):  # the request cannot be encoded as UTF-8 JSON: nothing was sent
+        return BadRequestError(
+            label, "the request holds text that cannot be encoded as UTF-8",
+            hint=_SURROGATE_HINT, what="the request could not be sent",
+        )
     from pydantic_ai import exceptions as pe
 
     if isinstance(exc, pe.ContentFilterError):

@@ -234,9 +234,11 @@ def test_lone_surrogate_tool_arguments_fail_loudly_in_function_model() -> None:
 
     answers = iter([Tools([("echo", {"text": "x\ud800"})]), "done"])
     script = Script(lambda call: next(answers))
-    with pytest.raises(Exception, match="surrogates not allowed"):
+    with pytest.raises(sd.BadRequestError) as info:
         sd.complete("Q-a: go [[a|use_tools=true]]", model=script.model(), tools=[echo])
     assert received == []
+    assert "could not be sent" in str(info.value) and "lone surrogate" in str(info.value)
+    assert "surrogates not allowed" in str(info.value.__cause__)
 
 
 def test_lone_surrogate_values_fail_loudly_at_an_http_provider() -> None:
@@ -247,5 +249,8 @@ def test_lone_surrogate_values_fail_loudly_at_an_http_provider() -> None:
     from pydantic_ai.providers.openai import OpenAIProvider
 
     model = OpenAIChatModel("m", provider=OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="k"))
-    with pytest.raises(Exception, match="surrogates not allowed"):
+    with pytest.raises(sd.BadRequestError) as info:
         sd.complete("Q-a: value «{{ v }}» [[a]]", {"v": "x\ud800y"}, model=model)
+    assert str(info.value).startswith("model openai:m@http://127.0.0.1:9/v1: the request could not be sent: ")
+    assert "lone surrogate" in info.value.hint
+    assert isinstance(info.value.__cause__, UnicodeEncodeError)
