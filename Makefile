@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 LLM := scripts/local-llm.sh
 BASE_URL := http://127.0.0.1:$${STRUCKDOWN_LLM_PORT:-8765}/v1
 
-.PHONY: install demo test e2e bench fuzz llm-start llm-stop clean
+.PHONY: install demo test e2e bench fuzz typecheck llm-start llm-stop clean
 
 $(BIN)/sd: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -35,6 +35,9 @@ bench: install
 
 fuzz: install
 	$(BIN)/python -m bench.fuzz --cases 100000
+
+typecheck: install
+	$(BIN)/python -m mypy struckdown
 
 llm-start:
 	bash $(LLM) start

@@ -195,7 +195,7 @@ def _set_default_settings(model: Any, defaults: dict[str, Any]) -> None:
     """
     if not hasattr(model, "_settings"):
         return
-    unsupported = getattr(type(model), "unsupported_settings", frozenset())
+    unsupported: frozenset[str] = getattr(type(model), "unsupported_settings", frozenset())
     wanted = {k: v for k, v in defaults.items() if k not in unsupported}
     model._settings = {**wanted, **(model._settings or {})}
 
@@ -232,7 +232,7 @@ def _function_name(model: Any) -> str:
     if fn is None:
         return "anonymous"
     module = getattr(fn, "__module__", "") or ""
-    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "anonymous")
+    qualname = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "anonymous"))
     return f"{module}.{qualname}" if module else qualname
 
 

@@ -87,9 +87,8 @@ def write_atomically(path: Path, write: Any, *, binary: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        mode = "wb" if binary else "w"
-        kwargs = {} if binary else {"encoding": "utf-8", "newline": ""}
-        with os.fdopen(fd, mode, **kwargs) as handle:
+        handle = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")
+        with handle:
             write(handle)
         os.replace(tmp, path)
     except BaseException:

@@ -35,7 +35,7 @@ class _Pickler(cloudpickle.Pickler):
         return super().reducer_override(obj)
 
 
-def _blank(cls: type) -> Any:
+def _blank(cls: Any) -> Any:
     return cls.__new__(cls)
 
 

@@ -113,9 +113,9 @@ def _tool_spec(tool: Any) -> tuple[str, ...]:
             )
         return ("name", tool)
     function = getattr(tool, "function", tool)
-    module = getattr(function, "__module__", None)
+    home = getattr(function, "__module__", None)
     qualname = getattr(function, "__qualname__", None)
-    suggestion = f" such as '{module}:{qualname}'" if module and qualname and "<" not in qualname else ""
+    suggestion = f" such as '{home}:{qualname}'" if home and qualname and "<" not in qualname else ""
     raise ValueError(
         f"tools for a Dask batch must be importable names{suggestion}, not {type(tool).__name__} objects: "
         "functions cannot be shipped to workers, the workers import them"

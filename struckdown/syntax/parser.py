@@ -137,8 +137,7 @@ class _Builder:
 
     # -- blocks ----------------------------------------------------------
     def _tagged(self, tree: Tree[Any]) -> tuple[Token, tuple[Node, ...]]:
-        opener = tree.children[0]
-        return opener, self.items(tree.children[1:-1])
+        return _tok(tree.children[0]), self.items(tree.children[1:-1])
 
     def _instructions(self, tree: Tree[Any], kind: str) -> Instructions:
         opener, body = self._tagged(tree)
@@ -198,16 +197,17 @@ class _Builder:
         children = tree.children
         branches: list[Branch] = []
         raw: list[Text] = []  # the block as text, in case it holds no structure
-        cond = _tag_expression(children[0], "if")
+        opener = _tok(children[0])
+        cond: str | None = _tag_expression(opener, "if")
         body = self.tree_body(children[1])
-        branches.append(Branch(cond, body, self.pos(children[0])))
-        raw += [self.tag_text(children[0]), *_texts(body)]
+        branches.append(Branch(cond, body, self.pos(opener)))
+        raw += [self.tag_text(opener), *_texts(body)]
         for part in children[2:-1]:
-            tag, part_body = part.children[0], self.tree_body(part.children[1])
+            tag, part_body = _tok(part.children[0]), self.tree_body(part.children[1])
             cond = _tag_expression(tag, "elif") if part.data == "elif_branch" else None
             branches.append(Branch(cond, part_body, self.pos(tag)))
             raw += [self.tag_text(tag), *_texts(part_body)]
-        raw.append(self.tag_text(children[-1]))
+        raw.append(self.tag_text(_tok(children[-1])))
         pos = self.pos(children[0])
         for branch in branches:
             if branch.condition is not None:
@@ -228,7 +228,7 @@ class _Builder:
         opener, body_tree, closer = tree.children
         body = self.tree_body(body_tree)
         if all(isinstance(n, Text) for n in body):
-            return [_join([self.tag_text(opener), *_texts(body), self.tag_text(closer)])]
+            return [_join([self.tag_text(_tok(opener)), *_texts(body), self.tag_text(_tok(closer))])]
         first = next(n for n in body if not isinstance(n, Text))
         raise self.error(
             "{% for %} around a slot or tag is not supported",
@@ -362,12 +362,12 @@ class _Builder:
             if isinstance(child, str):  # COMMA
                 continue
             if child.data == "keyed":
-                key_tok, value_tok = child.children
+                key_tok, value_tok = map(_tok, child.children)
                 key = str(key_tok).rstrip("= \t\r\n")
                 value, quoted = self.option_value(value_tok)
                 out.append(Option(key, value, self.pos(key_tok), quoted))
             else:
-                value_tok = child.children[0]
+                value_tok = _tok(child.children[0])
                 value, quoted = self.option_value(value_tok)
                 out.append(Option(None, value, self.pos(value_tok), quoted))
         return tuple(out)
@@ -404,6 +404,12 @@ class _Builder:
         except Exception as exc:  # e.g. ValueError for an integer literal of 5,000 digits
             message = " ".join(str(exc).split())
             raise self.error(f"invalid Jinja expression: {type(exc).__name__}: {message}", pos) from None
+
+
+def _tok(item: Token | Tree[Any]) -> Token:
+    """A child the grammar guarantees is a token (a tag, an option's key or value)."""
+    assert isinstance(item, str), item
+    return item
 
 
 def _texts(nodes: tuple[Node, ...]) -> list[Text]:
