@@ -130,7 +130,7 @@ _SIMPLE = re.compile(r"\s*([A-Za-z_]\w*)((?:\s*\.\s*[A-Za-z_]\w*)*)((?:\s*\|\s*[
 _NOT_NAMES = frozenset(keyword.kwlist) | {
     "true", "false", "none", "and", "or", "not", "in", "is", "if", "else", "elif", "endif", "for",
     "endfor", "block", "endblock", "extends", "include", "import", "macro", "call", "set", "with",
-    "recursive", "filter", "raw", "endraw",
+    "recursive", "filter", "raw", "endraw", "self",
 }
 
 
@@ -144,13 +144,25 @@ def _expression_names(expression: str) -> frozenset[str]:
     parsed = nodes.Output([_parse_expression(expression)])  # find_all skips the node it starts from
     # A lone expression binds nothing, so every loaded name is read from the context;
     # its filters and tests are checked as Jinja's compiler checks them.
-    for call in parsed.find_all((nodes.Filter, nodes.Test)):
-        kind, known = ("filter", ENV.filters) if isinstance(call, nodes.Filter) else ("test", ENV.tests)
-        if call.name not in known:
-            raise TemplateAssertionError(f"No {kind} named {call.name!r}.", call.lineno)
+    _check_calls(parsed)
     return frozenset(
-        name.name for name in parsed.find_all(nodes.Name) if name.ctx == "load" and name.name not in ENV.globals
+        name.name
+        for name in parsed.find_all(nodes.Name)
+        if name.ctx == "load" and name.name not in ENV.globals and name.name != "self"  # Jinja's template reference
     )
+
+
+def _check_calls(node: nodes.Node) -> None:
+    """Unknown filters and tests fail, except inside an inline `… if … else …`, where
+    Jinja's compiler lets them wait for the run (it may never take that branch)."""
+    for child in node.iter_child_nodes():
+        if isinstance(child, nodes.CondExpr):
+            continue
+        if isinstance(child, (nodes.Filter, nodes.Test)):
+            kind, known = ("filter", ENV.filters) if isinstance(child, nodes.Filter) else ("test", ENV.tests)
+            if child.name not in known:
+                raise TemplateAssertionError(f"No {kind} named {child.name!r}.", child.lineno)
+        _check_calls(child)
 
 
 def _parse_expression(source: str) -> nodes.Expr:

@@ -147,3 +147,12 @@ def test_jinja_nesting_beyond_pythons_limit_fails_at_parse() -> None:
     assert "nests too deeply" in str(error)
     shallow = "{% for x in xs %}" * 9 + "x" + "{% endfor %}" * 9  # under the compile-at-parse count
     assert sd.parse(f"{shallow} [[a]]").keys == ("a",)
+
+
+def test_unknown_filter_inside_an_inline_if_waits_for_the_run_as_in_jinja() -> None:
+    """Jinja's compiler lets an unknown filter or test inside `… if … else …` pass (that
+    branch may never run); expressions in options and conditions follow the same rule
+    as `{% %}` text."""
+    program = sd.parse("Hi {{ a | nosuch if c else b }} [[pick:p|{{ x | nosuch if c else [1] }}]]")
+    assert program.segments[0].reads == frozenset({"a", "b", "c", "x"})
+    assert sd.parse("{% if c %}{{ (a is nosuch) if c else b }}{% endif %} [[a]]").keys == ("a",)
