@@ -148,18 +148,44 @@ def rows(quick: bool = False) -> list[Row]:
     import struckdown
 
     repeats = 1 if quick else 5
-    out: list[Row] = []
     examples = sorted(EXAMPLES.glob("*.sd"))
-    if examples:
-        texts = [(p.read_text(encoding="utf-8"), p) for p in examples]
+    texts = [(p.read_text(encoding="utf-8"), p) for p in examples]
+
+    def parse_all() -> float:
+        return sum(uncached_parse(text, path) for text, path in texts)
+
+    # The examples take milliseconds, so a slow spell of the (shared) machine can cover a
+    # whole burst of trials: their trials come in three bursts, around the other cases.
+    example_times: list[float] = []
+
+    def example_burst() -> None:
+        if texts:
+            parse_all()  # warm-up
+            example_times.append(time_best(parse_all, repeats))
+
+    example_burst()
+    big = generated_template(100_000 if quick else 1_000_000)
+    big_row = _throughput_row(f"f. parse generated {len(big.encode()) / 1e6:.2f} MB template", big, repeats)
+    example_burst()
+
+    count = 300 if quick else 1000
+    slots = many_slots_template(count)
+    uncached_parse(slots)
+    seconds = time_best(lambda: uncached_parse(slots), repeats * 3)
+    budget = len(slots.encode()) / (TARGET_MB_S * 1e6)
+    slots_row = Row(
+        case=f"f. parse {count:,}-slot template (uncached)",
+        measured=f"{ms(seconds)} ({len(slots.encode()) / 1000:,.0f} KB)",
+        floor=f"{ms(budget)} at 1 MB/s",
+        ratio=budget / seconds,  # = throughput in MB/s, as in the rows above
+        target=f">= 1 MB/s (<= {ms(budget)})",
+        passed=seconds <= budget,
+    )
+    example_burst()
+    out: list[Row] = []
+    if texts:
         size = sum(len(text.encode()) for text, _ in texts)
-
-        def parse_all() -> float:
-            return sum(uncached_parse(text, path) for text, path in texts)
-
-        parse_all()
-        seconds = time_best(parse_all, repeats * 3)
-        rate = size / seconds / 1e6
+        rate = size / best(example_times) / 1e6
         out.append(
             Row(
                 case=f"f. parse examples/*.sd ({len(examples)} files)",
@@ -168,26 +194,12 @@ def rows(quick: bool = False) -> list[Row]:
                 ratio=rate / TARGET_MB_S,
                 target=f">= {TARGET_MB_S:.0f} MB/s",
                 passed=rate >= TARGET_MB_S,
+                note=f"best of {3 * repeats} trials in 3 bursts; bursts' best: "
+                + ", ".join(f"{size / t / 1e3:,.0f}" for t in example_times)
+                + " KB/s",
             )
         )
-    big = generated_template(100_000 if quick else 1_000_000)
-    out.append(_throughput_row(f"f. parse generated {len(big.encode()) / 1e6:.2f} MB template", big, repeats))
-
-    count = 300 if quick else 1000
-    slots = many_slots_template(count)
-    uncached_parse(slots)
-    seconds = time_best(lambda: uncached_parse(slots), repeats * 3)
-    budget = len(slots.encode()) / (TARGET_MB_S * 1e6)
-    out.append(
-        Row(
-            case=f"f. parse {count:,}-slot template (uncached)",
-            measured=f"{ms(seconds)} ({len(slots.encode()) / 1000:,.0f} KB)",
-            floor=f"{ms(budget)} at 1 MB/s",
-            ratio=budget / seconds,  # = throughput in MB/s, as in the rows above
-            target=f">= 1 MB/s (<= {ms(budget)})",
-            passed=seconds <= budget,
-        )
-    )
+    out += [big_row, slots_row]
     program = struckdown.parse(big)
 
     def cached_parse() -> float:

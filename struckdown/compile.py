@@ -166,21 +166,22 @@ def carried_instructions(nodes: Sequence[Node]) -> list[Node]:
 
 def build_program(template: Template) -> Program:
     segments: list[Segment] = []
-    carried: list[Node] = []
     keys: list[str] = []
     plans: dict[Slot, SlotPlan] = {}
     guard_order: dict[str, int] = {}
+    carried_reads: frozenset[str] = frozenset()
     for index, (name, nodes) in enumerate(_split_segments(template.nodes)):
         seg_keys: list[str] = []
-        for position, node in enumerate(walk(tuple(nodes))):
+        reads = carried_reads
+        for node in walk(tuple(nodes)):
             if isinstance(node, (Slot, Action)) and node.key is not None and node.key not in seg_keys:
                 seg_keys.append(node.key)
             if isinstance(node, Slot):
                 plans[node] = plan_slot(node)
-        reads = reads_of(nodes) | reads_of(carried)
+            reads |= node_reads(node)
         segments.append(Segment(index, name, tuple(nodes), tuple(seg_keys), reads))
         keys += seg_keys
-        carried += carried_instructions(nodes)
+        carried_reads |= reads_of(carried_instructions(nodes))
     position = 0
     for segment in segments:
         for node in segment.nodes:

@@ -54,13 +54,16 @@ def walk(nodes: tuple[Node, ...]) -> Iterator[Node]:
 
 def check_structure(nodes: tuple[Node, ...], src: SourceMap) -> None:
     _check_keys(nodes, set(), src)
+    later: list[Together | Action] = []
     for node in walk(nodes):  # all Jinja first: later checks read names from it
         if isinstance(node, Text):
             _check_jinja(node, src)
-    for node in walk(nodes):
+        elif isinstance(node, (Together, Action)):
+            later.append(node)
+    for node in later:
         if isinstance(node, Together):
             _check_together(node, src)
-        elif isinstance(node, Action):
+        else:
             _check_action(node, src)
 
 

@@ -31,18 +31,28 @@ class IncludeResolver:
     """Inlines `<include src=…/>` at parse time, inside the allowed roots, without cycles."""
 
     def __init__(
-        self, base_dir: Path, include_paths: Sequence[str | os.PathLike[str]], parse: ParseFile
+        self,
+        template_path: str | os.PathLike[str] | None,
+        include_paths: Sequence[str | os.PathLike[str]],
+        parse: ParseFile,
     ) -> None:
         self.parse = parse
-        self._base_dir = base_dir
+        self._template_path = template_path
         self._include_paths = include_paths
-        self.stack: list[Path] = []
         self.files: list[tuple[str, int]] = []
+
+    # Paths are resolved on the first include: most templates have none, and
+    # resolving costs a system call per path component.
+    @cached_property
+    def stack(self) -> list[Path]:
+        """The files being inlined, outermost first (the template itself, if it is a file)."""
+        return [Path(self._template_path).resolve()] if self._template_path else []
 
     @cached_property
     def roots(self) -> list[Path]:
-        """The allowed folders, resolved on the first include (most templates have none)."""
-        return [self._base_dir.resolve(), *(Path(p).resolve() for p in self._include_paths)]
+        """The allowed folders: the template's own (or the working directory), then include_paths."""
+        base = self.stack[0].parent if self.stack else Path.cwd().resolve()
+        return [base, *(Path(p).resolve() for p in self._include_paths)]
 
     def load(self, src: str, including: str | None) -> tuple[Node, ...]:
         here = Path(including).resolve().parent if including else self.roots[0]

@@ -472,10 +472,7 @@ def parse_template(
 ) -> Template:
     """Parse and check a whole template; raises TemplateSyntaxError."""
     filename = str(template_path) if template_path else None
-    resolved = Path(template_path).resolve() if template_path else None
-    includes = IncludeResolver(resolved.parent if resolved else Path.cwd(), include_paths, _parse_nodes)
-    if resolved:
-        includes.stack.append(resolved)
+    includes = IncludeResolver(template_path, include_paths, _parse_nodes)
     nodes = _parse_nodes(source, filename, includes)
     check_structure(nodes, SourceMap(source, filename))
     return Template(nodes, source, filename, tuple(includes.files))
