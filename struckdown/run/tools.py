@@ -87,16 +87,16 @@ class ToolBox:
 
     @classmethod
     def build(cls, tools: Sequence[Any]) -> ToolBox:
-        """Prepared once per distinct tool list: a batch reuses the schemas."""
-        key = tuple(tools)
-        try:
-            cached = _TOOLBOXES.get(key)
-        except TypeError:  # an unhashable tool: build it fresh
-            return cls._build(key)
-        if cached is None:
+        """One per distinct tool list, by identity (a `pydantic_ai.Tool` is not hashable):
+        a batch reuses the box, and with it the agent and the tools' schemas."""
+        listed = tuple(tools)
+        key = tuple(map(id, listed))
+        cached = _TOOLBOXES.get(key)
+        # the cached box holds its tools, so their ids cannot be reused while it is cached
+        if cached is None or any(a is not b for a, b in zip(cached.tools, listed)):
             if len(_TOOLBOXES) >= 256:
                 _TOOLBOXES.clear()
-            cached = _TOOLBOXES[key] = cls._build(key)
+            cached = _TOOLBOXES[key] = cls._build(listed)
         return cached
 
     @classmethod
@@ -109,7 +109,7 @@ class ToolBox:
         return set(self.names) <= self.readonly_names
 
 
-_TOOLBOXES: dict[tuple[Any, ...], ToolBox] = {}
+_TOOLBOXES: dict[tuple[int, ...], ToolBox] = {}
 
 
 def clamp_limits(
