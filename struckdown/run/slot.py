@@ -36,9 +36,9 @@ from .tools import (
     CURRENT_WRAP,
     ModelCallHook,
     ToolBox,
+    ToolLimitExceeded,
     ToolWrap,
     WrapSlotTools,
-    ToolLimitExceeded,
     clamp_limits,
 )
 

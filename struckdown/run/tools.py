@@ -16,8 +16,8 @@ import json
 import logging
 import time
 import warnings
-from contextvars import ContextVar
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -79,7 +79,7 @@ def tool_name(tool: Any) -> str:
 
 @dataclass(frozen=True)
 class ToolBox:
-    """The caller's tools, prepared once per run."""
+    """The caller's tools and which of them are readonly."""
 
     tools: tuple[Any, ...]
     readonly_names: frozenset[str]
@@ -149,6 +149,19 @@ def _canonical(arguments: Any) -> str:
 
 
 @dataclass
+class ToolWrap:
+    """One slot run's tool state: what `SlotToolset` needs, and the calls it made."""
+
+    slot: str
+    emit: Emit
+    join_guards: Callable[[], Awaitable[None]]
+    readonly_names: frozenset[str] = frozenset()
+    last_request: int | None = None  # with max_iter: this request offers no tools
+    calls: list[ToolCall] = field(default_factory=list)
+    inflight: dict[tuple[str, str], asyncio.Future[tuple[Any, bool, str | None]]] = field(default_factory=dict)
+
+
+@dataclass
 class SlotToolset(WrapperToolset[Any]):
     """Per-slot tool interception: events, single-flight cache, guard join, errors.
 
@@ -157,37 +170,33 @@ class SlotToolset(WrapperToolset[Any]):
     the arguments when `call_tool` runs.
     """
 
-    slot: str = ""
-    emit: Emit | None = None
-    join_guards: Callable[[], Awaitable[None]] | None = None
-    readonly_names: frozenset[str] = frozenset()
-    last_request: int | None = None  # with max_iter: this request offers no tools
-    calls: list[ToolCall] = field(default_factory=list)
-    _inflight: dict[tuple[str, str], asyncio.Future[tuple[Any, bool, str | None]]] = field(default_factory=dict)
+    state: ToolWrap | None = None
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, Any]:
         """On the last permitted request (max_iter), offer no gathering tools, so the
         model must answer; output tools are not ours and stay."""
-        if self.last_request is not None and ctx.run_step >= self.last_request:
+        assert self.state is not None
+        if self.state.last_request is not None and ctx.run_step >= self.state.last_request:
             return {}
         return await super().get_tools(ctx)
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
-        assert self.emit is not None
+        state = self.state
+        assert state is not None
         arguments = dict(tool_args)
         key = (name, _canonical(arguments))
-        await self.emit(ToolStarted(self.slot, name, arguments))
+        await state.emit(ToolStarted(state.slot, name, arguments))
         started = time.perf_counter()
-        future = self._inflight.get(key)
+        future = state.inflight.get(key)
         was_cached = future is not None
         if future is None:
             future = asyncio.get_running_loop().create_future()
-            self._inflight[key] = future
+            state.inflight[key] = future
             await self._execute(future, key, name, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool))
         output, ok, error = await asyncio.shield(future)
         elapsed = (time.perf_counter() - started) * 1000
-        self.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
-        await self.emit(ToolCompleted(self.slot, name, arguments, output, ok, error, elapsed, was_cached))
+        state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
+        await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached))
         return output
 
     async def _execute(
@@ -197,35 +206,24 @@ class SlotToolset(WrapperToolset[Any]):
         name: str,
         call: Callable[[], Awaitable[Any]],
     ) -> None:
+        assert self.state is not None
+        inflight = self.state.inflight
         try:
-            if name not in self.readonly_names and self.join_guards is not None:
-                await self.join_guards()
+            if name not in self.state.readonly_names:
+                await self.state.join_guards()
             output = await call()
             future.set_result((output, True, None))
         except ModelRetry as exc:
-            del self._inflight[key]  # a retry is not an answer to cache
+            del inflight[key]  # a retry is not an answer to cache
             future.set_exception(exc)
             future.exception()  # mark retrieved; waiters re-raise it
         except Exception as exc:  # a failing tool is information for the model
             error = f"{type(exc).__name__}: {exc}"
             future.set_result((error, False, error))
         except BaseException:
-            del self._inflight[key]
+            del inflight[key]
             future.cancel()
             raise
-
-
-@dataclass
-class ToolWrap:
-    """One slot run's tool state: what `SlotToolset` needs, and the calls it made."""
-
-    slot: str = ""
-    emit: Emit | None = None
-    join_guards: Callable[[], Awaitable[None]] | None = None
-    readonly_names: frozenset[str] = frozenset()
-    last_request: int | None = None
-    calls: list[ToolCall] = field(default_factory=list)
-    inflight: dict[tuple[str, str], asyncio.Future[tuple[Any, bool, str | None]]] = field(default_factory=dict)
 
 
 #: The tool state of the slot run in progress in this task (set around `agent.run`).
@@ -239,13 +237,9 @@ class WrapSlotTools(AbstractCapability[Any]):
     agent-level capability, so the per-run capability set stays empty."""
 
     def get_wrapper_toolset(self, toolset: Any) -> Any:
-        wrap = CURRENT_WRAP.get()
-        assert wrap is not None, "a tool agent runs only inside a slot run"
-        return SlotToolset(
-            toolset, slot=wrap.slot, emit=wrap.emit, join_guards=wrap.join_guards,
-            readonly_names=wrap.readonly_names, last_request=wrap.last_request,
-            calls=wrap.calls, _inflight=wrap.inflight,
-        )
+        state = CURRENT_WRAP.get()
+        assert state is not None, "a tool agent runs only inside a slot run"
+        return SlotToolset(toolset, state=state)
 
 
 @dataclass
