@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parents[1] / "tests"
+TESTS = Path(__file__).resolve().parents[1] / "tests" / "parse"
 KINDS = ("grammar", "mutation", "include")
 
 

@@ -97,15 +97,15 @@ def _check_jinja(node: Text, src: SourceMap) -> None:
         referenced_names(node.source)  # parses and walks the Jinja AST
         if node.source.count("{%") >= _COMPILE_AT:
             compile_text(node.source)
+        return
     except jinja2.TemplateSyntaxError as exc:
         pos = node.position_at(_jinja_line_offset(node.source, exc.lineno or 1))
-        raise src.for_file(pos.filename).error(f"invalid Jinja: {exc.message}", pos.line, pos.column) from None
+        failure = src.for_file(pos.filename).error(f"invalid Jinja: {exc.message}", pos.line, pos.column)
     except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
-        raise _error(
-            src, node, "Jinja nests too deeply", "flatten the nested {% %} blocks or expressions"
-        ) from None
+        failure = _error(src, node, "Jinja nests too deeply", "flatten the nested {% %} blocks or expressions")
     except Exception as exc:  # e.g. ValueError for an integer literal of 5,000 digits
-        raise _error(src, node, f"invalid Jinja: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
+        failure = _error(src, node, f"invalid Jinja: {type(exc).__name__}: {' '.join(str(exc).split())}")
+    raise failure  # outside the except: the error carries no foreign context (Dask pickles it)
 
 
 def _jinja_line_offset(source: str, jinja_line: int) -> int:

@@ -130,10 +130,9 @@ class _Builder:
         pos = self.pos(token)
         try:
             return self.includes.load(src, self.filename)
-        except TemplateSyntaxError:
-            raise
         except IncludeError as exc:
-            raise self.error(str(exc), pos, exc.hint) from None
+            failure = self.error(str(exc), pos, exc.hint)
+        raise failure  # outside the except: the error carries no foreign context (it is pickled)
 
     # -- blocks ----------------------------------------------------------
     def _tagged(self, tree: Tree[Any]) -> tuple[Token, tuple[Node, ...]]:
@@ -351,10 +350,11 @@ class _Builder:
         )
         try:
             build_output(request)
+            return
         except (TypeBuildError, OverflowError, RecursionError) as exc:
             culprit = next((o for o in slot.options if o.key and o.key in str(exc)), None)
             message = " ".join(str(exc).split())  # pydantic's errors span lines
-            raise self.error(message, culprit.pos if culprit else slot.pos) from None
+        raise self.error(message, culprit.pos if culprit else slot.pos)
 
     def options(self, tree: Tree[Any]) -> tuple[Option, ...]:
         out: list[Option] = []
@@ -397,13 +397,14 @@ class _Builder:
 
         try:
             expression_names(expression)
+            return
         except jinja2.TemplateSyntaxError as exc:
-            raise self.error(f"invalid Jinja expression: {exc.message}", pos) from None
+            message = f"invalid Jinja expression: {exc.message}"
         except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
-            raise self.error("Jinja expression nests too deeply", pos) from None
+            message = "Jinja expression nests too deeply"
         except Exception as exc:  # e.g. ValueError for an integer literal of 5,000 digits
-            message = " ".join(str(exc).split())
-            raise self.error(f"invalid Jinja expression: {type(exc).__name__}: {message}", pos) from None
+            message = f"invalid Jinja expression: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        raise self.error(message, pos)
 
 
 def _tok(item: Token | Tree[Any]) -> Token:
@@ -438,9 +439,11 @@ def _parse_nodes(source: str, filename: str | None, includes: IncludeResolver) -
     except UnexpectedInput as exc:
         from .lark_errors import lark_error
 
-        raise lark_error(exc, builder.src) from None
-    _check_depth(tree, builder)
-    return builder.items(tree.children)
+        failure = lark_error(exc, builder.src)
+    else:
+        _check_depth(tree, builder)
+        return builder.items(tree.children)
+    raise failure
 
 
 MAX_NESTING = 40

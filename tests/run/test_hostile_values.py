@@ -1,6 +1,6 @@
 """Values are opaque text (SPEC §1, §2.6): hostile payloads never become structure.
 
-Every payload of tests/hostile_payloads.py is placed (a) in a context value, (b) in a
+Every payload of tests/support/hostile_payloads.py is placed (a) in a context value, (b) in a
 model answer that a later slot interpolates, (c) in a tool result (and in tool
 arguments). Each run is compared with the same run on a benign marker: the same
 requests, the same turns (role by role), the same instructions and tools, the same

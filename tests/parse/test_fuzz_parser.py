@@ -31,7 +31,7 @@ import struckdown as sd
 from struckdown.compile import build_program
 from struckdown.syntax import parse_template
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIME_LIMIT_S = 1.0
 
 # -- the oracle ------------------------------------------------------------------

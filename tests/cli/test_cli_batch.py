@@ -22,7 +22,7 @@ from pydantic_ai.models.function import FunctionModel
 from cli_support import plain_environment, runner, sd, use_model  # noqa: F401
 from cli_models import last_prompt, scripted
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1] / "support"
 ROW_TEMPLATE = "Row {{ id }}: {{ text }} [[answer]]\n"
 
 

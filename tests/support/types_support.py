@@ -1,4 +1,4 @@
-"""Shared helpers for the tests/test_types_*.py files: building an OutputSpec and
+"""Shared helpers for the tests/types/test_*.py files: building an OutputSpec and
 validating a model's answer the way pydantic-ai does, so that each test states only
 the request and the expected schema or value."""
 

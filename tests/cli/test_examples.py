@@ -14,7 +14,7 @@ import yaml
 import struckdown as sd
 from scripted import Call, Script, Tools, auto_answer
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def context_for(template: Path) -> dict[str, Any]:
