@@ -100,28 +100,15 @@ def many_slots_template(count: int = 1000) -> str:
     return "\n".join(f"Q{i}: {_sentence(rng)} {_slot(rng, f'k{i}')}" for i in range(count)) + "\n"
 
 
-def clear_caches() -> None:
-    """Clear every functools cache defined in struckdown.compile and struckdown.render
-    (the Program cache and the Jinja compile/analysis caches). The grammar itself
-    (`syntax.parser._lark`) stays loaded: building it is start-up, not parsing."""
-    from struckdown import compile as compile_module
-    from struckdown import render
-
-    for module in (compile_module, render):
-        for value in list(vars(module).values()):
-            if getattr(value, "__module__", None) == module.__name__ and hasattr(value, "cache_clear"):
-                value.cache_clear()
-
-
 def uncached_parse(text: str, template_path: Path | None = None) -> float:
-    """Seconds to parse and compile `text` with every cache cleared first (the clearing
-    itself is not timed)."""
-    from struckdown.compile import build_program
-    from struckdown.syntax import parse_template
+    """Seconds to parse, check and plan `text` on a fresh Environment (no Program,
+    Jinja or type caches; making the Environment is not timed). The grammar itself
+    (`syntax.parser._lark`) stays loaded: building it is start-up, not parsing."""
+    import struckdown as sd
 
-    clear_caches()
+    env = sd.Environment()
     started = time.perf_counter()
-    build_program(parse_template(text, template_path=template_path))
+    env.parse(text, template_path=template_path)
     return time.perf_counter() - started
 
 

@@ -21,8 +21,13 @@ _EXPORTS = {
     "complete_batch_async": "api",
     "complete_incremental": "api",
     "complete_incremental_async": "api",
-    "parse": "compile",
-    "register_action": "actions",
+    "parse": "api",
+    "register_action": "api",
+    "register_type": "api",
+    "load_type_file": "api",
+    "Environment": "environment",
+    "default_environment": "environment",
+    "Program": "plan",
     "ConfigurationError": "errors",
     "Halted": "errors",
     "SlotError": "errors",
@@ -43,8 +48,6 @@ _EXPORTS = {
     "Usage": "results",
     "readonly": "run.tools",
     "Safe": "safe",
-    "register_type": "types",
-    "load_type_file": "types",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -64,7 +67,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .actions import register_action
     from .api import (
         complete,
         complete_async,
@@ -72,8 +74,12 @@ if TYPE_CHECKING:
         complete_batch_async,
         complete_incremental,
         complete_incremental_async,
+        load_type_file,
+        parse,
+        register_action,
+        register_type,
     )
-    from .compile import parse
+    from .environment import Environment, default_environment
     from .errors import (
         ConfigurationError,
         Halted,
@@ -91,7 +97,7 @@ if TYPE_CHECKING:
         ModelError,
         RateLimitError,
     )
+    from .plan import Program
     from .results import Result, SlotResult, ToolCall, Usage
     from .run.tools import ToolLimitExceeded, readonly
     from .safe import Safe
-    from .types import load_type_file, register_type

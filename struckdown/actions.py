@@ -1,8 +1,10 @@
 """`[[@name:key|args]]` actions: Python functions that run without a model call.
 
 Built-ins: `@timestamp`, `@set`, `@fetch` (opt-in: STRUCKDOWN_ALLOW_FETCH=1).
-Users add their own with `register_action`. An action marked `side_effects=True`
-is a join point for pending guards (SPEC §4).
+Each Environment owns an `ActionRegistry` (`builtin_actions()` plus what users add
+with `Environment.register_action`). An action marked `side_effects=True` is a
+join point for pending guards (SPEC §4); one with a `role` also becomes a
+conversation turn.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .syntax.nodes import Action
 
@@ -24,6 +26,7 @@ class ActionSpec:
     func: Callable[..., Any]
     side_effects: bool = False
     validate: Callable[[Action], None] = field(default=lambda node: None)
+    role: Literal["user", "assistant"] | None = None  # the result also joins the conversation as this turn
 
     def check(self, node: Action) -> None:
         self.validate(node)
@@ -44,10 +47,13 @@ class ActionRegistry:
         *,
         side_effects: bool = False,
         validate: Callable[[Action], None] | None = None,
+        role: Literal["user", "assistant"] | None = None,
     ) -> None:
         if not name.isidentifier():
             raise ValueError(f"action names are identifiers, got {name!r}")
-        self._actions[name] = ActionSpec(name, func, side_effects, validate or (lambda node: None))
+        if role not in (None, "user", "assistant"):
+            raise ValueError(f"role must be 'user', 'assistant' or None, not {role!r}")
+        self._actions[name] = ActionSpec(name, func, side_effects, validate or (lambda node: None), role)
 
     def get(self, name: str) -> ActionSpec:
         return self._actions[name]
@@ -120,20 +126,13 @@ def _check_fetch(node: Action) -> None:
         raise ValueError('needs a URL: [[@fetch:page|url="https://…"]]')
 
 
-default_actions = ActionRegistry()
-default_actions.register("timestamp", _timestamp, validate=_check_timestamp)
-default_actions.register("set", _set, validate=_check_set)
-default_actions.register("fetch", _fetch, validate=_check_fetch)
-
-
-def register_action(name: str, func: Callable[..., Any], *, side_effects: bool = False) -> None:
-    """Make `[[@name:key|args]]` call `func(*args, **kwargs)` (sync or async).
-
-    A function with a `context` parameter also receives the variables so far.
-    Mark anything that changes the world `side_effects=True`: pending guards are
-    joined before it runs.
-    """
-    default_actions.register(name, func, side_effects=side_effects)
+def builtin_actions() -> ActionRegistry:
+    """A new registry holding the built-in actions (each Environment starts from one)."""
+    registry = ActionRegistry()
+    registry.register("timestamp", _timestamp, validate=_check_timestamp)
+    registry.register("set", _set, validate=_check_set)
+    registry.register("fetch", _fetch, validate=_check_fetch)
+    return registry
 
 
 async def call_action(spec: ActionSpec, args: list[Any], kwargs: Mapping[str, Any], variables: Mapping[str, Any]) -> Any:

@@ -15,7 +15,7 @@ class _Event:
     type: ClassVar[str] = "event"
 
     def to_dict(self) -> dict[str, Any]:
-        from .render import jsonable
+        from .codec import jsonable
 
         out: dict[str, Any] = {"type": self.type}
         for f in fields(self):

@@ -1,12 +1,12 @@
 """Sandboxed Jinja: text is compiled once per Program and rendered when reached.
 
 Rendered output is never parsed again (SPEC §1): values interpolated into text are
-opaque and can never become structure.
+opaque and can never become structure. A `Renderer` is one sandbox with its
+caches; each Environment owns one.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import keyword
 import math
@@ -75,54 +75,9 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _make_env() -> Sandbox:
-    env = Sandbox(
-        undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True, optimized=False
-    )
-    env.filters["tojson"] = _tojson
-    return env
-
-
-ENV = _make_env()
-
-
-@lru_cache(maxsize=16384)
-def compile_text(source: str) -> jinja2.Template:
-    """Compiled lazily, on first render: parsing only checks syntax and reads names."""
-    return ENV.from_string(source)
-
-
-@lru_cache(maxsize=4096)
-def compile_expression(source: str) -> Any:
-    return ENV.compile_expression(source, undefined_to_none=True)
-
-
 # `{{ expr }}` with optional whitespace control; the grammar ends an expression at
 # its first `}}` too, so this split agrees with how the template was tokenised.
 _EXPRESSION = re.compile(r"\{\{[-+]?(.*?)[-+]?\}\}", re.S)
-
-
-@lru_cache(maxsize=16384)
-def referenced_names(source: str) -> frozenset[str]:
-    """Variables a piece of Jinja source reads from its context (decided from the AST).
-
-    Also the syntax check: raises jinja2.TemplateSyntaxError for invalid Jinja.
-    Text made only of data and `{{ … }}` is checked expression by expression
-    (each cached: templates repeat the same few expressions); anything with
-    `{% %}` or `{# #}` is parsed whole.
-    """
-    if "{" not in source:
-        return frozenset()
-    if "{%" not in source and "{#" not in source:
-        try:
-            names: frozenset[str] = frozenset()
-            for expression in _EXPRESSION.findall(source):
-                names |= _expression_names(expression)
-            return names
-        except jinja2.TemplateSyntaxError:
-            pass  # parse the whole text so the error carries its real line
-    return _undeclared(ENV.parse(source))
-
 
 # `name`, `name.attr.attr`, `name | filter | filter`: by far the most common
 # expressions; their one variable is read off without building a Jinja AST.
@@ -134,45 +89,106 @@ _NOT_NAMES = frozenset(keyword.kwlist) | {
 }
 
 
-@lru_cache(maxsize=65536)
-def _expression_names(expression: str) -> frozenset[str]:
-    simple = _SIMPLE.fullmatch(expression)
-    if simple and simple.group(1) not in _NOT_NAMES and simple.group(1) not in ENV.globals:
-        filters = re.findall(r"[A-Za-z_]\w*", simple.group(3))
-        if all(name in ENV.filters for name in filters):
-            return frozenset({simple.group(1)})
-    parsed = nodes.Output([_parse_expression(expression)])  # find_all skips the node it starts from
-    # A lone expression binds nothing, so every loaded name is read from the context;
-    # its filters and tests are checked as Jinja's compiler checks them.
-    _check_calls(parsed)
-    return frozenset(
-        name.name
-        for name in parsed.find_all(nodes.Name)
-        if name.ctx == "load" and name.name not in ENV.globals and name.name != "self"  # Jinja's template reference
-    )
+class Renderer:
+    """One sandbox and its caches: compiled texts and expressions, and the names
+    each text or expression reads (what the check and plan stages ask)."""
 
+    def __init__(self) -> None:
+        self.sandbox = Sandbox(
+            undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True, optimized=False
+        )
+        self.sandbox.filters["tojson"] = _tojson
+        # Per-instance caches: two environments never share a compiled template.
+        self.compile_text = lru_cache(maxsize=16384)(self._compile_text)
+        self.compile_expression = lru_cache(maxsize=4096)(self._compile_expression)
+        self.referenced_names = lru_cache(maxsize=16384)(self._referenced_names)
+        self.expression_names = lru_cache(maxsize=65536)(self._expression_names)
 
-def _check_calls(node: nodes.Node) -> None:
-    """Unknown filters and tests fail, except inside an inline `… if … else …`, where
-    Jinja's compiler lets them wait for the run (it may never take that branch)."""
-    for child in node.iter_child_nodes():
-        if isinstance(child, nodes.CondExpr):
-            continue
-        if isinstance(child, (nodes.Filter, nodes.Test)):
-            kind, known = ("filter", ENV.filters) if isinstance(child, nodes.Filter) else ("test", ENV.tests)
-            if child.name not in known:
-                raise TemplateAssertionError(f"No {kind} named {child.name!r}.", child.lineno)
-        _check_calls(child)
+    def _compile_text(self, source: str) -> jinja2.Template:
+        """Compiled lazily, on first render: parsing only checks syntax and reads names."""
+        return self.sandbox.from_string(source)
 
+    def _compile_expression(self, source: str) -> Any:
+        return self.sandbox.compile_expression(source, undefined_to_none=True)
 
-def _parse_expression(source: str) -> nodes.Expr:
-    """One expression, read as `compile_expression` reads it (nothing may follow it)."""
-    parser = Parser(ENV, source, state="variable")
-    expression = parser.parse_expression()
-    if not parser.stream.eos:
-        raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno)
-    expression.set_environment(ENV)
-    return expression
+    def _referenced_names(self, source: str) -> frozenset[str]:
+        """Variables a piece of Jinja source reads from its context (decided from the AST).
+
+        Also the syntax check: raises jinja2.TemplateSyntaxError for invalid Jinja.
+        Text made only of data and `{{ … }}` is checked expression by expression
+        (each cached: templates repeat the same few expressions); anything with
+        `{% %}` or `{# #}` is parsed whole.
+        """
+        if "{" not in source:
+            return frozenset()
+        if "{%" not in source and "{#" not in source:
+            try:
+                names: frozenset[str] = frozenset()
+                for expression in _EXPRESSION.findall(source):
+                    names |= self.expression_names(expression)
+                return names
+            except jinja2.TemplateSyntaxError:
+                pass  # parse the whole text so the error carries its real line
+        tracker = _SafeTracking(self.sandbox)
+        tracker.visit(self.sandbox.parse(source))
+        return frozenset(tracker.undeclared_identifiers)
+
+    def _expression_names(self, expression: str) -> frozenset[str]:
+        """The names one expression reads; also its syntax check (raises
+        jinja2.TemplateSyntaxError). Checking parses only: the expression is compiled
+        to Python when it is first evaluated."""
+        env = self.sandbox
+        simple = _SIMPLE.fullmatch(expression)
+        if simple and simple.group(1) not in _NOT_NAMES and simple.group(1) not in env.globals:
+            filters = re.findall(r"[A-Za-z_]\w*", simple.group(3))
+            if all(name in env.filters for name in filters):
+                return frozenset({simple.group(1)})
+        parsed = nodes.Output([self._parse_expression(expression)])  # find_all skips the node it starts from
+        # A lone expression binds nothing, so every loaded name is read from the context;
+        # its filters and tests are checked as Jinja's compiler checks them.
+        self._check_calls(parsed)
+        return frozenset(
+            name.name
+            for name in parsed.find_all(nodes.Name)
+            if name.ctx == "load" and name.name not in env.globals and name.name != "self"  # Jinja's template reference
+        )
+
+    def _check_calls(self, node: nodes.Node) -> None:
+        """Unknown filters and tests fail, except inside an inline `… if … else …`, where
+        Jinja's compiler lets them wait for the run (it may never take that branch)."""
+        for child in node.iter_child_nodes():
+            if isinstance(child, nodes.CondExpr):
+                continue
+            if isinstance(child, (nodes.Filter, nodes.Test)):
+                is_filter = isinstance(child, nodes.Filter)
+                kind, known = ("filter", self.sandbox.filters) if is_filter else ("test", self.sandbox.tests)
+                if child.name not in known:
+                    raise TemplateAssertionError(f"No {kind} named {child.name!r}.", child.lineno)
+            self._check_calls(child)
+
+    def _parse_expression(self, source: str) -> nodes.Expr:
+        """One expression, read as `compile_expression` reads it (nothing may follow it)."""
+        parser = Parser(self.sandbox, source, state="variable")
+        expression = parser.parse_expression()
+        if not parser.stream.eos:
+            raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno)
+        expression.set_environment(self.sandbox)
+        return expression
+
+    def render_text(self, source: str, variables: Mapping[str, Any], compiled: dict[str, jinja2.Template] | None = None) -> str:
+        """Render one piece of text. `compiled` is the Program's own cache, so a template
+        with more texts than any global bound still compiles each text once."""
+        if "{" not in source:  # plain text: what Jinja would give, without Jinja
+            return source.replace("\r\n", "\n").replace("\r", "\n")
+        if compiled is None:
+            return self.compile_text(source).render(variables)
+        template = compiled.get(source)
+        if template is None:  # the shared cache may hold it already (checking compiles `{% %}` text)
+            template = compiled[source] = self.compile_text(source)
+        return template.render(variables)
+
+    def evaluate(self, expression: str, variables: Mapping[str, Any]) -> Any:
+        return self.compile_expression(expression)(**variables)
 
 
 class _SafeTracking(meta.TrackingCodeGenerator, _RuntimeOnlyCodeGenerator):
@@ -182,67 +198,3 @@ class _SafeTracking(meta.TrackingCodeGenerator, _RuntimeOnlyCodeGenerator):
     def __init__(self, environment: jinja2.Environment) -> None:
         CodeGenerator.__init__(self, environment, "<introspection>", "<introspection>", optimized=False)
         self.undeclared_identifiers: set[str] = set()
-
-
-def _undeclared(ast: nodes.Template) -> frozenset[str]:
-    tracker = _SafeTracking(ENV)
-    tracker.visit(ast)
-    return frozenset(tracker.undeclared_identifiers)
-
-
-def expression_names(expression: str) -> frozenset[str]:
-    """The names one expression reads; also its syntax check (raises
-    jinja2.TemplateSyntaxError). Checking parses only: the expression is compiled
-    to Python when it is first evaluated."""
-    return _expression_names(expression)
-
-
-def render_text(
-    source: str, variables: Mapping[str, Any], compiled: dict[str, jinja2.Template] | None = None
-) -> str:
-    """Render one piece of text. `compiled` is the Program's own cache, so a template
-    with more texts than any global bound still compiles each text once."""
-    if "{" not in source:  # plain text: what Jinja would give, without Jinja
-        return source.replace("\r\n", "\n").replace("\r", "\n")
-    if compiled is None:
-        return compile_text(source).render(variables)
-    template = compiled.get(source)
-    if template is None:  # the shared cache may hold it already (parsing compiles `{% %}` text)
-        template = compiled[source] = compile_text(source)
-    return template.render(variables)
-
-
-def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
-    return compile_expression(expression)(**variables)
-
-
-def as_text(value: Any) -> str:
-    """How an answer reads when it becomes an assistant turn or prompt text."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (_dt.date, _dt.time)):
-        return value.isoformat()
-    if isinstance(value, _dt.timedelta):
-        return str(value)
-    if hasattr(value, "model_dump_json"):
-        return str(value.model_dump_json())
-    return json.dumps(value, default=str, ensure_ascii=False)
-
-
-def jsonable(value: Any) -> Any:
-    """Plain JSON-ready data for outputs, events and the CLI."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, (_dt.date, _dt.time)):
-        return value.isoformat()
-    if isinstance(value, _dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "model_dump"):
-        return jsonable(value.model_dump(mode="json"))
-    if isinstance(value, BaseException):
-        return f"{type(value).__name__}: {value}"
-    return str(value)

@@ -66,7 +66,7 @@ class SlotResult:
     tool_calls: tuple[ToolCall, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        from .render import jsonable
+        from .codec import jsonable
 
         return {
             "key": self.key,
@@ -152,6 +152,6 @@ class Result(Mapping[str, Any]):
         return total
 
     def to_dict(self) -> dict[str, Any]:
-        from .render import jsonable
+        from .codec import jsonable
 
         return {k: jsonable(v) for k, v in self.items()}

@@ -68,12 +68,12 @@ def _count(n: int, word: str) -> str:
 def check_template(
     path: Path, context_names: set[str] | None, *, tools_given: bool, include_paths: Sequence[Path] = ()
 ) -> list[Diagnostic]:
-    from ..compile import compile_template
+    from ..environment import default_environment
     from ..errors import TemplateSyntaxError
 
     text = read_template(path)
     try:
-        program = compile_template(text, template_path=path, include_paths=include_paths)
+        program = default_environment().parse(text, template_path=path, include_paths=include_paths)
     except TemplateSyntaxError as exc:
         where = exc.filename if exc.filename and Path(exc.filename).resolve() != path.resolve() else str(path)
         return [Diagnostic(where, exc.line, exc.column, "error", exc.message, exc.hint)]
@@ -97,9 +97,8 @@ class _Linter:
 
     # -- variables ---------------------------------------------------------------
     def undefined_variables(self, context_names: set[str]) -> None:
-        from ..compile import node_reads
-        from ..syntax.checks import walk
-        from ..syntax.nodes import Action, Slot, Text
+        from ..plan import node_reads
+        from ..syntax.nodes import Action, Slot, Text, walk
 
         defined = set(context_names) | JINJA_GLOBALS
         answered_at = {
@@ -111,7 +110,7 @@ class _Linter:
         reported: set[str] = set()
         for segment in self.program.segments:
             for node in walk(segment.nodes):
-                for name in sorted(node_reads(node) - defined - reported):
+                for name in sorted(node_reads(node, self.program.environment.renderer) - defined - reported):
                     reported.add(name)
                     later = answered_at.get(name)
                     hint = (
@@ -163,9 +162,6 @@ class _Linter:
 
     # -- slot options ----------------------------------------------------------------
     def slot_options(self, tools_given: bool) -> None:
-        from ..run.tools import DEFAULT_CEILING
-
-        ceilings = {"max_iter": DEFAULT_CEILING.request_limit, "max_calls": DEFAULT_CEILING.tool_calls_limit}
         for slot in self.program.slots():
             plan = self.program.plans[slot]
             if plan.control.get("use_tools") is True and not tools_given:
@@ -175,15 +171,16 @@ class _Linter:
                     f"slot {slot.key!r} sets use_tools=true but no --tools file was given",
                     "the run fails unless tools are passed (sd run --tools FILE.py, or tools=[…] in Python)",
                 )
-            for option, ceiling in ceilings.items():
-                asked = plan.control.get(option)
-                if isinstance(asked, int) and ceiling is not None and asked > ceiling:
-                    self.add(
-                        slot.pos,
-                        "warning",
-                        f"slot {slot.key!r} asks for {option}={asked} above the default ceiling {ceiling}; "
-                        f"{ceiling} will be used",
-                    )
+            if plan.asks_above_ceiling:
+                for option, used in (("max_iter", plan.limits.request_limit), ("max_calls", plan.limits.tool_calls_limit)):
+                    asked = plan.control.get(option)
+                    if isinstance(asked, int) and used is not None and asked > used:
+                        self.add(
+                            slot.pos,
+                            "warning",
+                            f"slot {slot.key!r} asks for {option}={asked} above the default ceiling {used}; "
+                            f"{used} will be used",
+                        )
 
 
 _JINJA_BLOCK = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)

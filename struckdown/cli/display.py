@@ -42,7 +42,7 @@ def call_label(tool_name: str, arguments: Mapping[str, Any]) -> str:
 def answer_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    from ..render import jsonable
+    from ..codec import jsonable
 
     return json.dumps(jsonable(value), ensure_ascii=False)
 

@@ -57,11 +57,11 @@ def option_value(value: Any) -> str:
 
 class PlanTree:
     def __init__(self, program: Any, tools: list[Any]) -> None:
-        from ..run.tools import DEFAULT_CEILING
+        from ..limits import Limits
 
         self.program = program
         self.tools = [describe_tool(t) for t in tools]
-        self.ceiling = DEFAULT_CEILING
+        self.ceiling = Limits.of(program.environment.limits)
 
     def build(self, title: str) -> Tree:
         tree = Tree(Text(title, style="bold"))
@@ -71,9 +71,8 @@ class PlanTree:
             f"{c.output_tokens_limit:,} output tokens (max_iter / max_calls lower them, never raise them)"
         )
         self._tools_branch(tree)
-        earlier: set[str] = set()
         for segment in self.program.segments:
-            waits = sorted(segment.reads & earlier)
+            waits = segment.waits_for
             label = Text(f"segment {segment.index}", style="bold magenta")
             if segment.name:
                 label.append(f" {segment.name!r}", style="magenta")
@@ -81,7 +80,6 @@ class PlanTree:
             if segment.index:
                 label.append(" · fresh conversation", style="dim")
             self._nodes(tree.add(label), segment.nodes, in_together=False)
-            earlier |= set(segment.keys)
         return tree
 
     def _tools_branch(self, tree: Tree) -> None:
@@ -98,14 +96,14 @@ class PlanTree:
 
     # -- nodes -------------------------------------------------------------------
     def _nodes(self, parent: Tree, nodes: Sequence[Any], *, in_together: bool) -> None:
-        from ..compile import node_reads
+        from ..plan import node_reads
         from ..syntax.nodes import Action, If, Instructions, Slot, Text as TextNode, Together, Turn
 
         prompt_reads: set[str] = set()
         for node in nodes:
             if isinstance(node, TextNode):
                 if node.source.strip():
-                    reads = node_reads(node)
+                    reads = node_reads(node, self.program.environment.renderer)
                     prompt_reads |= reads
                     line = Text(f"text {preview(node.source)}", style="dim")
                     if reads:
@@ -154,10 +152,12 @@ class PlanTree:
             self._agent(node, plan)
 
     def _agent(self, node: Tree, plan: Any) -> None:
-        c = self.ceiling
-        requests = self._clamped(c.request_limit, plan.control.get("max_iter"), "max_iter", "requests")
-        calls = self._clamped(c.tool_calls_limit, plan.control.get("max_calls"), "max_calls", "tool calls")
-        node.add(f"limits: {requests} · {calls} · {c.output_tokens_limit:,} output tokens")
+        c, clamped = self.ceiling, plan.limits
+        requests = self._clamped(c.request_limit, clamped.request_limit, plan.control.get("max_iter"), "max_iter", "requests")
+        calls = self._clamped(
+            c.tool_calls_limit, clamped.tool_calls_limit, plan.control.get("max_calls"), "max_calls", "tool calls"
+        )
+        node.add(f"limits: {requests} · {calls} · {clamped.output_tokens_limit:,} output tokens")
         if not plan.use_tools:
             return
         if not self.tools:
@@ -171,15 +171,16 @@ class PlanTree:
             node.add(Text("waits for pending guards before it starts (not every tool is @readonly)", style="yellow"))
 
     @staticmethod
-    def _clamped(ceiling: int | None, asked: Any, option: str, unit: str) -> str:
+    def _clamped(ceiling: int | None, limit: int | None, asked: Any, option: str, unit: str) -> str:
+        """The plan's clamped limit, saying where it came from."""
         if asked is None or not isinstance(asked, int):
-            return f"{ceiling} {unit}"
+            return f"{limit} {unit}"
         if ceiling is not None and asked > ceiling:
-            return f"{ceiling} {unit} ({option}={asked}, clamped to the ceiling)"
-        return f"{asked} {unit} ({option})"
+            return f"{limit} {unit} ({option}={asked}, clamped to the ceiling)"
+        return f"{limit} {unit} ({option})"
 
     def _guard(self, parent: Tree, slot: Any, reads: list[str], in_together: bool) -> None:
-        when = self.program.plans[slot].control.get("when", True)
+        when = self.program.plans[slot].when
         line = Text(f"guard {slot.key}", style="bold red")
         line.append(f": halts the run when triggered is {option_value(when)}")
         node = parent.add(line)
@@ -191,8 +192,7 @@ class PlanTree:
         node.add(Text(f"joined before: {GUARD_JOINS}", style="dim"))
 
     def _action(self, parent: Tree, action: Any) -> None:
-        from ..actions import default_actions
-
+        actions = self.program.environment.actions
         args = ", ".join(
             option_value(o.value) if o.key is None else f"{o.key}={option_value(o.value)}" for o in action.options
         )
@@ -202,5 +202,5 @@ class PlanTree:
         if args:
             line.append(f"  ({args})", style="dim")
         node = parent.add(line)
-        if action.name in default_actions and default_actions.get(action.name).side_effects:
+        if action.name in actions and actions.get(action.name).side_effects:
             node.add(Text("side effects: pending guards are joined before it runs", style="yellow"))

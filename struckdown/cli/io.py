@@ -77,7 +77,7 @@ def parse_pair(pair: str) -> tuple[str, Any]:
 
 def dumps(data: Any, *, indent: int | None = 2) -> str:
     """JSON for people and pipes: UTF-8 kept, anything odd (dates, models) made plain."""
-    from ..render import jsonable
+    from ..codec import jsonable
 
     return json.dumps(jsonable(data), ensure_ascii=False, indent=indent)
 

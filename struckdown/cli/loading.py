@@ -19,10 +19,10 @@ TEST_MODEL_ENV = "STRUCKDOWN_TEST_MODEL"
 
 def load_program(path: Path, include_paths: Sequence[Path] = ()) -> Any:
     """Read and compile a template; a TemplateSyntaxError propagates (exit code 2)."""
-    from ..compile import compile_template
+    from ..environment import default_environment
 
     text = read_template(path)
-    return compile_template(text, template_path=path, include_paths=include_paths)
+    return default_environment().parse(text, template_path=path, include_paths=include_paths)
 
 
 def resolve_cli_model(name: str | None) -> Any:

@@ -124,7 +124,7 @@ def output_format(path: Path) -> str:
 
 
 def json_line(row: dict[str, Any]) -> str:
-    from ..render import jsonable
+    from ..codec import jsonable
 
     return json.dumps(jsonable(row), ensure_ascii=False)
 
@@ -146,7 +146,7 @@ def _write_jsonl(handle: TextIO, rows: list[dict[str, Any]], columns: list[str])
 
 
 def _write_json(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
-    from ..render import jsonable
+    from ..codec import jsonable
 
     handle.write(json.dumps(jsonable(rows), ensure_ascii=False, indent=2) + "\n")
 
@@ -167,7 +167,7 @@ def _text_cell(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return str(value)
-    from ..render import jsonable
+    from ..codec import jsonable
 
     plain = jsonable(value)
     return plain if isinstance(plain, str) else json.dumps(plain, ensure_ascii=False)

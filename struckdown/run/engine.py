@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..actions import call_action, default_actions
-from ..compile import Program, Segment, carried_instructions
+from ..actions import call_action
+from ..codec import as_text
 from ..errors import Halted, TemplateRuntimeError
 from ..incremental import (
     CheckpointReached,
@@ -30,23 +30,24 @@ from ..incremental import (
     SlotRetracted,
 )
 from ..models import resolve_model
-from ..render import as_text, evaluate, render_text
-from .slot import evaluate_option
+from ..plan import Program, Segment
 from ..results import Result, SlotResult
-from ..syntax.checks import walk
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
-from .conversation import Conversation, Layers
+from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
-from .slot import SlotEnv, output_for, resolve_plan, run_model_slot
-from .tools import ToolBox
+from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
+from .tools import ModelCallHook
 
-_END = object()
+#: Events a run may have produced ahead of a slow consumer before it waits for it.
+EVENT_BUFFER = 256
 
 
-@dataclass
-class RunOptions:
+@dataclass(frozen=True)
+class RunSettings:
+    """One run's settings: the call's keywords over its Environment's defaults."""
+
     model: Any = None
-    tools: Sequence[Any] = ()
+    tools: tuple[Any, ...] = ()
     deps: Any = None
     limits: Any = None
     on_halt: str = "raise"
@@ -64,8 +65,8 @@ class _StopRun(Exception):
 class Run:
     program: Program
     context: Mapping[str, Any]
-    options: RunOptions
-    queue: asyncio.Queue[Any]
+    options: RunSettings
+    emit: Callable[[Any], Awaitable[None]]
     variables: dict[str, Any] = field(init=False)
     results: dict[str, SlotResult] = field(default_factory=dict)
     ready: dict[str, anyio.Event] = field(init=False)
@@ -77,7 +78,9 @@ class Run:
     def __post_init__(self) -> None:
         self.variables = dict(self.context)
         self.ready = {key: anyio.Event() for key in self.program.keys}
-        self.guards = GuardBoard({seg.index: self.guards_of(seg) for seg in self.program.segments})
+        self.guards = GuardBoard({seg.index: list(seg.guards) for seg in self.program.segments})
+        environment = self.program.environment
+        self.renderer = environment.renderer
         default_model = self.options.model
         resolved_default: list[Any] = []
 
@@ -94,24 +97,22 @@ class Run:
         self.env = SlotEnv(
             emit=self.emit,
             join_guards=self.guards.join_all,
-            before_model_call=self.guards.before_model_call,
             resolve_model=model_for,
-            toolbox=ToolBox.build(self.options.tools),
+            toolbox=environment.engine_caches().toolbox(self.options.tools),
             deps=self.options.deps,
             limits=self.options.limits,
             settings=self.options.settings,
             stream=self.options.stream,
+            environment=environment,
+            # the "second model call after a guard started" join point, for every slot but a guard
+            capabilities=(ModelCallHook(self.guards.before_model_call),) if self.program.guards else (),
             cache=_cache(self.options.cache),
-            has_guards=bool(self.guards.states),
         )
-
-    async def emit(self, event: Any) -> None:
-        self.queue.put_nowait(event)
 
     # -- the run -------------------------------------------------------------
     async def main(self) -> None:
         try:
-            if any(isinstance(n, Slot) for s in self.program.segments for n in walk(s.nodes)):
+            if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
             segments = self._segments_to_run()
             if len(segments) == 1 and not self.guards.states:
@@ -131,11 +132,28 @@ class Run:
             if isinstance(error, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
                 raise
             await self._retract("errored")
-            await self.emit(ProcessingError(getattr(error, "struckdown_slot", None), error))
+            await self.emit(ProcessingError(self.slot_of(error), error))
             error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
             raise error
         result = Result(self.results, self.program.keys)
         await self.emit(ProcessingComplete(result, early_termination=False))
+
+    def slot_of(self, error: BaseException) -> str | None:
+        """The slot (or action) an error came from."""
+        return getattr(error, "struckdown_slot", None)
+
+    @contextmanager
+    def blaming(self, slot: str) -> Iterator[None]:
+        """Tag an error with the slot it came from (for ProcessingError.slot and the CLI)."""
+        try:
+            yield
+        except Exception as exc:
+            if getattr(exc, "struckdown_slot", None) is None:
+                try:
+                    exc.struckdown_slot = slot  # type: ignore[attr-defined]
+                except AttributeError:
+                    pass
+            raise
 
     def _segments_to_run(self) -> list[Segment]:
         if self.options.stop_at is None:
@@ -143,13 +161,10 @@ class Run:
         last = self.program.segment_of(self.options.stop_at)
         skipped = [s for s in self.program.segments if s.index > last]
         for seg in skipped:
-            self.guards.skip(self.guards_of(seg))
+            self.guards.skip(seg.guards)
             for key in seg.keys:
                 self.ready[key].set()
         return [s for s in self.program.segments if s.index <= last]
-
-    def guards_of(self, segment: Segment) -> list[str]:
-        return [n.key for n in walk(segment.nodes) if isinstance(n, Slot) and n.is_guard]
 
     async def _finish_halted(self, halted: Halted) -> None:
         await self._retract("halted")
@@ -166,8 +181,7 @@ class Run:
 
     # -- segments ------------------------------------------------------------
     async def _run_segment(self, segment: Segment) -> None:
-        earlier = {k for s in self.program.segments[: segment.index] for k in s.keys}
-        for key in sorted(segment.reads & earlier):
+        for key in segment.waits_for:
             await self.ready[key].wait()
         conversation = self._inherited(segment)
         try:
@@ -175,7 +189,7 @@ class Run:
         except _StopRun:
             pass
         finally:
-            self.guards.skip(self.guards_of(segment))
+            self.guards.skip(segment.guards)
             for key in segment.keys:
                 self.ready[key].set()
         await self.emit(CheckpointReached(segment.index, segment.name))
@@ -185,7 +199,7 @@ class Run:
         conversation = Conversation()
         nodes: list[Node] = []
         for earlier in self.program.segments[: segment.index]:
-            nodes += carried_instructions(earlier.nodes)
+            nodes += earlier.carried
         self._apply_instructions(nodes, conversation)
         conversation.system = conversation.system.carried()
         conversation.header = conversation.header.carried()
@@ -216,7 +230,7 @@ class Run:
                 if branch is not None:
                     await self._walk(branch, conversation, segment)
             elif isinstance(node, Action):
-                await self._action(node, segment)
+                await self._action(node, conversation, segment)
             elif isinstance(node, Slot) and node.is_guard:
                 self._start_guard(node, conversation, segment)
             elif isinstance(node, Slot):
@@ -226,7 +240,7 @@ class Run:
 
     def _render(self, source: str) -> str:
         try:
-            return render_text(source, self.variables, self.program.compiled)
+            return self.renderer.render_text(source, self.variables, self.program.compiled)
         except Exception as exc:
             raise TemplateRuntimeError(f"rendering failed: {type(exc).__name__}: {exc}") from exc
 
@@ -242,7 +256,7 @@ class Run:
             if branch.condition is None:
                 return branch.body
             try:
-                taken = evaluate(branch.condition, self.variables)
+                taken = self.renderer.evaluate(branch.condition, self.variables)
             except Exception as exc:
                 raise TemplateRuntimeError(
                     f"line {branch.pos.line}: condition {branch.condition!r} failed: {exc}"
@@ -261,7 +275,7 @@ class Run:
     async def _slot(self, node: Slot, conversation: Conversation, segment: int) -> None:
         prompt = conversation.take_prompt()
         history, user_prompt = conversation.request(prompt)
-        result = await self._fill(node, history, user_prompt, conversation.instructions(), segment)
+        result = await self._fill(node, history, user_prompt, conversation.instructions(), self._slot_env(segment))
         conversation.record(prompt, as_text(result.output))
         self._after(node.key)
 
@@ -271,37 +285,30 @@ class Run:
         history: list[Any],
         prompt: str | None,
         instructions: str | None,
-        segment: int,
-        *,
-        is_guard: bool = False,
+        env: SlotEnv,
     ) -> SlotResult:
         plan = self.program.plan(node)
-        with _blame(node.key):
-            return await self._fill_inner(node, plan, history, prompt, instructions, segment, is_guard)
-
-    async def _fill_inner(
-        self,
-        node: Slot,
-        plan: Any,
-        history: list[Any],
-        prompt: str | None,
-        instructions: str | None,
-        segment: int,
-        is_guard: bool,
-    ) -> SlotResult:
-        resolved = resolve_plan(plan, self.variables)
-        spec = output_for(plan, resolved)
-        env = replace(
-            self.env, join_guards=partial(self.guards.join, segment, node.key if is_guard else None)
-        )
-        result = await run_model_slot(
-            env, plan, resolved, spec, history=history, prompt=prompt,
-            instructions=instructions, is_guard=is_guard,
-        )
+        with self.blaming(node.key):
+            resolved = resolve_plan(plan, self.variables, self.renderer)
+            spec = output_for(plan, resolved, self.program.environment.types)
+            result = await run_model_slot(
+                env, plan, resolved, spec, history=history, prompt=prompt, instructions=instructions
+            )
         self.env.streaming_now.discard(node.key)
         self._store(result)
         await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached))
         return result
+
+    def _slot_env(self, segment: int) -> SlotEnv:
+        """A slot's tools and first token wait for the guards preceding it in its segment."""
+        return replace(self.env, join_guards=partial(self.guards.join, segment, None))
+
+    def _guard_env(self, segment: int, key: str) -> SlotEnv:
+        """A guard neither streams nor waits before its model call (its calls never count
+        as "beside" a guard), and its own tools do not wait for its verdict."""
+        return replace(
+            self.env, join_guards=partial(self.guards.join, segment, key), stream=False, capabilities=()
+        )
 
     def _after(self, key: str) -> None:
         if self.options.stop_at == key:
@@ -311,8 +318,7 @@ class Run:
     def _start_guard(self, node: Slot, conversation: Conversation, segment: int) -> None:
         prompt = conversation.take_prompt()
         history, user_prompt = conversation.request(prompt, with_history=False)
-        when = bool(self.program.plan(node).control.get("when", True))
-        self.guards.start(node.key, when)
+        self.guards.start(node.key, self.program.plan(node).when)
         instructions = conversation.instructions()
         assert self._tg is not None
         self._tg.start_soon(self._guard_task, node, history, user_prompt, instructions, segment)
@@ -320,13 +326,13 @@ class Run:
     async def _guard_task(
         self, node: Slot, history: list[Any], prompt: str | None, instructions: str | None, segment: int
     ) -> None:
-        result = await self._fill(node, history, prompt, instructions, segment, is_guard=True)
+        result = await self._fill(node, history, prompt, instructions, self._guard_env(segment, node.key))
         verdict = result.output if isinstance(result.output, dict) else {"triggered": False, "reason": ""}
         if self.guards.finish(node.key, verdict):
             raise self.guards.halted(self.guards.states[node.key])
 
-    async def _action(self, node: Action, segment: int) -> None:
-        spec = default_actions.get(node.name)
+    async def _action(self, node: Action, conversation: Conversation, segment: int) -> None:
+        spec = self.program.environment.actions.get(node.name)
         if spec.side_effects:
             await self.guards.join(segment)
         args: list[Any] = []
@@ -334,13 +340,13 @@ class Run:
         for option in node.options:
             value = option.value
             if isinstance(value, JinjaValue):
-                value = evaluate_option(value.expression, self.variables, f"@{node.name}")
+                value = evaluate_option(self.renderer, value.expression, self.variables, f"@{node.name}")
             if option.key is None:
                 args.append(value)
             else:
                 kwargs[option.key] = value
         started = time.perf_counter()
-        with _blame(node.key or f"@{node.name}"):
+        with self.blaming(node.key or f"@{node.name}"):
             try:
                 value = await call_action(spec, args, kwargs, self.variables)
             except Exception as exc:
@@ -349,6 +355,9 @@ class Run:
             result = SlotResult(node.key, f"@{node.name}", value, elapsed_ms=(time.perf_counter() - started) * 1000)
             self._store(result)
             await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, False))
+        if spec.role is not None:
+            conversation.add_turn(spec.role, as_text(value))
+        if node.key is not None:
             self._after(node.key)
 
     async def _together(self, block: Together, conversation: Conversation, segment: int) -> None:
@@ -375,7 +384,8 @@ class Run:
         async def member(node: Slot, question: str) -> None:
             prompt = "\n\n".join(p for p in (shared, question) if p)
             history = list(base_history)
-            answers[node.key] = await self._fill(node, history, prompt or None, conversation.instructions(), segment)
+            env = self._slot_env(segment)
+            answers[node.key] = await self._fill(node, history, prompt or None, conversation.instructions(), env)
 
         async with anyio.create_task_group() as tg:
             for node, question in members:
@@ -383,33 +393,13 @@ class Run:
                     tg.start_soon(member, node, question)
         await self.guards.join(segment)
         if shared:
-            conversation.history.append(_user(shared))
+            conversation.history.append(user_turn(shared))
         for node, question in members:
             if node.key in answers:
                 conversation.record(question, as_text(answers[node.key].output))
         for node, _ in members:
             if node.key in answers:
                 self._after(node.key)
-
-
-@contextmanager
-def _blame(slot: str) -> Iterator[None]:
-    """Tag an error with the slot it came from (for ProcessingError.slot)."""
-    try:
-        yield
-    except Exception as exc:
-        if getattr(exc, "struckdown_slot", None) is None:
-            try:
-                exc.struckdown_slot = slot  # type: ignore[attr-defined]
-            except AttributeError:
-                pass
-        raise
-
-
-def _user(text: str) -> Any:
-    from .conversation import user_turn
-
-    return user_turn(text)
 
 
 def _find(exc: BaseException, kind: type[Halted]) -> Halted | None:
@@ -430,42 +420,34 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-class _FinalResult:
-    """An event sink that keeps only the run's Result (for complete())."""
+async def run_to_result(program: Program, context: Mapping[str, Any] | None, options: RunSettings) -> Result:
+    """The same engine as `events()`, consumed in place: no stream, no extra task."""
+    final: list[Result] = []
 
-    result: Result | None = None
-
-    def put_nowait(self, event: Any) -> None:
+    async def keep_result(event: Any) -> None:
         if isinstance(event, ProcessingComplete):
-            self.result = event.result
+            final.append(event.result)
+
+    await Run(program, dict(context or {}), options, keep_result).main()
+    return final[0]
 
 
-async def run_to_result(program: Program, context: Mapping[str, Any] | None, options: RunOptions) -> Result:
-    """The same engine as `events()`, consumed in place: no queue, no extra task."""
-    sink = _FinalResult()
-    await Run(program, dict(context or {}), options, sink).main()  # type: ignore[arg-type]
-    assert sink.result is not None
-    return sink.result
-
-
-async def events(program: Program, context: Mapping[str, Any] | None, options: RunOptions) -> AsyncGenerator[Any, None]:
-    """The event stream of one run. Closing it cancels everything the run started."""
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    run = Run(program, dict(context or {}), options, queue)
+async def events(program: Program, context: Mapping[str, Any] | None, options: RunSettings) -> AsyncGenerator[Any, None]:
+    """The event stream of one run, through a bounded stream (a slow consumer holds
+    the run back instead of letting events pile up). Closing it cancels everything
+    the run started."""
+    send, receive = anyio.create_memory_object_stream[Any](EVENT_BUFFER)
+    run = Run(program, dict(context or {}), options, send.send)
 
     async def main() -> None:
-        try:
+        async with send:
             await run.main()
-        finally:
-            queue.put_nowait(_END)
 
     task = asyncio.create_task(main())
     try:
-        while True:
-            event = await queue.get()
-            if event is _END:
-                break
-            yield event
+        async with receive:
+            async for event in receive:
+                yield event
         await task
     finally:
         if not task.done():

@@ -5,10 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic_ai import Agent, ModelRetry, RunContext
+from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
@@ -21,62 +20,21 @@ from pydantic_ai.messages import (
     ThinkingPartDelta,
     ToolCallPart,
 )
-from pydantic_ai.output import TextOutput
 from pydantic_ai.settings import ModelSettings
-from pydantic_ai.usage import UsageLimits
 
-from ..compile import SlotPlan
+from .. import slot_options as opts
+from ..limits import Limits, clamp_limits
+from ..plan import SlotPlan
 from ..errors import TemplateRuntimeError
 from ..incremental import SlotStreamStart, ThinkingDelta, TokenDelta
-from ..render import evaluate
+from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
-from ..types import OutputSpec, TypeRequest, build_output
-from .tools import (
-    CURRENT_WRAP,
-    ModelCallHook,
-    ToolBox,
-    ToolLimitExceeded,
-    ToolWrap,
-    WrapSlotTools,
-    clamp_limits,
-)
+from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
+from .tools import CURRENT_WRAP, ToolBox, ToolLimitExceeded, ToolWrap
 
-_AGENTS: dict[tuple[int, int, int], tuple[Agent[Any, Any], tuple[Any, ...]]] = {}
-_MAX_AGENTS = 4096
-
-
-def agent_for(output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
-    """One agent per (output type, model, tool box), reused by every run.
-
-    pydantic-ai builds an agent's output schema and tool schemas once and resolves
-    its model once; passing `output_type=`/`model=`/`toolsets=` per run would redo
-    that on every slot, and a run-level toolset sits beside the agent's own (empty)
-    one, so every step would gather over two toolsets. Instructions, settings,
-    limits and the per-slot tool wrapper (`ToolWrap`) stay per-run arguments, so an
-    agent is safe to share between runs and threads. Output types, models and tool
-    boxes are long-lived, cached objects, so identity is the right key.
-    """
-    key = (id(output_type), id(model), id(tools))
-    held = _AGENTS.get(key)
-    if held is not None:
-        agent, pinned = held
-        if pinned[0] is output_type and pinned[1] is model and pinned[2] is tools:
-            return agent
-    if len(_AGENTS) >= _MAX_AGENTS:
-        _AGENTS.clear()
-    agent = Agent(
-        model,
-        output_type=output_type,
-        tools=tools.tools if tools is not None else (),
-        capabilities=[WrapSlotTools()] if tools is not None else None,
-        name="struckdown",  # an unnamed agent inspects the caller's frames on every run
-        defer_model_check=True,
-        retries=2,
-    )
-    _AGENTS[key] = (agent, (output_type, model, tools))  # pinned: ids stay unique while held
-    return agent
-
+if TYPE_CHECKING:
+    from ..environment import Environment
 
 @dataclass
 class SlotEnv:
@@ -84,14 +42,14 @@ class SlotEnv:
 
     emit: Callable[[Any], Awaitable[None]]
     join_guards: Callable[[], Awaitable[None]]
-    before_model_call: Callable[[], Awaitable[None]]
     resolve_model: Callable[[str | None], Any]
     toolbox: ToolBox
     deps: Any
-    limits: UsageLimits | None
+    limits: Any  # the caller's ceiling (pydantic_ai UsageLimits or None)
     settings: Mapping[str, Any] | None
     stream: bool
-    has_guards: bool = True
+    environment: Environment
+    capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
     streaming_now: set[str] = field(default_factory=set)
 
@@ -106,22 +64,25 @@ class Resolved:
     control: dict[str, Any]
 
 
-def evaluate_option(expression: str, variables: Mapping[str, Any], where: str) -> Any:
+def evaluate_option(renderer: Renderer, expression: str, variables: Mapping[str, Any], where: str) -> Any:
     """A `{{ … }}` option value; any failure (sandbox refusal included) is a
     TemplateRuntimeError naming the slot, with the original error as its cause."""
     try:
-        return evaluate(expression, variables)
+        return renderer.evaluate(expression, variables)
     except Exception as exc:
         raise TemplateRuntimeError(
             f"{where}: {{{{ {expression} }}}} failed: {type(exc).__name__}: {exc}"
         ) from exc
 
 
-def resolve_plan(plan: SlotPlan, variables: Mapping[str, Any]) -> Resolved:
-    from ..syntax import options as opts
+def resolve_plan(plan: SlotPlan, variables: Mapping[str, Any], renderer: Renderer) -> Resolved:
+    if not plan.dynamic:
+        return Resolved(tuple(str(p) for p in plan.positional), plan.type_options, plan.settings, plan.control)
 
     def value(v: Any) -> Any:
-        return evaluate_option(v.expression, variables, f"slot {plan.key!r}") if isinstance(v, JinjaValue) else v
+        if isinstance(v, JinjaValue):
+            return evaluate_option(renderer, v.expression, variables, f"slot {plan.key!r}")
+        return v
 
     positional: list[str] = []
     for item in plan.positional:
@@ -148,9 +109,12 @@ def resolve_plan(plan: SlotPlan, variables: Mapping[str, Any]) -> Resolved:
     return Resolved(tuple(positional), resolved["type"], resolved["settings"], resolved["control"])
 
 
-def output_for(plan: SlotPlan, resolved: Resolved) -> OutputSpec:
+def output_for(plan: SlotPlan, resolved: Resolved, types: TypeRegistry) -> OutputSpec:
+    """The plan's prebuilt output type, or (options that waited for `{{ }}`) one built now."""
     from ..types import TypeBuildError
 
+    if plan.spec is not None:
+        return plan.spec
     request = TypeRequest(
         plan.slot.type_name,
         resolved.positional if plan.slot.type_name in ("pick", "score") or resolved.positional else (),
@@ -159,7 +123,7 @@ def output_for(plan: SlotPlan, resolved: Resolved) -> OutputSpec:
         plan.slot.required,
     )
     try:
-        return build_output(request)
+        return build_output(request, types)
     except (TypeBuildError, OverflowError, RecursionError) as exc:
         raise TemplateRuntimeError(f"slot {plan.key!r}: {exc}") from exc
 
@@ -172,21 +136,6 @@ def model_settings(base: Mapping[str, Any] | None, slot: Mapping[str, Any]) -> M
     if "thinking" in slot:
         merged["thinking"] = False if slot["thinking"] == "off" else slot["thinking"]
     return ModelSettings(**merged)  # type: ignore[typeddict-item]
-
-
-@lru_cache(maxsize=1024)
-def _text_output(spec: OutputSpec) -> Any:
-    """Text with rules (pattern, lengths): a failed check goes back to the model."""
-    if not spec.has_text_rules:
-        return str
-
-    async def check(text: str) -> str:  # async: pydantic-ai would run a sync one in a thread
-        try:
-            return spec.check_text(text)
-        except ValueError as exc:
-            raise ModelRetry(str(exc)) from None
-
-    return TextOutput(check)
 
 
 def _usage(run_usage: Any) -> Usage:
@@ -207,19 +156,17 @@ async def run_model_slot(
     history: list[ModelMessage],
     prompt: str | None,
     instructions: str | None,
-    is_guard: bool = False,
 ) -> SlotResult:
     key = plan.key
     started = time.perf_counter()
+    caches = env.environment.engine_caches()
     use_tools = bool(resolved.control.get("use_tools")) and bool(env.toolbox.tools)
     if resolved.control.get("use_tools") and not env.toolbox.tools:
         raise TemplateRuntimeError(
             f"slot {key!r} has use_tools=true but no tools were given; pass tools=[…] (or --tools FILE.py)"
         )
-    limits = clamp_limits(env.limits, resolved.control.get("max_iter"), resolved.control.get("max_calls"), key)
-    capabilities: list[Any] = []
-    if env.has_guards and not is_guard:  # the "second call beside a guard" join point
-        capabilities.append(ModelCallHook(env.before_model_call))
+    max_iter = resolved.control.get("max_iter")
+    limits = _limits(env, plan, resolved)
     wrap: ToolWrap | None = None
     if use_tools:
         if not env.toolbox.all_readonly:
@@ -227,10 +174,10 @@ async def run_model_slot(
         wrap = ToolWrap(
             slot=key, emit=env.emit, join_guards=env.join_guards,
             readonly_names=env.toolbox.readonly_names,
-            last_request=limits.request_limit if resolved.control.get("max_iter") is not None else None,
+            last_request=limits.request_limit if max_iter is not None else None,
         )
-    output_type = _text_output(spec) if spec.is_text else spec.output_type
-    streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text and not is_guard else None
+    output_type = caches.text_output(spec) if spec.is_text else spec.output_type
+    streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
     model = env.resolve_model(resolved.settings.get("model"))
     settings = model_settings(env.settings, resolved.settings)
     cache_key = None
@@ -241,14 +188,14 @@ async def run_model_slot(
             return await _from_cache(env, plan, spec, hit, history, prompt, streamer, started)
     token = CURRENT_WRAP.set(wrap)
     try:
-        run = await agent_for(output_type, model, env.toolbox if use_tools else None).run(
+        run = await caches.agent_for(output_type, model, env.toolbox if use_tools else None).run(
             prompt,
             message_history=history or None,
             instructions=instructions,
             deps=env.deps,
             model_settings=settings,
-            usage_limits=limits,
-            capabilities=capabilities or None,
+            usage_limits=limits.usage_limits(),
+            capabilities=list(env.capabilities) or None,
             event_stream_handler=streamer.handle if streamer else None,
         )
     except UsageLimitExceeded as exc:
@@ -280,6 +227,18 @@ async def run_model_slot(
         cached=False,
         tool_calls=tuple(wrap.calls) if wrap else (),
     )
+
+
+def _limits(env: SlotEnv, plan: SlotPlan, resolved: Resolved) -> Limits:
+    """The plan's limits when the run's ceiling is the one the plan was clamped
+    against; clamped afresh otherwise (and for `{{ }}`-valued max_iter/max_calls).
+    Asking above the ceiling warns at every run."""
+    control = resolved.control
+    if env.limits is env.environment.limits and not plan.dynamic:
+        if plan.asks_above_ceiling:
+            clamp_limits(env.limits, control.get("max_iter"), control.get("max_calls"), plan.key)
+        return plan.limits
+    return clamp_limits(env.limits, control.get("max_iter"), control.get("max_calls"), plan.key)
 
 
 class _Streamer:

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -24,18 +22,13 @@ from typing import Any, TypeVar
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.toolsets import WrapperToolset
-from pydantic_ai.usage import UsageLimits
-
 from pydantic_ai.exceptions import UsageLimitExceeded
 
 from ..errors import StruckdownError
 from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
 
-logger = logging.getLogger("struckdown")
-
 READONLY_ATTR = "__struckdown_readonly__"
-DEFAULT_CEILING = UsageLimits(request_limit=20, tool_calls_limit=20, output_tokens_limit=250_000)
 
 T = TypeVar("T")
 
@@ -86,59 +79,13 @@ class ToolBox:
     names: tuple[str, ...]
 
     @classmethod
-    def build(cls, tools: Sequence[Any]) -> ToolBox:
-        """One per distinct tool list, by identity (a `pydantic_ai.Tool` is not hashable):
-        a batch reuses the box, and with it the agent and the tools' schemas."""
-        listed = tuple(tools)
-        key = tuple(map(id, listed))
-        cached = _TOOLBOXES.get(key)
-        # the cached box holds its tools, so their ids cannot be reused while it is cached
-        if cached is None or any(a is not b for a, b in zip(cached.tools, listed)):
-            if len(_TOOLBOXES) >= 256:
-                _TOOLBOXES.clear()
-            cached = _TOOLBOXES[key] = cls._build(listed)
-        return cached
-
-    @classmethod
-    def _build(cls, tools: tuple[Any, ...]) -> ToolBox:
+    def build(cls, tools: tuple[Any, ...]) -> ToolBox:
         names = tuple(tool_name(t) for t in tools)
         return cls(tools, frozenset(tool_name(t) for t in tools if is_readonly(t)), names)
 
     @property
     def all_readonly(self) -> bool:
         return set(self.names) <= self.readonly_names
-
-
-_TOOLBOXES: dict[tuple[int, ...], ToolBox] = {}
-
-
-def clamp_limits(
-    ceiling: UsageLimits | None, max_iter: int | None, max_calls: int | None, slot: str
-) -> UsageLimits:
-    """The caller's ceiling, lowered (never raised) by the template's max_iter/max_calls."""
-    base = ceiling or DEFAULT_CEILING
-    request_limit = _lower(base.request_limit, max_iter, "max_iter", slot)
-    tool_calls_limit = _lower(base.tool_calls_limit, max_calls, "max_calls", slot)
-    return UsageLimits(
-        request_limit=request_limit,
-        tool_calls_limit=tool_calls_limit,
-        input_tokens_limit=base.input_tokens_limit,
-        output_tokens_limit=base.output_tokens_limit,
-        total_tokens_limit=base.total_tokens_limit,
-    )
-
-
-def _lower(ceiling: int | None, asked: int | None, option: str, slot: str) -> int | None:
-    if asked is None:
-        return ceiling
-    if ceiling is not None and asked > ceiling:
-        message = (
-            f"template asked for {option}={asked} but the caller's ceiling is {ceiling}; using {ceiling}"
-        )
-        logger.warning("slot %s: %s", slot, message)
-        warnings.warn(message, UserWarning, stacklevel=2)
-        return ceiling
-    return asked
 
 
 Emit = Callable[[Any], Awaitable[None]]

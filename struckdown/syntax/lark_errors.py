@@ -13,7 +13,7 @@ import re
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..errors import TemplateSyntaxError
-from .checks import SourceMap
+from .source import SourceMap
 
 _TAG_NAMES = {
     "SYSTEM_CLOSE": "</system>",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Option:
     value: OptionValue
     pos: Pos
     quoted: bool = False
+    value_pos: Pos | None = field(default=None, compare=False)  # where the value starts (a keyed option's pos is its key's)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,10 @@ class Slot:
     required: bool
     options: tuple[Option, ...]
     pos: Pos
+    # Where the type name and the key were written: the check stage points its errors
+    # there. `type_pos` is None for `[[name]]` (no type written: free text).
+    type_pos: Pos | None = field(default=None, compare=False)
+    key_pos: Pos | None = field(default=None, compare=False)
 
     @property
     def is_guard(self) -> bool:
@@ -151,3 +157,39 @@ class Template:
     source: str
     filename: str | None = None
     included_files: tuple[tuple[str, int], ...] = field(default=())  # (path, mtime_ns)
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    """The nodes directly inside `node`, in document order (all branches of an `If`)."""
+    if isinstance(node, (Instructions, Turn, Together)):
+        return node.body
+    if isinstance(node, If):
+        return tuple(n for branch in node.branches for n in branch.body)
+    return ()
+
+
+def walk(nodes: tuple[Node, ...]) -> Iterator[Node]:
+    """Every node, depth first, in document order."""
+    for node in nodes:
+        yield node
+        yield from walk(children(node))
+
+
+class NodeVisitor:
+    """Calls `visit_<NodeClass>(node)` for a node, else `generic_visit`, which visits
+    the children (as Jinja's `NodeVisitor` does)."""
+
+    def visit(self, node: Node) -> Any:
+        method = getattr(self, f"visit_{type(node).__name__}", None)
+        if method is None:
+            return self.generic_visit(node)
+        return method(node)
+
+    def generic_visit(self, node: Node) -> Any:
+        for child in children(node):
+            self.visit(child)
+        return None
+
+    def visit_all(self, nodes: tuple[Node, ...]) -> None:
+        for node in nodes:
+            self.visit(node)

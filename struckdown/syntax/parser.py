@@ -1,11 +1,12 @@
-"""Template text → AST, with every error positioned before any model call.
+"""Template text → AST (stage one of three: syntax → check → plan).
 
 One Lark grammar (`grammar/struckdown.lark`) does the parsing; this module turns
-its tree into frozen AST nodes, inlines includes and checks what a grammar
-cannot: names, option keys and values, nesting rules, duplicate keys, Jinja.
-Lark's own errors are translated in `lark_errors`, includes are found and read
-in `includes`, and the value grammar inside a slot (quantifiers, option values)
-is read in `slots`.
+its tree into frozen AST nodes, inlines includes and checks what is syntax but
+no single grammar rule can say: nesting rules, a quantifier's numbers, an option
+given twice, duplicate keys. It knows no types, actions or Jinja: the check
+stage (`struckdown/check.py`) validates those against an Environment. Lark's own
+errors are translated in `lark_errors`, includes are found and read in
+`includes`, and the value grammar inside a slot is read in `slots`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jinja2
-
 from ..errors import TemplateSyntaxError
-from . import options as opts
-from .checks import SourceMap, check_structure
+from .checks import check_structure
 from .includes import IncludeError, IncludeResolver
+from .source import SourceMap
 from .nodes import (
     Action,
     Branch,
@@ -39,7 +38,7 @@ from .nodes import (
     Together,
     Turn,
 )
-from .slots import bare_value, close_match, is_type_name, parse_quantifier, unquote
+from .slots import bare_value, parse_quantifier, unquote
 
 if TYPE_CHECKING:  # Lark is imported on first parse, not with struckdown
     from lark import Lark, Token, Tree
@@ -208,9 +207,6 @@ class _Builder:
             raw += [self.tag_text(tag), *_texts(part_body)]
         raw.append(self.tag_text(_tok(children[-1])))
         pos = self.pos(children[0])
-        for branch in branches:
-            if branch.condition is not None:
-                self.check_expression(branch.condition, branch.pos)
         if all(isinstance(n, Text) for b in branches for n in b.body):
             return [_join(raw)]
         for branch in branches:
@@ -267,94 +263,20 @@ class _Builder:
         if quants and quantifier is None:
             raise self.error("quantifier {m,n} needs m <= n", self.pos(quants[0][1]))
         if has_colon:
-            type_name, key = str(idents[0]), str(idents[1])
-            type_pos = self.pos(idents[0])
+            type_name, key, type_pos = str(idents[0]), str(idents[1]), self.pos(idents[0])
+            key_pos = self.pos(idents[1])
         else:
-            type_name, key = "respond", str(idents[0])
-            type_pos = pos
-            if is_type_name(key):
-                raise self.error(
-                    f"[[{key}]] is ambiguous: {key!r} is a type name",
-                    self.pos(idents[0]),
-                    f"name the answer: [[{key}:my_{key}]], or pick another name: [[{key}_answer]]",
-                )
-        return self.slot(key, type_name, type_pos, quantifier, bang, options, pos)
-
-    def slot(
-        self,
-        key: str,
-        type_name: str,
-        type_pos: Pos,
-        quantifier: tuple[int, int | None] | None,
-        bang: bool,
-        options: tuple[Option, ...],
-        pos: Pos,
-    ) -> Slot:
-        from ..types import allowed_type_options, default_registry, takes_positional
-
-        if type_name not in default_registry:
-            raise self.error(
-                f"unknown type {type_name!r}",
-                type_pos,
-                close_match(type_name, default_registry.names(), "known types"),
-            )
-        type_opts = allowed_type_options(type_name)
-        required = bang
-        positional = [o for o in options if o.key is None]
-        if positional and not takes_positional(type_name):
-            hint = (
-                f"did you mean [[{key}:answer|…]]?"
-                if type_name == "respond" and is_type_name(key)
-                else f"{type_name} slots take only key=value options"
-            )
-            raise self.error(f"{type_name} takes no positional options", positional[0].pos, hint)
-        if type_name == "pick" and not positional:
-            raise self.error("pick needs choices: [[pick:name|a, b, c]]", pos)
+            type_name, key, type_pos, key_pos = "respond", str(idents[0]), None, self.pos(idents[0])
         seen: set[str] = set()
         for option in options:
-            if option.key is None:
-                continue
-            if option.key in seen:
-                raise self.error(f"option {option.key!r} given twice", option.pos)
-            seen.add(option.key)
-            valid = opts.valid_keys(type_name, type_opts)
-            if option.key not in valid or (
-                option.key in opts.TYPE_OPTIONS and option.key != "required" and option.key not in type_opts
-            ):
-                raise self.error(
-                    f"unknown option {option.key!r} for a {type_name} slot",
-                    option.pos,
-                    close_match(option.key, valid, "valid options"),
-                )
-            try:
-                value = opts.check_option(option.key, option.value)
-            except ValueError as exc:
-                raise self.error(f"bad value for {option.key}: {exc}", option.pos) from None
-            if option.key == "required" and value is True:
-                required = True
-        slot = Slot(key, type_name, quantifier, required, options, pos)
-        self.check_type(slot)
-        return slot
-
-    def check_type(self, slot: Slot) -> None:
-        """Build the output type now when no option waits for `{{ … }}`, so a bad
-        combination (min > max, a bad pattern, max=ten on an int) fails at parse time."""
-        from ..compile import plan_slot
-        from ..types import TypeBuildError, TypeRequest, build_output
-
-        plan = plan_slot(slot)
-        if plan.dynamic:
-            return
-        request = TypeRequest(
-            slot.type_name, tuple(str(p) for p in plan.positional), plan.type_options, slot.quantifier, slot.required
-        )
-        try:
-            build_output(request)
-            return
-        except (TypeBuildError, OverflowError, RecursionError) as exc:
-            culprit = next((o for o in slot.options if o.key and o.key in str(exc)), None)
-            message = " ".join(str(exc).split())  # pydantic's errors span lines
-        raise self.error(message, culprit.pos if culprit else slot.pos)
+            if option.key is not None:
+                if option.key in seen:
+                    raise self.error(f"option {option.key!r} given twice", option.pos)
+                seen.add(option.key)
+        # `required=true` written as a literal marks the slot required like `!` does;
+        # the check stage refuses any other value of `required`.
+        required = bang or any(o.key == "required" and o.value is True for o in options)
+        return Slot(key, type_name, quantifier, required, options, pos, type_pos, key_pos)
 
     def options(self, tree: Tree[Any]) -> tuple[Option, ...]:
         out: list[Option] = []
@@ -365,7 +287,7 @@ class _Builder:
                 key_tok, value_tok = map(_tok, child.children)
                 key = str(key_tok).rstrip("= \t\r\n")
                 value, quoted = self.option_value(value_tok)
-                out.append(Option(key, value, self.pos(key_tok), quoted))
+                out.append(Option(key, value, self.pos(key_tok), quoted, self.pos(value_tok)))
             else:
                 value_tok = _tok(child.children[0])
                 value, quoted = self.option_value(value_tok)
@@ -384,27 +306,11 @@ class _Builder:
         if token.type == "QUOTED":
             return unquote(text), True
         if token.type == "JINJA_EXPR":
-            expression = text[2:-2].strip()
-            self.check_expression(expression, self.pos(token))
-            return JinjaValue(expression), False
+            return JinjaValue(text[2:-2].strip()), False
         try:
             return bare_value(text.strip()), False
         except ValueError:  # more digits than int() accepts
             raise self.error(f"number {text.strip()[:20]}… is too long", self.pos(token)) from None
-
-    def check_expression(self, expression: str, pos: Pos) -> None:
-        from ..render import expression_names
-
-        try:
-            expression_names(expression)
-            return
-        except jinja2.TemplateSyntaxError as exc:
-            message = f"invalid Jinja expression: {exc.message}"
-        except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
-            message = "Jinja expression nests too deeply"
-        except Exception as exc:  # e.g. ValueError for an integer literal of 5,000 digits
-            message = f"invalid Jinja expression: {type(exc).__name__}: {' '.join(str(exc).split())}"
-        raise self.error(message, pos)
 
 
 def _tok(item: Token | Tree[Any]) -> Token:

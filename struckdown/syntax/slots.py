@@ -9,7 +9,6 @@ inside `[[…]]`.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 
@@ -46,20 +45,3 @@ def bare_value(text: str) -> Any:
     if re.fullmatch(r"[-+]?(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?", text):
         return float(text)
     return text
-
-
-def is_type_name(name: str) -> bool:
-    """Whether `name` is a registered type (so `[[int]]` is ambiguous); the registry is
-    imported on first use, as parsing alone does not need the type machinery."""
-    from ..types import default_registry
-
-    return name in default_registry
-
-
-def close_match(word: str, choices: Sequence[str], label: str) -> str:
-    """The hint for an unknown name: the closest known one, if any, then all of them."""
-    import difflib
-
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    listing = f"{label}: {', '.join(choices)}"
-    return f"did you mean {close[0]!r}? {listing}" if close else listing

@@ -12,9 +12,6 @@ from .registry import (
     TypeFactory,
     TypeRegistry,
     allowed_type_options,
-    default_registry,
-    load_type_file,
-    register_type,
     takes_positional,
 )
 from .spec import OPTION_NAMES, OutputSpec, TypeBuildError, TypeRequest
@@ -30,8 +27,5 @@ __all__ = [
     "TypeRequest",
     "allowed_type_options",
     "build_output",
-    "default_registry",
-    "load_type_file",
-    "register_type",
     "takes_positional",
 ]

@@ -19,7 +19,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from .builtin import ANSWER_MODEL_CONFIG, TEXT_TYPES, ItemPlan, plan_builtin
 from .options import parse_quantifier
-from .registry import CustomType, TypeRegistry, default_registry
+from .registry import CustomType, TypeRegistry
 from .spec import OPTION_NAMES, OutputSpec, TypeBuildError, TypeRequest
 
 __all__ = ["AnswerSchemaGenerator", "build_output"]
@@ -41,8 +41,9 @@ class AnswerSchemaGenerator(GenerateJsonSchema):
 
 
 def build_output(req: TypeRequest, registry: TypeRegistry | None = None) -> OutputSpec:
-    """Build (or fetch from the registry's cache) the output spec of one slot."""
-    reg = default_registry if registry is None else registry
+    """Build (or fetch from the registry's cache) the output spec of one slot.
+    Without a registry only the builtin types are known (and nothing is cached)."""
+    reg = TypeRegistry() if registry is None else registry
     return reg._cached(_cache_key(req), partial(_build, req, reg))
 
 

@@ -31,9 +31,6 @@ __all__ = [
     "TypeFactory",
     "TypeRegistry",
     "allowed_type_options",
-    "default_registry",
-    "load_type_file",
-    "register_type",
     "takes_positional",
 ]
 
@@ -254,26 +251,11 @@ def _check_validatable(name: str, cls: type) -> None:
         raise ValueError(f"{name}: pydantic cannot validate {cls!r}: {exc}") from exc
 
 
-default_registry = TypeRegistry()
-
-
-def register_type(
-    name: str, model_or_factory: type[Any] | TypeFactory, *, description: str | None = None
-) -> None:
-    """Register a custom type on the default registry."""
-    default_registry.register(name, model_or_factory, description=description)
-
-
-def load_type_file(path: str | os.PathLike[str]) -> list[str]:
-    """Load a YAML type file into the default registry; returns the new type names."""
-    return default_registry.load_yaml(path)
-
-
 def allowed_type_options(type_name: str, registry: TypeRegistry | None = None) -> frozenset[str]:
     """Type options (besides ``required``) the parser may accept for ``type_name``."""
-    return (default_registry if registry is None else registry).allowed_options(type_name)
+    return (TypeRegistry() if registry is None else registry).allowed_options(type_name)
 
 
 def takes_positional(type_name: str, registry: TypeRegistry | None = None) -> bool:
     """True when ``type_name`` gives positional options a meaning (pick choices, score levels)."""
-    return (default_registry if registry is None else registry).takes_positional(type_name)
+    return (TypeRegistry() if registry is None else registry).takes_positional(type_name)

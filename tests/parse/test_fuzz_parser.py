@@ -8,7 +8,7 @@ Two generators feed one oracle (`check_template`):
 * mutation of realistic templates (`examples/*.sd` plus a built-in list): random
   insertions, deletions, swaps and duplications of characters and tokens.
 
-The oracle: `parse_template` + `build_program` (not the cached `struckdown.parse`)
+The oracle: a fresh `Environment().parse` (syntax → check → plan, no cache shared with `struckdown.parse`)
 either succeed or raise `struckdown.TemplateSyntaxError` whose line/column lie inside
 the file it names (or the template), with the matching source line, a one-line
 message and hint, and that pickles; nothing else may escape, and no case may take a
@@ -22,19 +22,24 @@ import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import struckdown as sd
-from struckdown.compile import build_program
-from struckdown.syntax import parse_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TIME_LIMIT_S = 1.0
 
 # -- the oracle ------------------------------------------------------------------
+
+
+def parse_template(text: str, **where: Any) -> sd.Program:
+    """The whole pipeline on a fresh Environment, so no case is served from a cache."""
+    return sd.Environment().parse(text, **where)
+
 
 
 class FuzzFailure(AssertionError):
@@ -81,8 +86,7 @@ def check_template(
     a runaway regex or loop burns CPU and does."""
     started = time.thread_time()
     try:
-        template = parse_template(text, template_path=template_path, include_paths=include_paths)
-        build_program(template)
+        parse_template(text, template_path=template_path, include_paths=include_paths)
         outcome = "parsed"
     except sd.TemplateSyntaxError as error:
         check_position(error, text, template_path)

@@ -24,7 +24,7 @@ import struckdown as sd
 from scripted import Call, Script, Tools
 from struckdown.incremental import ProcessingError, SlotCompleted
 from struckdown.model_errors import ModelConnectionError, ModelError, RateLimitError
-from struckdown.render import jsonable
+from struckdown.codec import jsonable
 
 TRIP = {"triggered": True, "reason": "bad"}
 PASS = {"triggered": False, "reason": "ok"}

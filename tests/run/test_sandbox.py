@@ -13,14 +13,14 @@ import os
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jinja2.exceptions import SecurityError
 
 import struckdown as sd
 from scripted import Script
-from struckdown.render import render_text
-from struckdown.syntax import parse_template
+from struckdown.render import Renderer
 
 SECRET = "s3cr3t-value-9d1c"
 
@@ -34,6 +34,15 @@ class Account:
 
     def close(self) -> str:
         return "closed"
+
+
+def render_text(source: str, variables: Any) -> str:
+    return Renderer().render_text(source, variables)
+
+
+def parse_template(text: str, **where: Any) -> Any:
+    """The whole pipeline on a fresh Environment (no cache)."""
+    return sd.Environment().parse(text, **where).template
 
 
 def context() -> dict[str, object]:

@@ -23,6 +23,10 @@ NON_NULL_JSON = {
 }
 
 
+#: The registry (and so the spec cache) the helpers share when a test names none.
+BUILTINS = TypeRegistry()
+
+
 def spec_of(
     type_name: str,
     *positional: str,
@@ -32,7 +36,7 @@ def spec_of(
     **options: Any,
 ) -> OutputSpec:
     req = TypeRequest(type_name, tuple(positional), options, quantifier, required)
-    return build_output(req, registry)
+    return build_output(req, BUILTINS if registry is None else registry)
 
 
 def value(spec: OutputSpec, response: Any) -> Any:

@@ -107,8 +107,9 @@ def test_allowed_options_and_positional() -> None:
 
 
 def test_builds_are_cached() -> None:
-    first = build_output(TypeRequest("pick", ("a", "b"), {}, (1, None), True))
-    again = build_output(TypeRequest("pick", ("a", "b"), {}, (1, None), True))
+    registry = TypeRegistry()  # the cache belongs to the registry (one per Environment)
+    first = build_output(TypeRequest("pick", ("a", "b"), {}, (1, None), True), registry)
+    again = build_output(TypeRequest("pick", ("a", "b"), {}, (1, None), True), registry)
     assert first is again
     assert spec_of("int", min=0, max=5) is spec_of("int", max=5, min=0)
     assert spec_of("int", min=0).output_type is not spec_of("int", min=1).output_type

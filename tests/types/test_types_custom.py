@@ -11,15 +11,14 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel, Field
 
+import struckdown as sd
+
 from struckdown.types import (
     TypeBuildError,
     TypeRegistry,
     TypeRequest,
     allowed_type_options,
     build_output,
-    default_registry,
-    load_type_file,
-    register_type,
     takes_positional,
 )
 from types_support import NULL, rejects, value, value_json
@@ -122,15 +121,16 @@ def test_register_rejects_non_types() -> None:
         TypeRegistry().register("thing", lambda o, q, r: int, options=["colour"])
 
 
-def test_register_type_and_unregister_on_default_registry() -> None:
-    register_type("zz_test_address", Address)
+def test_register_type_and_unregister_on_the_default_environment() -> None:
+    registry = sd.default_environment().types
+    sd.register_type("zz_test_address", Address)
     try:
-        assert "zz_test_address" in default_registry
-        spec = build_output(TypeRequest("zz_test_address", required=True))
+        assert "zz_test_address" in registry
+        spec = build_output(TypeRequest("zz_test_address", required=True), registry)
         assert value(spec, {"street": "s", "city": "c"}) == Address(street="s", city="c")
     finally:
-        default_registry.unregister("zz_test_address")
-    assert "zz_test_address" not in default_registry
+        registry.unregister("zz_test_address")
+    assert "zz_test_address" not in registry
 
 
 def test_preset_of_text_streams_as_text() -> None:
@@ -234,14 +234,15 @@ def test_yaml_type_file(tmp_path: Any) -> None:
     rejects(person, {"name": "Ann", "tags": ["a", "b", "c"]})
 
 
-def test_load_type_file_on_default_registry(tmp_path: Any) -> None:
+def test_load_type_file_on_the_default_environment(tmp_path: Any) -> None:
     path = tmp_path / "one.yaml"
     path.write_text("zz_test_mood:\n  base: pick\n  choices: [happy, sad]\n")
+    registry = sd.default_environment().types
     try:
-        assert load_type_file(path) == ["zz_test_mood"]
-        assert value(build_output(TypeRequest("zz_test_mood")), "sad") == "sad"
+        assert sd.load_type_file(path) == ["zz_test_mood"]
+        assert value(build_output(TypeRequest("zz_test_mood"), registry), "sad") == "sad"
     finally:
-        default_registry.unregister("zz_test_mood")
+        registry.unregister("zz_test_mood")
 
 
 @pytest.mark.parametrize(

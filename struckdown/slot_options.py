@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .nodes import JinjaValue
+from .syntax.nodes import JinjaValue
 
 THINKING_LEVELS = ("off", "low", "medium", "high")
 
@@ -98,3 +98,40 @@ def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     if type_name == "halt":
         keys.append("when")
     return keys
+
+
+def option_family(key: str) -> str:
+    """"settings", "type" or "control": where a checked keyed option belongs."""
+    if key in MODEL_SETTINGS:
+        return "settings"
+    if key in TYPE_OPTIONS:
+        return "type"
+    assert key in CONTROL_OPTIONS, key
+    return "control"
+
+
+def split_options(options: Any) -> tuple[tuple[Any, ...], dict[str, dict[str, Any]], bool]:
+    """(positional values, {family: {key: value}}, whether any value waits for `{{ }}`).
+    `required` is not a type option of the built type: the slot carries it."""
+    positional: list[Any] = []
+    families: dict[str, dict[str, Any]] = {"type": {}, "settings": {}, "control": {}}
+    dynamic = False
+    for option in options:
+        dynamic = dynamic or isinstance(option.value, JinjaValue)
+        if option.key is None:
+            positional.append(option.value)
+        else:
+            families[option_family(option.key)][option.key] = option.value
+    families["type"].pop("required", None)
+    return tuple(positional), families, dynamic
+
+
+def type_request(slot: Any) -> Any:
+    """The TypeRequest of a slot whose options are all literal, else None (it is built
+    when the slot runs, once its `{{ }}` values are known)."""
+    from .types import TypeRequest
+
+    positional, families, dynamic = split_options(slot.options)
+    if dynamic:
+        return None
+    return TypeRequest(slot.type_name, tuple(str(p) for p in positional), families["type"], slot.quantifier, slot.required)

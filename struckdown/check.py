@@ -1,0 +1,201 @@
+"""The check stage (syntax → **check** → plan): a parsed template against an Environment.
+
+Everything the grammar cannot know is validated here, with positioned
+TemplateSyntaxErrors, before any model call: type names and their options,
+option values, actions, every piece of Jinja (texts, conditions, `{{ }}` option
+values), and `<together>` members that refer to each other. It reads the AST
+and the Environment's registries; it builds nothing the run keeps (the plan
+stage does), except the output types it asks the type registry for, which that
+registry caches for the plan.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from . import slot_options as opts
+from .errors import TemplateSyntaxError
+from .syntax.nodes import Action, If, JinjaValue, NodeVisitor, Option, Pos, Slot, Template, Text, Together
+from .syntax.source import SourceMap
+
+if TYPE_CHECKING:
+    from .environment import Environment
+
+_JINJA_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+#: Text with this many `{% %}` tags is compiled to Python at check time, so Python's
+#: nesting limit (20 nested `{% for %}` blocks) fails the parse, not the run. With fewer
+#: tags the limit cannot be reached, and the text is compiled on first render.
+_COMPILE_AT = 10
+
+
+def check_template(template: Template, env: Environment) -> None:
+    """Raise the first problem of `template` (in document order) as a TemplateSyntaxError."""
+    _Checker(template, env).visit_all(template.nodes)
+
+
+def close_match(word: str, choices: list[str], label: str) -> str:
+    """The hint for an unknown name: the closest known one, if any, then all of them."""
+    import difflib
+
+    close = difflib.get_close_matches(word, choices, n=1)
+    listing = f"{label}: {', '.join(choices)}"
+    return f"did you mean {close[0]!r}? {listing}" if close else listing
+
+
+class _Checker(NodeVisitor):
+    def __init__(self, template: Template, env: Environment) -> None:
+        self.src = SourceMap(template.source, template.filename)
+        self.env = env
+
+    def error(self, message: str, pos: Pos, hint: str | None = None) -> TemplateSyntaxError:
+        # `pos` may lie in an included file
+        return self.src.for_file(pos.filename).error(message, pos.line, pos.column, hint)
+
+    # -- text and conditions ---------------------------------------------------
+    def visit_Text(self, node: Text) -> None:
+        renderer = self.env.renderer
+        try:
+            renderer.referenced_names(node.source)  # parses and walks the Jinja AST
+            if node.source.count("{%") >= _COMPILE_AT:
+                renderer.compile_text(node.source)
+            return
+        except jinja2.TemplateSyntaxError as exc:
+            pos = node.position_at(_jinja_line_offset(node.source, exc.lineno or 1))
+            failure = self.error(f"invalid Jinja: {exc.message}", pos)
+        except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
+            failure = self.error("Jinja nests too deeply", node.pos, "flatten the nested {% %} blocks or expressions")
+        except Exception as exc:  # e.g. ValueError for an integer literal of 5,000 digits
+            failure = self.error(f"invalid Jinja: {type(exc).__name__}: {' '.join(str(exc).split())}", node.pos)
+        raise failure  # outside the except: the error carries no foreign context (Dask pickles it)
+
+    def expression(self, expression: str, pos: Pos) -> frozenset[str]:
+        try:
+            return self.env.renderer.expression_names(expression)
+        except jinja2.TemplateSyntaxError as exc:
+            message = f"invalid Jinja expression: {exc.message}"
+        except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
+            message = "Jinja expression nests too deeply"
+        except Exception as exc:  # e.g. ValueError for an integer literal of 5,000 digits
+            message = f"invalid Jinja expression: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        raise self.error(message, pos)
+
+    def option_names(self, options: tuple[Option, ...]) -> frozenset[str]:
+        names: frozenset[str] = frozenset()
+        for option in options:
+            if isinstance(option.value, JinjaValue):
+                names |= self.expression(option.value.expression, option.value_pos or option.pos)
+        return names
+
+    def visit_If(self, node: If) -> None:
+        for branch in node.branches:
+            if branch.condition is not None:
+                self.expression(branch.condition, branch.pos)
+        self.generic_visit(node)
+
+    # -- slots -----------------------------------------------------------------
+    def visit_Slot(self, slot: Slot) -> None:
+        self.option_names(slot.options)  # the Jinja inside the slot first, as it is written first
+        types = self.env.types
+        if slot.type_pos is None and slot.key in types:
+            raise self.error(
+                f"[[{slot.key}]] is ambiguous: {slot.key!r} is a type name",
+                slot.key_pos or slot.pos,
+                f"name the answer: [[{slot.key}:my_{slot.key}]], or pick another name: [[{slot.key}_answer]]",
+            )
+        type_name = slot.type_name
+        if type_name not in types:
+            raise self.error(
+                f"unknown type {type_name!r}", slot.type_pos or slot.pos, close_match(type_name, types.names(), "known types")
+            )
+        positional = [o for o in slot.options if o.key is None]
+        if positional and not types.takes_positional(type_name):
+            hint = (
+                f"did you mean [[{slot.key}:answer|…]]?"
+                if type_name == "respond" and slot.key in types
+                else f"{type_name} slots take only key=value options"
+            )
+            raise self.error(f"{type_name} takes no positional options", positional[0].pos, hint)
+        if type_name == "pick" and not positional:
+            raise self.error("pick needs choices: [[pick:name|a, b, c]]", slot.pos)
+        type_opts = types.allowed_options(type_name)
+        valid = opts.valid_keys(type_name, type_opts)
+        for option in slot.options:
+            if option.key is None:
+                continue
+            if option.key not in valid or (
+                option.key in opts.TYPE_OPTIONS and option.key != "required" and option.key not in type_opts
+            ):
+                raise self.error(
+                    f"unknown option {option.key!r} for a {type_name} slot",
+                    option.pos,
+                    close_match(option.key, valid, "valid options"),
+                )
+            try:
+                opts.check_option(option.key, option.value)
+            except ValueError as exc:
+                raise self.error(f"bad value for {option.key}: {exc}", option.pos) from None
+        self.output_type(slot)
+
+    def output_type(self, slot: Slot) -> None:
+        """Build the output type now when no option waits for `{{ … }}`, so a bad
+        combination (min > max, a bad pattern, max=ten on an int) fails at parse time.
+        The registry caches it for the plan stage."""
+        from .types import TypeBuildError, build_output
+
+        request = opts.type_request(slot)
+        if request is None:
+            return
+        try:
+            build_output(request, self.env.types)
+            return
+        except (TypeBuildError, OverflowError, RecursionError) as exc:
+            culprit = next((o for o in slot.options if o.key and o.key in str(exc)), None)
+            message = " ".join(str(exc).split())  # pydantic's errors span lines
+        raise self.error(message, culprit.pos if culprit else slot.pos)
+
+    # -- actions and blocks ------------------------------------------------------
+    def visit_Action(self, node: Action) -> None:
+        self.option_names(node.options)
+        actions = self.env.actions
+        if node.name not in actions:
+            raise self.error(
+                f"unknown action @{node.name}", node.pos, f"known actions: {', '.join('@' + n for n in actions.names())}"
+            )
+        try:
+            actions.get(node.name).check(node)
+        except ValueError as exc:
+            raise self.error(f"@{node.name}: {exc}", node.pos) from None
+
+    def visit_Together(self, block: Together) -> None:
+        self.generic_visit(block)  # members first: their own errors come before a clash
+        siblings = {n.key for n in block.body if isinstance(n, Slot)}
+        for node in block.body:
+            names: Any = frozenset()
+            if isinstance(node, Text):
+                names = self.env.renderer.referenced_names(node.source)
+            elif isinstance(node, Slot):
+                names = self.option_names(node.options)
+            clash = sorted(names & siblings)
+            if clash:
+                raise self.error(
+                    f"inside <together>, {clash[0]!r} refers to a sibling slot",
+                    node.pos,
+                    "slots in a <together> block run at the same time and cannot see each other; "
+                    "move the reference after </together>",
+                )
+
+
+def _jinja_line_offset(source: str, jinja_line: int) -> int:
+    """Where Jinja's line `jinja_line` starts in `source` (Jinja also counts a lone
+    "\r" as a line break; the template counts "\n" only)."""
+    offset = 0
+    for _ in range(jinja_line - 1):
+        match = _JINJA_NEWLINE.search(source, offset)
+        if match is None:
+            break
+        offset = match.end()
+    return offset

@@ -1,0 +1,377 @@
+"""The front door (SPEC §10): an Environment owns everything a run is configured by.
+
+Like Jinja's `Environment`, it holds the registries (types, actions), the
+sandbox (a `Renderer` with its caches), the compiled-program and agent caches,
+and the run defaults. Every stage receives it: `parse` runs syntax → check →
+plan against it, and the engine runs the Program it made. Two environments in
+one process share none of it. `sd.complete(...)` is
+`sd.default_environment().complete(...)`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
+
+
+from .actions import ActionRegistry, builtin_actions
+from .plan import Program
+from .render import Renderer
+from .types import TypeFactory, TypeRegistry
+
+if TYPE_CHECKING:
+    from .results import Result
+
+PathLike = str | os.PathLike[str]
+OnHalt = Literal["raise", "return"]
+
+_PROGRAM_CACHE_SIZE = 256
+
+
+class ResponseCache(Protocol):
+    """What a response cache object must offer (`cache=` accepts one, or True/a path)."""
+
+    async def aget(self, key: str) -> Any: ...
+
+    async def aput(self, key: str, value: Any) -> None: ...
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword arguments every entry point takes (SPEC §5), declared once.
+    A keyword given to a call overrides the Environment's default for that call."""
+
+    model: Any  # a pydantic_ai Model, a model string, or None (environment/config)
+    tools: Sequence[Any]  # callables or pydantic_ai.Tool objects
+    deps: Any
+    deps_type: Any
+    limits: Any  # pydantic_ai.usage.UsageLimits: the per-slot ceiling
+    on_halt: OnHalt
+    settings: Mapping[str, Any] | None  # pydantic_ai ModelSettings
+    cache: ResponseCache | bool | str | None
+    template_path: PathLike | None
+    include_paths: Sequence[PathLike]
+    stop_at: str | None
+
+
+class BatchExecutor(Protocol):
+    """Where the rows of a batch run. The default (None) is this process's event loop."""
+
+    async def run_batch(
+        self,
+        template: str,
+        contexts: Iterable[Mapping[str, Any]],
+        *,
+        concurrency: int,
+        on_result: Callable[[int, Result | BaseException], Any] | None,
+        template_path: PathLike | None,
+        include_paths: Sequence[PathLike],
+        **kwargs: Any,
+    ) -> list[Result | BaseException]: ...
+
+
+class Environment:
+    """Registries, sandbox, caches and run defaults for the templates it parses and runs."""
+
+    def __init__(
+        self,
+        *,
+        model: Any = None,
+        tools: Sequence[Any] = (),
+        deps: Any = None,
+        limits: Any = None,
+        settings: Mapping[str, Any] | None = None,
+        cache: ResponseCache | bool | str | None = None,
+        include_paths: Sequence[PathLike] = (),
+    ) -> None:
+        self.model = model
+        self.tools = tuple(tools)
+        self.deps = deps
+        self.limits = limits
+        self.settings = settings
+        self.cache = cache
+        self.include_paths = tuple(include_paths)
+        self.types = TypeRegistry()
+        self.actions: ActionRegistry = builtin_actions()
+        self.renderer = Renderer()
+        self._programs = _ProgramCache(_PROGRAM_CACHE_SIZE)
+        self._engine_caches: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<struckdown.Environment at {id(self):#x}>"
+
+    # -- registries ------------------------------------------------------------
+    def register_type(
+        self,
+        name: str,
+        model_or_factory: type[Any] | TypeFactory,
+        *,
+        description: str | None = None,
+        options: Iterable[str] | None = None,
+    ) -> None:
+        """A custom type for `[[name:key]]`: a pydantic model (or any class pydantic
+        validates) or a factory `(options, quantifier, required) -> item type`."""
+        self.types.register(name, model_or_factory, description=description, options=options)
+        self._programs.clear()
+
+    def load_type_file(self, path: PathLike) -> list[str]:
+        """Register every type of a YAML type file (all or nothing); returns their names."""
+        names = self.types.load_yaml(path)
+        self._programs.clear()
+        return names
+
+    def register_action(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        side_effects: bool = False,
+        role: Literal["user", "assistant"] | None = None,
+    ) -> None:
+        """Make `[[@name:key|args]]` call `fn(*args, **kwargs)` (sync or async).
+
+        A function with a `context` parameter also receives the variables so far.
+        Mark anything that changes the world `side_effects=True`: pending guards are
+        joined before it runs. With `role`, the result also joins the conversation
+        as a user or assistant turn.
+        """
+        self.actions.register(name, fn, side_effects=side_effects, role=role)
+        self._programs.clear()
+
+    # -- parsing ---------------------------------------------------------------
+    def parse(
+        self,
+        template: str,
+        *,
+        template_path: PathLike | None = None,
+        include_paths: Sequence[PathLike] | None = None,
+    ) -> Program:
+        """Parse, check and plan a template without running it (cached by text).
+
+        Raises TemplateSyntaxError, with line and column, for anything wrong with it.
+        """
+        path = str(template_path) if template_path is not None else None
+        roots = tuple(str(p) for p in (self.include_paths if include_paths is None else include_paths))
+        base = str(Path(path).resolve().parent) if path else os.getcwd()
+        key = (template, path, roots, base)
+        program = self._programs.get(key)
+        if program is not None and not _includes_changed(program):
+            return program
+        program = self._build(template, path, roots)
+        self._programs.put(key, program)
+        return program
+
+    def _build(self, source: str, path: str | None, roots: tuple[str, ...]) -> Program:
+        from .check import check_template
+        from .plan import plan_program
+        from .syntax import parse_template
+
+        template = parse_template(source, template_path=path, include_paths=roots)
+        check_template(template, self)
+        return plan_program(template, self)
+
+    def program(self, template: str | Program, options: RunOptions) -> Program:
+        """The Program to run: `template` parsed here, or a Program this Environment made."""
+        if isinstance(template, Program):
+            if template.environment is not self:
+                raise ValueError(
+                    "this Program was parsed by another Environment; run it with that one "
+                    "(Program.environment), or parse the template with this one"
+                )
+            return template
+        return self.parse(
+            template, template_path=options.get("template_path"), include_paths=options.get("include_paths")
+        )
+
+    # -- running ---------------------------------------------------------------
+    def engine_caches(self) -> Any:
+        """The agents, tool boxes and output wrappers runs of this Environment reuse
+        (made on the first run: parsing alone does not import pydantic-ai)."""
+        if self._engine_caches is None:
+            with self._lock:
+                if self._engine_caches is None:
+                    from .run.caches import EngineCaches
+
+                    self._engine_caches = EngineCaches()
+        return self._engine_caches
+
+    def run_settings(self, options: RunOptions, *, stream: bool) -> Any:
+        """The call's options over this Environment's defaults, as the engine takes them."""
+        from .run import RunSettings
+
+        on_halt = options.get("on_halt", "raise")
+        if on_halt not in ("raise", "return"):
+            raise ValueError(f"on_halt must be 'raise' or 'return', not {on_halt!r}")
+        return RunSettings(
+            model=options.get("model", self.model),
+            tools=tuple(options.get("tools", self.tools)),
+            deps=options.get("deps", self.deps),
+            limits=options.get("limits", self.limits),
+            on_halt=on_halt,
+            settings=options.get("settings", self.settings),
+            cache=options.get("cache", self.cache),
+            stop_at=options.get("stop_at"),
+            stream=stream,
+        )
+
+    async def complete_async(
+        self, template: str | Program, context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions]
+    ) -> Result:
+        """Run a template to the end and return its Result."""
+        from .run import run_to_result
+
+        program = self.program(template, options)
+        return await run_to_result(program, context, self.run_settings(options, stream=False))
+
+    async def complete_incremental_async(
+        self,
+        template: str | Program,
+        context: Mapping[str, Any] | None = None,
+        *,
+        stream: bool = True,
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[Any, None]:
+        """Run a template and yield its events as they happen (SPEC §6).
+
+        Closing the generator (`await gen.aclose()`) or cancelling the consuming task
+        cancels every in-flight model call, tool and guard.
+        """
+        from .run import events
+
+        program = self.program(template, options)
+        stream_of_events = events(program, context, self.run_settings(options, stream=stream))
+        try:
+            async for event in stream_of_events:
+                yield event
+        finally:
+            await stream_of_events.aclose()
+
+    def complete(
+        self, template: str | Program, context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions]
+    ) -> Result:
+        """Sync `complete_async`; works inside a running event loop too."""
+        from .sync import run_sync
+
+        return run_sync(lambda: self.complete_async(template, context, **options))
+
+    def complete_incremental(
+        self,
+        template: str | Program,
+        context: Mapping[str, Any] | None = None,
+        *,
+        stream: bool = True,
+        **options: Unpack[RunOptions],
+    ) -> Iterator[Any]:
+        """Sync, truly incremental events: each event reaches the caller when it happens.
+        Leaving the loop early (break, close, garbage collection) cancels the run."""
+        from .sync import iterate_sync
+
+        return iterate_sync(lambda: self.complete_incremental_async(template, context, stream=stream, **options))
+
+    async def complete_batch_async(
+        self,
+        template: str | Program,
+        contexts: Iterable[Mapping[str, Any]],
+        *,
+        concurrency: int = 8,
+        on_result: Callable[[int, Result | BaseException], Any] | None = None,
+        executor: BatchExecutor | None = None,
+        **options: Unpack[RunOptions],
+    ) -> list[Result | BaseException]:
+        """Run one template over many contexts; results in input order.
+
+        A failing row is returned as its exception; the other rows go on. The
+        template is parsed once. Concurrency belongs to this batch alone.
+        `executor=None` runs the rows here on asyncio; another executor (e.g.
+        `struckdown.distributed.DaskExecutor`) receives the template text and the
+        row contexts and must honour the same contract.
+        """
+        from .batch import run_local_batch
+
+        program = self.program(template, options)
+        if executor is not None:
+            kwargs = {k: v for k, v in options.items() if k not in ("template_path", "include_paths")}
+            return await executor.run_batch(
+                program.template.source,
+                contexts,
+                concurrency=concurrency,
+                on_result=on_result,
+                template_path=options.get("template_path"),
+                include_paths=options.get("include_paths", self.include_paths),
+                **kwargs,
+            )
+        return await run_local_batch(self, program, contexts, concurrency, on_result, options)
+
+    def complete_batch(
+        self,
+        template: str | Program,
+        contexts: Iterable[Mapping[str, Any]],
+        *,
+        concurrency: int = 8,
+        on_result: Callable[[int, Result | BaseException], Any] | None = None,
+        executor: BatchExecutor | None = None,
+        **options: Unpack[RunOptions],
+    ) -> list[Result | BaseException]:
+        """Sync `complete_batch_async`."""
+        from .sync import run_sync
+
+        return run_sync(
+            lambda: self.complete_batch_async(
+                template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+            )
+        )
+
+
+class _ProgramCache:
+    """A small thread-safe LRU of Programs by (text, path, include roots, base folder)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[Any, Program] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Program | None:
+        with self._lock:
+            program = self._items.get(key)
+            if program is not None:
+                self._items.move_to_end(key)
+            return program
+
+    def put(self, key: Any, program: Program) -> None:
+        with self._lock:
+            self._items[key] = program
+            if len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+def _includes_changed(program: Program) -> bool:
+    """Includes are read from disk: a changed include must not hit a stale Program."""
+    for name, mtime in program.template.included_files:
+        try:
+            if os.stat(name).st_mtime_ns != mtime:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+_default: Environment | None = None
+_default_lock = threading.Lock()
+
+
+def default_environment() -> Environment:
+    """The Environment behind `sd.complete`, `sd.parse`, `sd.register_type` and the CLI."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Environment()
+    return _default

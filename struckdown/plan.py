@@ -1,0 +1,198 @@
+"""The plan stage (syntax → check → **plan**): a checked template → Program.
+
+A Program is everything about a template that does not depend on a run's
+context, model or tools, so batch parses and plans once. Each slot gets a
+`SlotPlan` (options split by family, the output type prebuilt when no option
+waits for `{{ }}`, limits clamped against the Environment's ceiling); each
+segment knows which earlier answers it waits for and which guards it holds.
+The engine, `sd check` and `sd explain` read the plan; none re-derives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import slot_options as opts
+from .limits import Limits, asks_above, clamp_limits
+from .syntax.nodes import Action, Checkpoint, If, Instructions, JinjaValue, Node, Slot, Template, Text, walk
+
+if TYPE_CHECKING:
+    from .environment import Environment
+    from .render import Renderer
+    from .types import OutputSpec
+
+
+@dataclass(frozen=True)
+class SlotPlan:
+    """What a slot asks for, split by option family. Jinja-valued options stay
+    `JinjaValue` until the slot runs; so does the output type of such a slot."""
+
+    slot: Slot
+    positional: tuple[Any, ...]
+    type_options: dict[str, Any]
+    settings: dict[str, Any]
+    control: dict[str, Any]
+    dynamic: bool
+    spec: OutputSpec | None = field(default=None, compare=False)  # prebuilt unless dynamic
+    limits: Limits = field(default_factory=Limits, compare=False)  # clamped against the Environment's ceiling
+    asks_above_ceiling: bool = False  # max_iter/max_calls above that ceiling (warned at each run)
+
+    @property
+    def key(self) -> str:
+        return self.slot.key
+
+    @property
+    def use_tools(self) -> bool:
+        return bool(self.control.get("use_tools", False))
+
+    @property
+    def when(self) -> bool:
+        """A guard's trip value (`when=false` trips on a false verdict)."""
+        return bool(self.control.get("when", True))
+
+
+@dataclass(frozen=True)
+class Segment:
+    index: int
+    name: str | None
+    nodes: tuple[Node, ...]
+    keys: tuple[str, ...]  # answers it defines, in document order
+    reads: frozenset[str]  # names it (and the instructions it inherits) read
+    waits_for: tuple[str, ...] = ()  # answers of earlier segments it reads: it starts once they exist
+    guards: tuple[str, ...] = ()  # its guard keys, in document order
+    carried: tuple[Node, ...] = ()  # its global instructions (and the conditions around them)
+
+
+@dataclass(frozen=True)
+class Program:
+    template: Template
+    segments: tuple[Segment, ...]
+    keys: tuple[str, ...]  # every answer key in template order
+    plans: dict[Slot, SlotPlan] = field(repr=False)
+    environment: Environment = field(repr=False, compare=False)
+    compiled: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # text → Jinja template
+
+    def plan(self, slot: Slot) -> SlotPlan:
+        return self.plans[slot]
+
+    def segment_of(self, key: str) -> int:
+        for segment in self.segments:
+            if key in segment.keys:
+                return segment.index
+        raise KeyError(key)
+
+    def slots(self) -> list[Slot]:
+        return list(self.plans)
+
+    @property
+    def needs_model(self) -> bool:
+        """Whether running it calls a model (a template of text and actions does not)."""
+        return bool(self.plans)
+
+    @property
+    def guards(self) -> tuple[str, ...]:
+        return tuple(key for segment in self.segments for key in segment.guards)
+
+
+def plan_slot(slot: Slot, types: Any = None, ceiling: Any = None) -> SlotPlan:
+    positional, families, dynamic = opts.split_options(slot.options)
+    spec = None
+    if types is not None and not dynamic:
+        from .types import build_output
+
+        spec = build_output(opts.type_request(slot), types)
+    control = families["control"]
+    max_iter, max_calls = _literal(control.get("max_iter")), _literal(control.get("max_calls"))
+    return SlotPlan(
+        slot,
+        positional,
+        families["type"],
+        families["settings"],
+        control,
+        dynamic,
+        spec,
+        clamp_limits(ceiling, max_iter, max_calls, slot.key, warn=False),
+        asks_above(ceiling, max_iter, max_calls),
+    )
+
+
+def _literal(value: Any) -> int | None:
+    return None if isinstance(value, JinjaValue) else value
+
+
+def node_reads(node: Node, renderer: Renderer) -> frozenset[str]:
+    """Names a single node reads when it runs (not its children)."""
+    if isinstance(node, Text):
+        return renderer.referenced_names(node.source)
+    if isinstance(node, (Slot, Action)):
+        names: frozenset[str] = frozenset()
+        for option in node.options:
+            if isinstance(option.value, JinjaValue):
+                names |= renderer.expression_names(option.value.expression)
+        return names
+    if isinstance(node, If):
+        names = frozenset()
+        for branch in node.branches:
+            if branch.condition is not None:
+                names |= renderer.expression_names(branch.condition)
+        return names
+    return frozenset()
+
+
+def reads_of(nodes: Sequence[Node], renderer: Renderer) -> frozenset[str]:
+    names: frozenset[str] = frozenset()
+    for node in walk(tuple(nodes)):
+        names |= node_reads(node, renderer)
+    return names
+
+
+def _split_segments(nodes: tuple[Node, ...]) -> list[tuple[str | None, list[Node]]]:
+    parts: list[tuple[str | None, list[Node]]] = [(None, [])]
+    for node in nodes:
+        if isinstance(node, Checkpoint):
+            parts.append((node.name, []))
+        else:
+            parts[-1][1].append(node)
+    return parts
+
+
+def carried_instructions(nodes: Sequence[Node]) -> tuple[Node, ...]:
+    """The parts of a segment that shape later segments: global instructions and the
+    conditions around them."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Instructions) and node.scope == "global":
+            out.append(node)
+        elif isinstance(node, If):
+            if any(isinstance(n, Instructions) and n.scope == "global" for b in node.branches for n in walk(b.body)):
+                out.append(node)
+    return tuple(out)
+
+
+def plan_program(template: Template, env: Environment) -> Program:
+    segments: list[Segment] = []
+    keys: list[str] = []
+    plans: dict[Slot, SlotPlan] = {}
+    carried_reads: frozenset[str] = frozenset()
+    renderer, types, ceiling = env.renderer, env.types, env.limits
+    for index, (name, nodes) in enumerate(_split_segments(template.nodes)):
+        seg_keys: list[str] = []
+        guards: list[str] = []
+        reads = carried_reads
+        for node in walk(tuple(nodes)):
+            if isinstance(node, (Slot, Action)) and node.key is not None and node.key not in seg_keys:
+                seg_keys.append(node.key)
+            if isinstance(node, Slot):
+                plans[node] = plan_slot(node, types, ceiling)
+                if node.is_guard:
+                    guards.append(node.key)
+            reads |= node_reads(node, renderer)
+        earlier = set(keys)
+        waits_for = tuple(sorted(reads & earlier))
+        carried = carried_instructions(nodes)
+        segments.append(Segment(index, name, tuple(nodes), tuple(seg_keys), reads, waits_for, tuple(guards), carried))
+        keys += seg_keys
+        carried_reads |= reads_of(carried, renderer)
+    return Program(template, tuple(segments), tuple(keys), plans, env)

@@ -1,0 +1,12 @@
+"""The engine: one walker over a Program's plan that produces the SPEC §6 events.
+
+`events()` is the only execution path; `run_to_result()` consumes it in place.
+Inside: `engine` (segments, together, guards, actions), `slot` (one pydantic-ai
+agent run per slot), `tools` (the per-slot tool wrapper), `guards` (pending
+verdicts), `conversation` (turns and instructions), `caches` (agents reused
+across runs of one Environment).
+"""
+
+from .engine import RunSettings, events, run_to_result
+
+__all__ = ["RunSettings", "events", "run_to_result"]

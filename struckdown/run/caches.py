@@ -1,0 +1,94 @@
+"""What the runs of one Environment reuse: agents, tool boxes, text-output wrappers.
+
+pydantic-ai builds an agent's output schema and tool schemas once and resolves
+its model once; building an agent per slot run would redo that every time. The
+keys are identities of long-lived, cached objects (output types from the type
+registry's cache, resolved models, tool boxes), pinned while held so an id is
+never reused for another object.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.output import TextOutput
+
+from ..types import OutputSpec
+from .tools import ToolBox, WrapSlotTools
+
+_MAX_AGENTS = 4096
+_MAX_TOOLBOXES = 256
+_MAX_TEXT_OUTPUTS = 1024
+
+
+class EngineCaches:
+    def __init__(self) -> None:
+        self._agents: dict[tuple[int, int, int], tuple[Agent[Any, Any], tuple[Any, ...]]] = {}
+        self._toolboxes: dict[tuple[int, ...], ToolBox] = {}
+        self._text_outputs: dict[int, tuple[OutputSpec, Any]] = {}
+        self._lock = threading.Lock()
+
+    def agent_for(self, output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
+        """One agent per (output type, model, tool box), reused by every run.
+
+        Instructions, settings, limits and the per-slot tool wrapper stay per-run
+        arguments, so an agent is safe to share between runs and threads.
+        """
+        key = (id(output_type), id(model), id(tools))
+        held = self._agents.get(key)
+        if held is not None:
+            agent, pinned = held
+            if pinned[0] is output_type and pinned[1] is model and pinned[2] is tools:
+                return agent
+        agent = Agent(
+            model,
+            output_type=output_type,
+            tools=tools.tools if tools is not None else (),
+            capabilities=[WrapSlotTools()] if tools is not None else None,
+            name="struckdown",  # an unnamed agent inspects the caller's frames on every run
+            defer_model_check=True,
+            retries=2,
+        )
+        with self._lock:
+            if len(self._agents) >= _MAX_AGENTS:
+                self._agents.clear()
+            self._agents[key] = (agent, (output_type, model, tools))
+        return agent
+
+    def toolbox(self, tools: Sequence[Any]) -> ToolBox:
+        """One box per distinct tool list, by identity (a `pydantic_ai.Tool` is not
+        hashable): a batch reuses the box, and with it the agent and the tools' schemas."""
+        listed = tuple(tools)
+        key = tuple(map(id, listed))
+        cached = self._toolboxes.get(key)
+        if cached is None or any(a is not b for a, b in zip(cached.tools, listed)):
+            cached = ToolBox.build(listed)
+            with self._lock:
+                if len(self._toolboxes) >= _MAX_TOOLBOXES:
+                    self._toolboxes.clear()
+                self._toolboxes[key] = cached
+        return cached
+
+    def text_output(self, spec: OutputSpec) -> Any:
+        """Text with rules (pattern, lengths): a failed check goes back to the model."""
+        if not spec.has_text_rules:
+            return str
+        held = self._text_outputs.get(id(spec))
+        if held is not None and held[0] is spec:
+            return held[1]
+
+        async def check(text: str) -> str:  # async: pydantic-ai would run a sync one in a thread
+            try:
+                return spec.check_text(text)
+            except ValueError as exc:
+                raise ModelRetry(str(exc)) from None
+
+        output = TextOutput(check)
+        with self._lock:
+            if len(self._text_outputs) >= _MAX_TEXT_OUTPUTS:
+                self._text_outputs.clear()
+            self._text_outputs[id(spec)] = (spec, output)
+        return output
