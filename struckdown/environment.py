@@ -17,7 +17,6 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mappin
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
-
 from .actions import ActionRegistry, builtin_actions
 from .plan import Program
 from .render import Renderer

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import loading
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
 from .journal import Journal, content_hash, journal_path, read_journal
-from . import loading
 from .loading import load_program, load_tools
 from .progress import BatchProgress
 from .tables import columns_of, json_line, output_format, read_inputs, write_table

@@ -97,7 +97,8 @@ class PlanTree:
     # -- nodes -------------------------------------------------------------------
     def _nodes(self, parent: Tree, nodes: Sequence[Any], *, in_together: bool) -> None:
         from ..plan import node_reads
-        from ..syntax.nodes import Action, If, Instructions, Slot, Text as TextNode, Together, Turn
+        from ..syntax.nodes import Action, If, Instructions, Slot, Together, Turn
+        from ..syntax.nodes import Text as TextNode
 
         prompt_reads: set[str] = set()
         for node in nodes:

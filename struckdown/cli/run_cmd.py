@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import loading
 from .display import RunDisplay, make_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, load_context, write_json
-from . import loading
 from .loading import load_program, load_tools
 
 

@@ -23,10 +23,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
-from ..limits import Limits, clamp_limits
-from ..plan import SlotPlan
 from ..errors import TemplateRuntimeError
 from ..incremental import SlotStreamStart, ThinkingDelta, TokenDelta
+from ..limits import Limits, clamp_limits
+from ..plan import SlotPlan
 from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue

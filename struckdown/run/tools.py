@@ -14,15 +14,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.toolsets import WrapperToolset
 from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.toolsets import WrapperToolset
 
 from ..errors import StruckdownError
 from ..incremental import ToolCompleted, ToolStarted

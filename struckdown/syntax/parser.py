@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import TemplateSyntaxError
 from .checks import check_structure
 from .includes import IncludeError, IncludeResolver
-from .source import SourceMap
 from .nodes import (
     Action,
     Branch,
@@ -39,6 +38,7 @@ from .nodes import (
     Turn,
 )
 from .slots import bare_value, parse_quantifier, unquote
+from .source import SourceMap
 
 if TYPE_CHECKING:  # Lark is imported on first parse, not with struckdown
     from lark import Lark, Token, Tree

@@ -16,8 +16,8 @@ from typing import Any, Optional
 from pydantic import BaseModel, Field, create_model
 
 from .builtin import ANSWER_MODEL_CONFIG, BUILTIN_OPTIONS, plan_builtin
+from .custom import CustomType, check_type_name, make_preset
 from .options import parse_quantifier
-from .registry import CustomType, check_type_name, make_preset
 from .spec import OPTION_NAMES, TypeBuildError
 
 __all__ = ["read_type_file"]
