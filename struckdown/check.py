@@ -4,9 +4,8 @@ Everything the grammar cannot know is validated here, with positioned
 TemplateSyntaxErrors, before any model call: type names and their options,
 option values, actions, every piece of Jinja (texts, conditions, `{{ }}` option
 values), and `<together>` members that refer to each other. It reads the AST
-and the Environment's registries; it builds nothing the run keeps (the plan
-stage does), except the output types it asks the type registry for, which that
-registry caches for the plan.
+and the Environment's registries and builds nothing: the plan stage builds each
+slot's output type (and positions the error of a bad combination of options).
 """
 
 from __future__ import annotations
@@ -138,24 +137,6 @@ class _Checker(NodeVisitor):
                 opts.check_option(option.key, option.value)
             except ValueError as exc:
                 raise self.error(f"bad value for {option.key}: {exc}", option.pos) from None
-        self.output_type(slot)
-
-    def output_type(self, slot: Slot) -> None:
-        """Build the output type now when no option waits for `{{ … }}`, so a bad
-        combination (min > max, a bad pattern, max=ten on an int) fails at parse time.
-        The registry caches it for the plan stage."""
-        from .types import TypeBuildError, build_output
-
-        request = opts.type_request(slot)
-        if request is None:
-            return
-        try:
-            build_output(request, self.env.types)
-            return
-        except (TypeBuildError, OverflowError, RecursionError) as exc:
-            culprit = next((o for o in slot.options if o.key and o.key in str(exc)), None)
-            message = " ".join(str(exc).split())  # pydantic's errors span lines
-        raise self.error(message, culprit.pos if culprit else slot.pos)
 
     # -- actions and blocks ------------------------------------------------------
     def visit_Action(self, node: Action) -> None:

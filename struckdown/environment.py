@@ -173,6 +173,12 @@ class Environment:
         check_template(template, self)
         return plan_program(template, self)
 
+    def clear_caches(self) -> None:
+        """Forget parsed Programs and the sandbox's compiled Jinja (built output types
+        stay: they belong to the type registry and change only when types do)."""
+        self._programs.clear()
+        self.renderer.clear()
+
     def program(self, template: str | Program, options: RunOptions) -> Program:
         """The Program to run: `template` parsed here, or a Program this Environment made."""
         if isinstance(template, Program):

@@ -1,16 +1,24 @@
 """One error hierarchy, so callers can catch `StruckdownError` and know it is ours.
 
-Nothing here imports pydantic-ai, so `sd check` and `parse()` stay fast; errors
-that must also be pydantic-ai exceptions live next to the code that raises them
-(`ToolLimitExceeded` in run/tools.py, provider errors in model_errors.py).
+Each error's constructor takes its data as arguments and passes them all to
+`Exception.__init__`, so the default pickling (`cls(*args)`) rebuilds it: errors
+cross to and from Dask workers with no hand-written `__reduce__`. `__str__` formats
+the message from the data.
+
+Nothing here imports pydantic-ai, so `sd check` and `parse()` stay fast; the one
+error that must also be a pydantic-ai class, `ToolLimitExceeded` (a
+`UsageLimitExceeded`), lives in run/tools.py, and provider errors in model_errors.py.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from .results import Result
+    from .results import Result, SlotResult
+
+E = TypeVar("E", bound=BaseException)
 
 
 class StruckdownError(Exception):
@@ -27,22 +35,21 @@ class TemplateSyntaxError(StruckdownError):
     def __init__(
         self,
         message: str,
-        *,
         line: int,
         column: int,
         source_line: str = "",
         hint: str | None = None,
         filename: str | None = None,
     ) -> None:
+        super().__init__(message, line, column, source_line, hint, filename)
         self.message = message
         self.line = line
         self.column = column
         self.source_line = source_line
         self.hint = hint
         self.filename = filename
-        super().__init__(self._format())
 
-    def _format(self) -> str:
+    def __str__(self) -> str:
         where = f"{self.filename}:" if self.filename else "line "
         text = f"{where}{self.line}:{self.column}: {self.message}"
         if self.source_line:
@@ -51,16 +58,6 @@ class TemplateSyntaxError(StruckdownError):
         if self.hint:
             text += f"\nhint: {self.hint}"
         return text
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_syntax_error, (self.message, self.line, self.column, self.source_line, self.hint, self.filename))
-
-
-def _rebuild_syntax_error(*args: Any) -> TemplateSyntaxError:
-    message, line, column, source_line, hint, filename = args
-    return TemplateSyntaxError(
-        message, line=line, column=column, source_line=source_line, hint=hint, filename=filename
-    )
 
 
 class TemplateRuntimeError(StruckdownError):
@@ -76,25 +73,71 @@ class SlotError(StruckdownError):
     """A slot could not be filled; `slot` names it and `__cause__` holds the reason."""
 
     def __init__(self, slot: str, message: str) -> None:
+        super().__init__(slot, message)
         self.slot = slot
         self.detail = message
-        super().__init__(f"slot {slot!r}: {message}")
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.slot, self.detail))
+    def __str__(self) -> str:
+        return f"slot {self.slot!r}: {self.detail}"
 
 
 class Halted(StruckdownError):
     """A `[[halt:…]]` guard tripped.
 
-    `results` holds every slot that finished, the tripping guard's verdict included.
+    `results` is the Result of every slot that finished, the tripping guard's verdict
+    included (its `halted` is this error). The error keeps the slot results, not the
+    Result, so the two never form a reference cycle.
     """
 
     def __init__(self, slot: str, reason: str, results: Result | None = None) -> None:
+        super().__init__(slot, reason)
         self.slot = slot
         self.reason = reason
-        self.results = results
-        super().__init__(f"halted by guard {slot!r}: {reason}")
+        self._finished: Mapping[str, SlotResult] | None = None
+        self._order: tuple[str, ...] = ()
+        if results is not None:
+            self.keep(results.results, results.order)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Halted, (self.slot, self.reason), {"results": self.results})
+    def __str__(self) -> str:
+        return f"halted by guard {self.slot!r}: {self.reason}"
+
+    def keep(self, finished: Mapping[str, SlotResult], order: tuple[str, ...]) -> None:
+        """Hold the slots that finished before the trip (the engine calls this)."""
+        self._finished, self._order = dict(finished), tuple(order)
+
+    @property
+    def results(self) -> Result | None:
+        if self._finished is None:
+            return None
+        from .results import Result
+
+        return Result(self._finished, self._order, halted=self)
+
+
+def find_error(exc: BaseException, kind: type[E]) -> E | None:
+    """The first `kind` error in `exc` or in the (nested) exception groups it holds."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = find_error(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
+def first_error(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups from task groups
+    (a cancellation only when nothing else is there)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        real = [e for e in exc.exceptions if not _is_cancellation(e)]
+        exc = real[0] if real else exc.exceptions[0]
+    return exc
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    import asyncio
+
+    return isinstance(exc, asyncio.CancelledError)
+
+

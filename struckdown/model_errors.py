@@ -41,29 +41,21 @@ class ModelError(StruckdownError):
     what = "the provider failed"
 
     def __init__(
-        self, model: str, detail: str = "", *, status: int | None = None, hint: str | None = None,
+        self, model: str, detail: str = "", status: int | None = None, hint: str | None = None,
         what: str | None = None,
     ) -> None:  # fmt: skip
+        super().__init__(model, detail, status, hint, what)  # all its data: default pickling rebuilds it
         self.model = model
         self.status = status
         self.detail = detail
         self.hint = hint or self.default_hint
         if what is not None:
             self.what = what
-        super().__init__(self._format())
 
-    def _format(self) -> str:
+    def __str__(self) -> str:
         where = f" (HTTP {self.status})" if self.status is not None else ""
         detail = f": {self.detail}" if self.detail else ""
         return f"model {self.model}: {self.what}{where}{detail}. Hint: {self.hint}"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only arguments do not survive default exception pickling (batch workers).
-        return (_rebuild, (type(self), self.model, self.detail, self.status, self.hint, self.what))
-
-
-def _rebuild(cls: type[ModelError], model: str, detail: str, status: int | None, hint: str, what: str) -> ModelError:
-    return cls(model, detail, status=status, hint=hint, what=what)
 
 
 class RateLimitError(ModelError):

@@ -1,6 +1,8 @@
 """Model resolution (SPEC §7): a Model instance, a pydantic-ai model string, an alias, or the environment.
 
-Resolution order for a string: `"test"` → `TestModel`; an alias from
+Resolution order for a string: `"test"` → `TestModel`; `package.module:factory`
+(an importable module that is not a pydantic-ai provider) → the Model the factory
+returns; an alias from
 `struckdown.toml` / `[tool.struckdown]`; with `LLM_API_BASE` set, a bare name or
 an `openai:`/`openai-chat:` name → the chat-completions endpoint at that URL;
 anything else → `pydantic_ai.models.infer_model` (which reads the provider's own
@@ -26,6 +28,7 @@ from typing import Any
 
 from .config import EndpointAlias, load_config
 from .errors import ConfigurationError
+from .toolfiles import factory_reference
 
 MISSING_MODEL = (
     "no model configured: pass --model (or model= in Python), set STRUCKDOWN_MODEL "
@@ -122,6 +125,7 @@ def clear_model_cache() -> None:
     _openai_compatible.cache_clear()
     _inferred.cache_clear()
     _test_model.cache_clear()
+    _from_factory.cache_clear()
 
 
 def _from_string(name: str, env: Mapping[str, str], *, aliases: bool = True) -> Any:
@@ -130,6 +134,9 @@ def _from_string(name: str, env: Mapping[str, str], *, aliases: bool = True) -> 
         raise ConfigurationError("empty model name: " + MISSING_MODEL)
     if name == "test":
         return _test_model()
+    factory = factory_reference(name) if ":" in name else None
+    if factory is not None:
+        return _from_factory(factory)
     if aliases:
         target = load_config().alias(name)
         if isinstance(target, EndpointAlias):
@@ -148,6 +155,20 @@ def _strip_provider(name: str) -> str:
         if name.startswith(prefix):
             return name[len(prefix) :]
     return name
+
+
+@lru_cache(maxsize=64)
+def _from_factory(reference: str) -> Any:
+    """`package.module:factory` → the Model it returns (called once per process)."""
+    from .toolfiles import import_name
+
+    try:
+        factory = import_name(reference)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"model factory {reference!r} cannot be loaded: {exc}") from None
+    if not callable(factory):
+        raise ConfigurationError(f"model factory {reference!r} is not callable")
+    return factory()
 
 
 @lru_cache(maxsize=1)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import slot_options as opts
 from .limits import Limits, asks_above, clamp_limits
 from .syntax.nodes import Action, Checkpoint, If, Instructions, JinjaValue, Node, Slot, Template, Text, walk
+from .syntax.source import SourceMap
 
 if TYPE_CHECKING:
     from .environment import Environment
@@ -96,13 +97,12 @@ class Program:
         return tuple(key for segment in self.segments for key in segment.guards)
 
 
-def plan_slot(slot: Slot, types: Any = None, ceiling: Any = None) -> SlotPlan:
+def plan_slot(slot: Slot, env: Environment, src: SourceMap) -> SlotPlan:
+    """Options split by family, the output type built now when no option waits for
+    `{{ … }}` (so a bad combination, such as min > max, a bad pattern or max=ten on an
+    int, fails at parse time), and the limits clamped against the Environment's ceiling."""
     positional, families, dynamic = opts.split_options(slot.options)
-    spec = None
-    if types is not None and not dynamic:
-        from .types import build_output
-
-        spec = build_output(opts.type_request(slot), types)
+    spec = None if dynamic else _output_type(slot, positional, families["type"], env, src)
     control = families["control"]
     max_iter, max_calls = _literal(control.get("max_iter")), _literal(control.get("max_calls"))
     return SlotPlan(
@@ -113,9 +113,24 @@ def plan_slot(slot: Slot, types: Any = None, ceiling: Any = None) -> SlotPlan:
         control,
         dynamic,
         spec,
-        clamp_limits(ceiling, max_iter, max_calls, slot.key, warn=False),
-        asks_above(ceiling, max_iter, max_calls),
+        clamp_limits(env.limits, max_iter, max_calls, slot.key, warn=False),
+        asks_above(env.limits, max_iter, max_calls),
     )
+
+
+def _output_type(
+    slot: Slot, positional: tuple[Any, ...], type_options: dict[str, Any], env: Environment, src: SourceMap
+) -> OutputSpec:
+    from .types import TypeBuildError, TypeRequest, build_output
+
+    request = TypeRequest(slot.type_name, tuple(str(p) for p in positional), type_options, slot.quantifier, slot.required)
+    try:
+        return build_output(request, env.types)
+    except (TypeBuildError, OverflowError, RecursionError) as exc:
+        culprit = next((o for o in slot.options if o.key and o.key in str(exc)), None)
+        message = " ".join(str(exc).split())  # pydantic's errors span lines
+    pos = culprit.pos if culprit else slot.pos
+    raise src.for_file(pos.filename).error(message, pos.line, pos.column)
 
 
 def _literal(value: Any) -> int | None:
@@ -176,7 +191,7 @@ def plan_program(template: Template, env: Environment) -> Program:
     keys: list[str] = []
     plans: dict[Slot, SlotPlan] = {}
     carried_reads: frozenset[str] = frozenset()
-    renderer, types, ceiling = env.renderer, env.types, env.limits
+    renderer, src = env.renderer, SourceMap(template.source, template.filename)
     for index, (name, nodes) in enumerate(_split_segments(template.nodes)):
         seg_keys: list[str] = []
         guards: list[str] = []
@@ -185,7 +200,7 @@ def plan_program(template: Template, env: Environment) -> Program:
             if isinstance(node, (Slot, Action)) and node.key is not None and node.key not in seg_keys:
                 seg_keys.append(node.key)
             if isinstance(node, Slot):
-                plans[node] = plan_slot(node, types, ceiling)
+                plans[node] = plan_slot(node, env, src)
                 if node.is_guard:
                     guards.append(node.key)
             reads |= node_reads(node, renderer)

@@ -104,6 +104,11 @@ class Renderer:
         self.referenced_names = lru_cache(maxsize=16384)(self._referenced_names)
         self.expression_names = lru_cache(maxsize=65536)(self._expression_names)
 
+    def clear(self) -> None:
+        """Forget every compiled text and expression and every name analysis."""
+        for cached in (self.compile_text, self.compile_expression, self.referenced_names, self.expression_names):
+            cached.cache_clear()
+
     def _compile_text(self, source: str) -> jinja2.Template:
         """Compiled lazily, on first render: parsing only checks syntax and reads names."""
         return self.sandbox.from_string(source)

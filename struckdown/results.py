@@ -131,11 +131,13 @@ class Result(Mapping[str, Any]):
         return f"Result({dict(self)!r}{', halted' if self.halted else ''})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # `halted` goes in the state: `result.halted.results is result` is a cycle
-        return (Result, (self.results, self._order), {"halted": self.halted})
+        # read-only slots: rebuilt through the constructor (Halted holds no Result, so no cycle)
+        return (Result, (self.results, self._order, self.halted))
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        object.__setattr__(self, "halted", state["halted"])
+    @property
+    def order(self) -> tuple[str, ...]:
+        """Every answer key of the template, in template order."""
+        return self._order
 
     @property
     def response(self) -> Any:

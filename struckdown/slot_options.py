@@ -124,14 +124,3 @@ def split_options(options: Any) -> tuple[tuple[Any, ...], dict[str, dict[str, An
             families[option_family(option.key)][option.key] = option.value
     families["type"].pop("required", None)
     return tuple(positional), families, dynamic
-
-
-def type_request(slot: Any) -> Any:
-    """The TypeRequest of a slot whose options are all literal, else None (it is built
-    when the slot runs, once its `{{ }}` values are known)."""
-    from .types import TypeRequest
-
-    positional, families, dynamic = split_options(slot.options)
-    if dynamic:
-        return None
-    return TypeRequest(slot.type_name, tuple(str(p) for p in positional), families["type"], slot.quantifier, slot.required)

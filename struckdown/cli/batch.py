@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -163,9 +162,9 @@ def _local_runner(request: BatchRequest, program: Any) -> Any:
 def _dask_runner(request: BatchRequest, program: Any) -> Any:
     """`--engine dask`: the rows run on a Dask cluster (struckdown.distributed).
 
-    Only names travel: the model string (or, for tests, the STRUCKDOWN_TEST_MODEL
-    factory name) and the tools as a file shipped as text or a module name. The
-    model, tools and deps are resolved once on a worker before any row runs.
+    Only names travel: the model string (also a `package.module:factory` name) and
+    the tools as a file shipped as text or a module name. The model, tools and deps
+    are resolved once on a worker before any row runs.
     """
     if request.engine != "dask":
         raise CliError(f"unknown engine {request.engine!r}: use local or dask")
@@ -174,9 +173,6 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
     except ImportError as exc:
         raise CliError(f"--engine dask: {exc}") from None
     kwargs: dict[str, Any] = {"model": request.model, "tools": _dask_tools(request.tools_file)}
-    factory = os.environ.get(loading.TEST_MODEL_ENV)
-    if request.model is None and factory:
-        kwargs = {**kwargs, "model": None, "model_factory": factory}
     try:
         from ..distributed import ship_kwargs
 

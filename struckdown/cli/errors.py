@@ -28,9 +28,9 @@ class CliError(Exception):
 
 def unwrap(exc: BaseException) -> BaseException:
     """The first real error inside (nested) exception groups from task groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
+    from ..errors import first_error
+
+    return first_error(exc)
 
 
 def describe(exc: BaseException) -> str:

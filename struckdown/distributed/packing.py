@@ -1,12 +1,9 @@
 """Packing a row's outcome (a Result or an error) for the trip back from a worker.
 
-`Result` is a read-only mapping with __slots__ and struckdown's errors take
-keyword-only or several constructor arguments, so neither survives default
-pickling (and `ModelError.__reduce__` drops the engine's `struckdown_slot` tag).
-This pickler rebuilds them from their state instead; cycles (a Result whose
-`halted` error points back at it) are kept. cloudpickle covers answer types
-created at run time. Tracebacks and chained causes stay behind. What still
-cannot be pickled comes back as a RuntimeError with the original text.
+struckdown's errors and `Result` pickle by themselves (their constructors take
+their data). This pickler keeps exceptions to their own reduction, not the one
+`distributed` installs, and cloudpickle covers answer types created at run time.
+Tracebacks and chained causes stay behind. What still cannot be pickled comes back as a RuntimeError with the original text.
 """
 
 from __future__ import annotations
@@ -23,35 +20,11 @@ from ..results import Result
 
 class _Pickler(cloudpickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, Result):
-            state = (obj.results, obj._order, obj.halted)
-            return (_blank, (type(obj),), state, None, None, _set_result)
-        if isinstance(obj, StruckdownError):
-            return (_blank_error, (type(obj), obj.args), dict(vars(obj)), None, None, _set_error)
         if isinstance(obj, BaseException):
             # The class's own reduction, not the copyreg one `distributed` installs (tblib),
             # which drags along tracebacks and the whole __cause__/__context__ chain.
             return obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
         return super().reducer_override(obj)
-
-
-def _blank(cls: Any) -> Any:
-    return cls.__new__(cls)
-
-
-def _set_result(obj: Any, state: tuple[Any, ...]) -> None:
-    results, order, halted = state
-    object.__setattr__(obj, "results", results)
-    object.__setattr__(obj, "_order", order)
-    object.__setattr__(obj, "halted", halted)
-
-
-def _blank_error(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
-    return cls.__new__(cls, *args)
-
-
-def _set_error(obj: BaseException, state: dict[str, Any]) -> None:
-    obj.__dict__.update(state)
 
 
 def _dumps(value: Any) -> bytes:

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import inspect
 import logging
-import sys
 import threading
 import types
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import distributed
 
+from ..toolfiles import import_name, module_from_source, public_tools
 from .packing import pack_error, pack_result
 
 
@@ -160,9 +158,9 @@ async def _semaphore(name: str, max_leases: int) -> Any:
 def _worker_kwargs(shipped: dict[str, Any]) -> dict[str, Any]:
     kwargs = {k: v for k, v in shipped.items() if k not in ("model_factory", "deps_factory", "tools")}
     if shipped["model_factory"] is not None:
-        kwargs["model"] = _once(("model", shipped["model_factory"]), lambda: _import_name(shipped["model_factory"])())
+        kwargs["model"] = _once(("model", shipped["model_factory"]), lambda: import_name(shipped["model_factory"])())
     if shipped["deps_factory"] is not None:
-        kwargs["deps"] = _once(("deps", shipped["deps_factory"]), lambda: _import_name(shipped["deps_factory"])())
+        kwargs["deps"] = _once(("deps", shipped["deps_factory"]), lambda: import_name(shipped["deps_factory"])())
     kwargs["tools"] = [tool for spec in shipped["tools"] for tool in _tools(spec)]
     return kwargs
 
@@ -175,61 +173,20 @@ def _once(key: Any, make: Callable[[], Any]) -> Any:
         return _resolved[key]
 
 
-def _import_name(spec: str) -> Any:
-    module_name, _, attr = spec.partition(":")
-    value: Any = importlib.import_module(module_name)
-    for part in attr.split(".") if attr else ():
-        value = getattr(value, part)
-    return value
-
-
 def _tools(spec: tuple[str, ...]) -> list[Any]:
     if spec[0] == "file":
         _, path, source = spec
         key = ("tools-file", path, hash(source))
-        return _once(key, lambda: _public_tools(_module_from_source(path, source), path))
+        return _once(key, lambda: _public_tools(module_from_source(path, source, "struckdown_dask_tools"), path))
     name = spec[1]
     if ":" in name:
-        return [_once(("tool", name), lambda: _import_name(name))]
+        return [_once(("tool", name), lambda: import_name(name))]
     return _once(("tools-module", name), lambda: _public_tools(importlib.import_module(name), name))
 
 
-def _module_from_source(path: str, source: str) -> types.ModuleType:
-    """A tools file shipped as text: executed here as a module of its own. Its folder is
-    on sys.path while it loads, so it can import its neighbours when the workers see
-    the same file system."""
-    name = f"struckdown_dask_tools_{abs(hash((path, source))):x}"
-    module = types.ModuleType(name)
-    module.__file__ = path
-    sys.modules[name] = module
-    folder = str(Path(path).parent)
-    sys.path.insert(0, folder)
-    try:
-        exec(compile(source, path, "exec"), module.__dict__)  # noqa: S102 - the user's own tools file
-    except BaseException:
-        del sys.modules[name]
-        raise
-    finally:
-        try:
-            sys.path.remove(folder)
-        except ValueError:
-            pass
-    return module
-
-
 def _public_tools(module: types.ModuleType, where: str) -> list[Any]:
-    """Public functions defined in the module (not imported ones), and pydantic-ai
-    `Tool`s built there, as `sd --tools` picks them."""
-    from pydantic_ai import Tool
-
-    found: list[Any] = []
-    for name, value in vars(module).items():
-        if name.startswith("_"):
-            continue
-        if inspect.isfunction(value) and value.__module__ == module.__name__:
-            found.append(value)
-        elif isinstance(value, Tool) and getattr(value.function, "__module__", None) == module.__name__:
-            found.append(value)
+    """Public functions and pydantic-ai `Tool`s defined in the module, as `sd --tools` picks them."""
+    found = public_tools(module)
     if not found:
         raise ValueError(f"tools {where} define no public functions")
     return found

@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup
 
 from ..actions import call_action
 from ..codec import as_text
-from ..errors import Halted, TemplateRuntimeError
+from ..errors import Halted, TemplateRuntimeError, find_error, first_error
 from ..incremental import (
     CheckpointReached,
     ProcessingComplete,
@@ -124,11 +124,11 @@ class Run:
                         tg.start_soon(self._run_segment, segment)
             await self.guards.join_all()
         except BaseException as exc:  # noqa: BLE001 - sorted out below, then re-raised
-            halted = _find(exc, Halted) or self.guards.trip
+            halted = find_error(exc, Halted) or self.guards.trip
             if halted is not None:
                 await self._finish_halted(halted)
                 return
-            error = _unwrap(exc)
+            error = first_error(exc)
             if isinstance(error, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
                 raise
             await self._retract("errored")
@@ -168,8 +168,8 @@ class Run:
 
     async def _finish_halted(self, halted: Halted) -> None:
         await self._retract("halted")
+        halted.keep(self.results, self.program.keys)
         result = Result(self.results, self.program.keys, halted=halted)
-        halted.results = result
         await self.emit(ProcessingComplete(result, early_termination=True))
         if self.options.on_halt != "return":
             raise halted
@@ -400,24 +400,6 @@ class Run:
         for node, _ in members:
             if node.key in answers:
                 self._after(node.key)
-
-
-def _find(exc: BaseException, kind: type[Halted]) -> Halted | None:
-    if isinstance(exc, kind):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _find(inner, kind)
-            if found is not None:
-                return found
-    return None
-
-
-def _unwrap(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup):
-        real = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
-        exc = real[0] if real else exc.exceptions[0]
-    return exc
 
 
 async def run_to_result(program: Program, context: Mapping[str, Any] | None, options: RunSettings) -> Result:

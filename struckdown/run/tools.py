@@ -40,12 +40,10 @@ class ToolLimitExceeded(UsageLimitExceeded, StruckdownError):
     """
 
     def __init__(self, slot: str, message: str) -> None:
+        super().__init__(f"slot {slot!r}: {message}")  # pydantic-ai's `message`
+        self.args = (slot, message)  # what pickling passes back to __init__
         self.slot = slot
         self.detail = message
-        super().__init__(f"slot {slot!r}: {message}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ToolLimitExceeded, (self.slot, self.detail))
 
 
 def readonly(tool: T) -> T:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from ..errors import TemplateSyntaxError
 
 
@@ -11,9 +13,12 @@ class SourceMap:
     def __init__(self, text: str, filename: str | None) -> None:
         self.text = text
         self.filename = filename
-        # Lines end at "\n" only, as the Lark lexer counts them ("\r", "\v", U+2028 … are
-        # characters of a line, not line breaks).
-        self._lines = [line.removesuffix("\r") for line in text.split("\n")]
+
+    @cached_property
+    def _lines(self) -> list[str]:
+        """Split only when an error needs its line. Lines end at "\n" only, as the Lark
+        lexer counts them ("\r", "\v", U+2028 … are characters of a line, not breaks)."""
+        return [line.removesuffix("\r") for line in self.text.split("\n")]
 
     def error(self, message: str, line: int, column: int, hint: str | None = None) -> TemplateSyntaxError:
         source_line = self._lines[line - 1] if 0 < line <= len(self._lines) else ""

@@ -211,12 +211,12 @@ def test_killed_batch_resumes_without_losing_or_repeating_rows(
     inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": f"t{i}"} for i in range(n)])
     out, journal, calls = tmp_path / "out.jsonl", tmp_path / "out.journal.jsonl", tmp_path / "calls.txt"
     env = {
-        "STRUCKDOWN_TEST_MODEL": "cli_models:rows_with_delay",
         "SD_TEST_CALLS": str(calls),
         "SD_TEST_DELAY": "0.15",
     }
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
-    args = ["batch", str(template), str(inputs), "-o", str(out), "-j", "1", "--no-cache"]
+    model = ["--model", "cli_models:rows_with_delay"]  # a `module:factory` model name
+    args = ["batch", str(template), str(inputs), "-o", str(out), "-j", "1", "--no-cache", *model]
     process = subprocess.Popen(
         [sys.executable, "-m", "struckdown.cli", *args],
         env={**os.environ, **env, "PYTHONPATH": pythonpath, "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache")},
@@ -238,6 +238,7 @@ def test_killed_batch_resumes_without_losing_or_repeating_rows(
 
     for name, value in {**env, "SD_TEST_DELAY": "0"}.items():  # resume in-process, same model factory
         monkeypatch.setenv(name, value)
+    monkeypatch.syspath_prepend(str(TESTS))
     resumed = sd(*args, "--resume")
     assert resumed.exit_code == 0, resumed.output
     assert "\x1b[" not in resumed.output

@@ -76,3 +76,31 @@ def test_results_and_errors_survive_pickling() -> None:
     for error in (sd.Halted("g", "why", result), sd.ToolLimitExceeded("w", "too many"), sd.SlotError("s", "bad")):
         again = pickle.loads(pickle.dumps(error))
         assert type(again) is type(error) and str(again) == str(error)
+
+
+def test_errors_pickle_by_their_constructor_data_alone() -> None:
+    """No hand-written __reduce__: every error passes all its data to Exception.__init__."""
+    import pickle
+
+    errors: list[BaseException] = [
+        sd.TemplateSyntaxError("bad", 2, 3, "[[x", "close it", "t.sd"),
+        sd.SlotError("s", "bad"),
+        sd.ToolLimitExceeded("w", "too many"),
+        sd.RateLimitError("openai:gpt", "slow down", 429),
+        sd.Halted("g", "why"),
+    ]
+    for error in errors:
+        assert "__reduce__" not in vars(type(error))
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error) and copy.args == error.args
+    syntax = pickle.loads(pickle.dumps(errors[0]))
+    assert (syntax.line, syntax.column, syntax.hint, syntax.filename) == (2, 3, "close it", "t.sd")
+
+
+def test_halted_and_its_result_form_no_reference_cycle() -> None:
+    script = Script(lambda call: {"triggered": True, "reason": "no"} if call.schema else "x")
+    result = sd.complete("Judge this [[halt:g]] then [[a]]", model=script.model(), on_halt="return")
+    halted = result.halted
+    assert halted is not None and halted.results is not None and halted.results.halted is halted
+    assert not any(isinstance(value, sd.Result) for value in vars(halted).values())
+    assert halted.results["g"] == {"triggered": True, "reason": "no"}

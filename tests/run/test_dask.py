@@ -209,7 +209,6 @@ def cli(*args: Any) -> Any:
 def test_sd_batch_engine_dask_resumes_from_its_journal(
     client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("STRUCKDOWN_TEST_MODEL", FACTORY)
     monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "cache"))
     log, marks = tmp_path / "calls.log", tmp_path / "marks"
     marks.mkdir()
@@ -221,6 +220,7 @@ def test_sd_batch_engine_dask_resumes_from_its_journal(
     out, journal = tmp_path / "out.jsonl", tmp_path / "out.journal.jsonl"
     address = client.scheduler.address
     args = ["batch", template, inputs, "-o", out, "--engine", "dask", "--address", address, "-j", "3", "--no-cache"]
+    args += ["--model", FACTORY]  # a `module:factory` name travels to the workers as text
 
     first = cli(*args, "--retries", "0")  # rows 2 and 5 hit a 429 and are not retried
     assert first.exit_code == 1, first.output
@@ -240,14 +240,13 @@ def test_sd_batch_engine_dask_resumes_from_its_journal(
 def test_sd_batch_engine_dask_on_a_private_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No --address: sd starts two local worker processes (spawned with this sys.path,
     so they import cli_models), runs the rows there and shuts them down."""
-    monkeypatch.setenv("STRUCKDOWN_TEST_MODEL", FACTORY)
     monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "cache"))
     template = tmp_path / "t.sd"
     template.write_text("Row {{ id }} [[answer]]\n", encoding="utf-8")
     inputs = tmp_path / "in.jsonl"
     inputs.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(6)))
     out = tmp_path / "out.csv"
-    done = cli("batch", template, inputs, "-o", out, "--engine", "dask", "-j", "4")
+    done = cli("batch", template, inputs, "-o", out, "--engine", "dask", "-j", "4", "--model", FACTORY)
     assert done.exit_code == 0, done.output
     assert "batch: 6 rows → " in done.stderr and "6 ok" in done.stderr
     assert "ERROR" not in done.stderr

@@ -3,7 +3,7 @@
 `scripted(reply)` turns a plain function `reply(prompt, info) -> value` into a
 pydantic-ai FunctionModel that streams text answers word by word and sends typed
 answers (guard verdicts included) through the slot's output tool. `rows_with_delay`
-is the factory the kill/resume test names in STRUCKDOWN_TEST_MODEL.
+is the factory the kill/resume test names with `--model cli_models:rows_with_delay`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def plain_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No forced colours, no model from the environment, a private cache."""
-    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "STRUCKDOWN_TEST_MODEL"):
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "cache"))
 
