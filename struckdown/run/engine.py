@@ -57,10 +57,6 @@ class RunSettings:
     stream: bool = True
 
 
-class _StopRun(Exception):
-    """stop_at reached: end this segment's walk quietly."""
-
-
 @dataclass
 class Run:
     program: Program
@@ -72,8 +68,11 @@ class Run:
     ready: dict[str, anyio.Event] = field(init=False)
     guards: GuardBoard = field(init=False)
     env: SlotEnv = field(init=False)
-    stopped: bool = False
     _tg: TaskGroup | None = None
+    _stop_scope: anyio.CancelScope | None = None  # the walk of the segment that holds stop_at
+    _stop_segment: int | None = None
+    _rendered: dict[int, str] = field(default_factory=dict)  # instructions node → its text, once per run
+    _taken: dict[int, tuple[Node, ...] | None] = field(default_factory=dict)  # If node → branch taken
 
     def __post_init__(self) -> None:
         self.variables = dict(self.context)
@@ -185,9 +184,10 @@ class Run:
             await self.ready[key].wait()
         conversation = self._inherited(segment)
         try:
-            await self._walk(segment.nodes, conversation, segment.index)
-        except _StopRun:
-            pass
+            with anyio.CancelScope() as scope:
+                if self.options.stop_at in segment.keys:
+                    self._stop_scope, self._stop_segment = scope, segment.index  # cancelled after that slot
+                await self._walk(segment.nodes, conversation, segment.index)
         finally:
             self.guards.skip(segment.guards)
             for key in segment.keys:
@@ -195,7 +195,8 @@ class Run:
         await self.emit(CheckpointReached(segment.index, segment.name))
 
     def _inherited(self, segment: Segment) -> Conversation:
-        """System/header text carried in from earlier segments (global scope only)."""
+        """System/header text carried in from earlier segments (global scope only),
+        as each was rendered (once per run: `_instructions` and `_branch` remember)."""
         conversation = Conversation()
         nodes: list[Node] = []
         for earlier in self.program.segments[: segment.index]:
@@ -214,29 +215,38 @@ class Run:
                 if branch is not None:
                     self._apply_instructions(branch, conversation)
 
-    # -- walking the AST -----------------------------------------------------
+    # -- walking the AST: one method per node class ----------------------------
     async def _walk(self, nodes: Sequence[Node], conversation: Conversation, segment: int) -> None:
         for node in nodes:
-            if self.stopped:
-                raise _StopRun
-            if isinstance(node, Text):
-                conversation.add_text(self._render(node.source))
-            elif isinstance(node, Instructions):
-                self._instructions(node, conversation)
-            elif isinstance(node, Turn):
-                conversation.add_turn(node.role, self._render_body(node.body))
-            elif isinstance(node, If):
-                branch = self._branch(node)
-                if branch is not None:
-                    await self._walk(branch, conversation, segment)
-            elif isinstance(node, Action):
-                await self._action(node, conversation, segment)
-            elif isinstance(node, Slot) and node.is_guard:
-                self._start_guard(node, conversation, segment)
-            elif isinstance(node, Slot):
-                await self._slot(node, conversation, segment)
-            elif isinstance(node, Together):
-                await self._together(node, conversation, segment)
+            if segment == self._stop_segment and self._stop_scope is not None and self._stop_scope.cancel_called:
+                return  # stop_at: nothing after its slot runs (not even text without an await)
+            await getattr(self, f"_run_{type(node).__name__}")(node, conversation, segment)
+
+    async def _run_Text(self, node: Text, conversation: Conversation, segment: int) -> None:
+        conversation.add_text(self._render(node.source))
+
+    async def _run_Instructions(self, node: Instructions, conversation: Conversation, segment: int) -> None:
+        self._instructions(node, conversation)
+
+    async def _run_Turn(self, node: Turn, conversation: Conversation, segment: int) -> None:
+        conversation.add_turn(node.role, self._render_body(node.body))
+
+    async def _run_If(self, node: If, conversation: Conversation, segment: int) -> None:
+        branch = self._branch(node)
+        if branch is not None:
+            await self._walk(branch, conversation, segment)
+
+    async def _run_Action(self, node: Action, conversation: Conversation, segment: int) -> None:
+        await self._action(node, conversation, segment)
+
+    async def _run_Slot(self, node: Slot, conversation: Conversation, segment: int) -> None:
+        if node.is_guard:
+            self._start_guard(node, conversation, segment)
+        else:
+            await self._slot(node, conversation, segment)
+
+    async def _run_Together(self, node: Together, conversation: Conversation, segment: int) -> None:
+        await self._together(node, conversation, segment)
 
     def _render(self, source: str) -> str:
         try:
@@ -249,9 +259,18 @@ class Run:
 
     def _instructions(self, node: Instructions, conversation: Conversation) -> None:
         layers: Layers = conversation.system if node.kind == "system" else conversation.header
-        layers.apply(self._render_body(node.body), node.scope, node.mode)
+        text = self._rendered.get(id(node))
+        if text is None:
+            text = self._rendered[id(node)] = self._render_body(node.body)
+        layers.apply(text, node.scope, node.mode)
 
     def _branch(self, node: If) -> tuple[Node, ...] | None:
+        """The branch taken, decided once per run (later segments inherit the same one)."""
+        if id(node) not in self._taken:
+            self._taken[id(node)] = self._decide(node)
+        return self._taken[id(node)]
+
+    def _decide(self, node: If) -> tuple[Node, ...] | None:
         for branch in node.branches:
             if branch.condition is None:
                 return branch.body
@@ -311,9 +330,8 @@ class Run:
         )
 
     def _after(self, key: str) -> None:
-        if self.options.stop_at == key:
-            self.stopped = True
-            raise _StopRun
+        if self.options.stop_at == key and self._stop_scope is not None:
+            self._stop_scope.cancel()
 
     def _start_guard(self, node: Slot, conversation: Conversation, segment: int) -> None:
         prompt = conversation.take_prompt()

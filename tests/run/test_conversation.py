@@ -244,3 +244,55 @@ def test_jinja_in_options_is_rendered_when_the_slot_runs() -> None:
     script = Script(lambda call: call.schema["properties"]["response"]["anyOf"][0]["enum"][-1])
     result = sd.complete("Pick [[pick:c|{{ colours }}]]", {"colours": ["red", "blue"]}, model=script.model())
     assert result["c"] == "blue"
+
+
+def test_global_instructions_are_rendered_once_and_carried_forward() -> None:
+    class Persona:
+        renders = 0
+
+        @property
+        def name(self) -> str:
+            Persona.renders += 1
+            return "Ada"
+
+    script = Script(lambda call: "x")
+    template = "<system>You are {{ p.name }}.</system>Q1 [[a]]<checkpoint>Q2 [[b]]<checkpoint>Q3 [[c]]"
+    sd.complete(template, {"p": Persona()}, model=script.model())
+    assert Persona.renders == 1
+    assert [c.instructions for c in script.calls] == ["You are Ada."] * 3
+
+
+def test_stop_at_in_a_later_segment_lets_an_earlier_one_finish() -> None:
+    """Segments 0 and 1 run at once; stop_at="c" (segment 1) ends segment 1 after c and
+    starts no later segment, but segment 0's slots come before c in the template and
+    all run. Gate: segment 0's second request waits until c has been answered, so its
+    third slot starts after the stop."""
+    import asyncio
+
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    c_answered = asyncio.Event()
+    asked: list[str] = []
+
+    async def answer(messages: list, info: object) -> ModelResponse:
+        prompt = str(messages[-1].parts[-1].content)
+        asked.append(prompt)
+        if prompt == "B":
+            await c_answered.wait()  # the gate: b is still in flight when the stop comes
+        return ModelResponse(parts=[TextPart(f"answer {prompt}")])
+
+    async def run() -> sd.Result:
+        events = []
+        async for event in sd.complete_incremental_async(
+            "A [[a]] B [[b]] F [[f]]<checkpoint>C [[c]] D [[d]]<checkpoint>E [[e]]",
+            model=FunctionModel(answer), stop_at="c", stream=False,
+        ):
+            events.append(event)
+            if event.type == "slot_completed" and event.slot == "c":
+                c_answered.set()
+        return events[-1].result
+
+    result = asyncio.run(run())
+    assert dict(result) == {"a": "answer A", "b": "answer B", "f": "answer F", "c": "answer C"}
+    assert sorted(asked) == ["A", "B", "C", "F"]
