@@ -4,8 +4,8 @@ The tools live in a cached agent; an agent-level capability wraps them, for each
 slot run, in a `SlotToolset` holding that run's state (`CURRENT_WRAP`). It gives every call
 `ToolStarted`/`ToolCompleted` events, runs identical calls once (single flight,
 per slot), waits for pending guards before any tool that is not `@readonly`, and
-turns a raising tool into the string `"<ExceptionClass>: <message>"` the model
-can read. pydantic-ai already validates arguments (an invented argument is sent
+turns a raising tool into pydantic-ai's `ToolFailed` carrying the string
+`"<ExceptionClass>: <message>"` the model reads. pydantic-ai already validates arguments (an invented argument is sent
 back as a retry before the call) and runs sync tools in a worker thread.
 """
 
@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.exceptions import ToolFailed, UsageLimitExceeded
 from pydantic_ai.toolsets import WrapperToolset
 
 from ..errors import StruckdownError
@@ -142,6 +142,10 @@ class SlotToolset(WrapperToolset[Any]):
         elapsed = (time.perf_counter() - started) * 1000
         state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
         await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached))
+        if not ok:
+            # pydantic-ai's terminal tool failure: the model reads the SPEC §3 string as a
+            # failed tool result (outcome="failed"), and the run goes on
+            raise ToolFailed(str(error))
         return output
 
     async def _execute(

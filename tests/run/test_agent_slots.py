@@ -13,6 +13,8 @@ import pytest
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.usage import UsageLimits
 
+from pydantic_ai.messages import ToolReturnPart
+
 import struckdown as sd
 from scripted import Call, Script, Tools
 
@@ -147,6 +149,9 @@ def test_a_raising_tool_becomes_a_string_for_the_model_and_the_run_goes_on() -> 
     assert (done.ok, done.error, done.output) == (False, "ValueError: bad x=3", "ValueError: bad x=3")
     assert ("return", "ValueError: bad x=3") in script.calls[1].turns
     assert events[-1].result["w"] == "recovered"
+    # pydantic-ai's ToolFailed: the history marks the result as a failed one
+    returns = [p for m in script.calls[1].messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert [(p.content, p.outcome) for p in returns] == [("ValueError: bad x=3", "failed")]
 
 
 def test_model_retry_keeps_its_pydantic_ai_meaning() -> None:
