@@ -23,7 +23,14 @@ from .render import Renderer
 from .types import TypeFactory, TypeRegistry
 
 if TYPE_CHECKING:
+    from pydantic_ai import Tool
+    from pydantic_ai.models import Model
+    from pydantic_ai.usage import UsageLimits
+
     from .results import Result
+
+    ModelLike = Model | str | None  # a Model, a model string or `module:factory`, None: environment/config
+    ToolLike = Callable[..., Any] | Tool[Any]
 
 PathLike = str | os.PathLike[str]
 OnHalt = Literal["raise", "return"]
@@ -43,13 +50,13 @@ class RunOptions(TypedDict, total=False):
     """The keyword arguments every entry point takes (SPEC §5), declared once.
     A keyword given to a call overrides the Environment's default for that call."""
 
-    model: Any  # a pydantic_ai Model, a model string, or None (environment/config)
-    tools: Sequence[Any]  # callables or pydantic_ai.Tool objects
-    deps: Any
-    deps_type: Any
-    limits: Any  # pydantic_ai.usage.UsageLimits: the per-slot ceiling
+    model: ModelLike
+    tools: Sequence[ToolLike]  # plain callables (sync or async) or pydantic_ai.Tool objects
+    deps: Any  # handed to tools as RunContext.deps
+    deps_type: type[Any] | None
+    limits: UsageLimits | None  # the per-slot ceiling
     on_halt: OnHalt
-    settings: Mapping[str, Any] | None  # pydantic_ai ModelSettings
+    settings: Mapping[str, Any] | None  # pydantic_ai ModelSettings for every request
     cache: ResponseCache | bool | str | None
     template_path: PathLike | None
     include_paths: Sequence[PathLike]
@@ -78,10 +85,10 @@ class Environment:
     def __init__(
         self,
         *,
-        model: Any = None,
-        tools: Sequence[Any] = (),
+        model: ModelLike = None,
+        tools: Sequence[ToolLike] = (),
         deps: Any = None,
-        limits: Any = None,
+        limits: UsageLimits | None = None,
         settings: Mapping[str, Any] | None = None,
         cache: ResponseCache | bool | str | None = None,
         include_paths: Sequence[PathLike] = (),

@@ -137,7 +137,8 @@ class Result(Mapping[str, Any]):
     @property
     def order(self) -> tuple[str, ...]:
         """Every answer key of the template, in template order."""
-        return self._order
+        order: tuple[str, ...] = self._order
+        return order
 
     @property
     def response(self) -> Any:

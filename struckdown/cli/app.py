@@ -94,7 +94,7 @@ def _plain_warnings() -> None:
     def show(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
         sys.stderr.write(f"warning: {message}\n")
 
-    warnings.showwarning = show  # type: ignore[assignment]
+    warnings.showwarning = show
 
 
 @app.command(epilog=EXIT_CODES)

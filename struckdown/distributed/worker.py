@@ -177,11 +177,13 @@ def _tools(spec: tuple[str, ...]) -> list[Any]:
     if spec[0] == "file":
         _, path, source = spec
         key = ("tools-file", path, hash(source))
-        return _once(key, lambda: _public_tools(module_from_source(path, source, "struckdown_dask_tools"), path))
+        tools: list[Any] = _once(key, lambda: _public_tools(module_from_source(path, source, "struckdown_dask_tools"), path))
+        return tools
     name = spec[1]
     if ":" in name:
         return [_once(("tool", name), lambda: import_name(name))]
-    return _once(("tools-module", name), lambda: _public_tools(importlib.import_module(name), name))
+    found: list[Any] = _once(("tools-module", name), lambda: _public_tools(importlib.import_module(name), name))
+    return found
 
 
 def _public_tools(module: types.ModuleType, where: str) -> list[Any]:

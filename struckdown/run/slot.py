@@ -135,7 +135,8 @@ def model_settings(base: Mapping[str, Any] | None, slot: Mapping[str, Any]) -> M
             merged[key] = slot[key]
     if "thinking" in slot:
         merged["thinking"] = False if slot["thinking"] == "off" else slot["thinking"]
-    return ModelSettings(**merged)  # type: ignore[typeddict-item]
+    settings: ModelSettings = ModelSettings(**merged)  # type: ignore[typeddict-item]
+    return settings
 
 
 def _usage(run_usage: Any) -> Usage:

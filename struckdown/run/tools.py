@@ -198,6 +198,6 @@ class ModelCallHook(AbstractCapability[Any]):
 
     before_call: Callable[[], Awaitable[None]]
 
-    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:  # type: ignore[override]
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         await self.before_call()
         return request_context
