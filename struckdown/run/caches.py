@@ -17,6 +17,7 @@ from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.output import TextOutput
 
 from ..types import OutputSpec
+from .cached_model import CachedModel
 from .tools import ToolBox, WrapSlotTools
 
 _MAX_AGENTS = 4096
@@ -29,6 +30,7 @@ class EngineCaches:
         self._agents: dict[tuple[int, int, int], tuple[Agent[Any, Any], tuple[Any, ...]]] = {}
         self._toolboxes: dict[tuple[int, ...], ToolBox] = {}
         self._text_outputs: dict[int, tuple[OutputSpec, Any]] = {}
+        self._cached_models: dict[int, tuple[Any, CachedModel]] = {}
         self._lock = threading.Lock()
 
     def agent_for(self, output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
@@ -71,6 +73,18 @@ class EngineCaches:
                     self._toolboxes.clear()
                 self._toolboxes[key] = cached
         return cached
+
+    def cached_model(self, model: Any) -> CachedModel:
+        """The response-cache wrapper of `model` (one per model, so its agents are reused)."""
+        held = self._cached_models.get(id(model))
+        if held is not None and held[0] is model:
+            return held[1]
+        wrapper = CachedModel(model)
+        with self._lock:
+            if len(self._cached_models) >= _MAX_AGENTS:
+                self._cached_models.clear()
+            self._cached_models[id(model)] = (model, wrapper)
+        return wrapper
 
     def text_output(self, spec: OutputSpec) -> Any:
         """Text with rules (pattern, lengths): a failed check goes back to the model."""

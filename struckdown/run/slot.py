@@ -31,6 +31,7 @@ from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
+from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
 from .tools import CURRENT_WRAP, ToolBox, ToolLimitExceeded, ToolWrap
 
 if TYPE_CHECKING:
@@ -139,9 +140,10 @@ def model_settings(base: Mapping[str, Any] | None, slot: Mapping[str, Any]) -> M
     return settings
 
 
-def _usage(run_usage: Any) -> Usage:
+def _usage(run_usage: Any, hits: int = 0) -> Usage:
+    """The slot's bill: requests answered from the response cache cost nothing."""
     return Usage(
-        requests=run_usage.requests,
+        requests=run_usage.requests - hits,
         tool_calls=run_usage.tool_calls,
         input_tokens=run_usage.input_tokens or 0,
         output_tokens=run_usage.output_tokens or 0,
@@ -181,15 +183,15 @@ async def run_model_slot(
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
     model = env.resolve_model(resolved.settings.get("model"))
     settings = model_settings(env.settings, resolved.settings)
-    cache_key = None
+    cache_run = None
+    served_by = model
     if env.cache is not None and not use_tools:  # agent slots are never served from the cache
-        cache_key = _cache_key(model, history, prompt, instructions, spec, settings)
-        hit = await env.cache.aget(cache_key)
-        if hit is not None:
-            return await _from_cache(env, plan, spec, hit, history, prompt, streamer, started)
+        cache_run = _cache_run(env.cache, model, spec)
+        served_by = caches.cached_model(model)
     token = CURRENT_WRAP.set(wrap)
+    cache_token = CURRENT_CACHE_RUN.set(cache_run)
     try:
-        run = await caches.agent_for(output_type, model, env.toolbox if use_tools else None).run(
+        run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
             prompt,
             message_history=history or None,
             instructions=instructions,
@@ -213,19 +215,23 @@ async def run_model_slot(
         raise mapped from exc
     finally:
         CURRENT_WRAP.reset(token)
+        CURRENT_CACHE_RUN.reset(cache_token)
     if streamer is not None:
         await streamer.flush()
     value = spec.to_value(run.output)
-    if cache_key is not None:
-        await env.cache.aput(cache_key, {"raw": _raw_json(run.output), "usage": _usage(run.usage).to_dict()})
+    messages = run.all_messages()
+    hits = 0
+    if cache_run is not None:
+        await store_answer(cache_run, run.new_messages())
+        hits = cache_run.hits
     return SlotResult(
         key=key,
         type=plan.slot.type_name,
         output=value,
-        messages=tuple(run.all_messages()),
-        usage=_usage(run.usage),
+        messages=tuple(messages),
+        usage=_usage(run.usage, hits),
         elapsed_ms=(time.perf_counter() - started) * 1000,
-        cached=False,
+        cached=hits > 0,
         tool_calls=tuple(wrap.calls) if wrap else (),
     )
 
@@ -297,38 +303,8 @@ class _Streamer:
         await self.env.emit(TokenDelta(self.slot, delta, self.accumulated))
 
 
-def _cache_key(
-    model: Any, history: list[ModelMessage], prompt: str | None, instructions: str | None,
-    spec: OutputSpec, settings: Mapping[str, Any],
-) -> str:
+def _cache_run(cache: Any, model: Any, spec: OutputSpec) -> CacheRun:
     from .. import __version__
-    from ..cache import cache_key
     from ..models import endpoint_of, model_label
-    from .conversation import user_turn
 
-    messages = [*history, user_turn(prompt)] if prompt is not None else list(history)
-    return cache_key(
-        endpoint=endpoint_of(model), model=model_label(model), messages=messages, instructions=instructions,
-        output_schema=spec.answer_schema, settings=dict(settings), version=__version__,
-    )
-
-
-def _raw_json(raw: Any) -> Any:
-    return raw.model_dump(mode="json") if hasattr(raw, "model_dump") else raw
-
-
-async def _from_cache(
-    env: SlotEnv, plan: SlotPlan, spec: OutputSpec, hit: Mapping[str, Any],
-    history: list[ModelMessage], prompt: str | None, streamer: _Streamer | None, started: float,
-) -> SlotResult:
-    """A cached answer: validated like a fresh one, no model call, `cached=True`."""
-    from .conversation import user_turn
-
-    raw = hit["raw"] if spec.is_text else spec.output_type.model_validate(hit["raw"])
-    if streamer is not None and isinstance(raw, str):
-        await streamer._emit(raw)
-    messages = (*history, user_turn(prompt)) if prompt is not None else tuple(history)
-    return SlotResult(
-        key=plan.key, type=plan.slot.type_name, output=spec.to_value(raw), messages=tuple(messages),
-        usage=Usage(), elapsed_ms=(time.perf_counter() - started) * 1000, cached=True,
-    )
+    return CacheRun(cache, endpoint_of(model), model_label(model), spec.answer_schema, __version__)

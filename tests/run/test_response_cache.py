@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import struckdown as sd
-from scripted import Call, Script, Tools
+from scripted import Call, Script, Tools, turns
 
 
 def test_second_run_is_served_from_the_cache(tmp_path: Path) -> None:
@@ -59,3 +59,54 @@ def test_tool_slots_never_use_the_cache(tmp_path: Path) -> None:
         result = sd.complete("Go [[w|use_tools=true]]", model=script.model(), tools=[lookup], cache=str(tmp_path))
         assert result.results["w"].cached is False
     assert runs == ["a", "a"] and len(script.calls) == 4
+
+
+def test_a_cached_answer_takes_the_path_of_a_fresh_one(tmp_path: Path) -> None:
+    """Same messages (the model's reply included), same output, validated the same way."""
+    script = Script(lambda c: 3 if c.schema else "hello")
+    template = "Greet [[g]] Count [[int:n]]"
+    fresh = sd.complete(template, model=script.model(), cache=str(tmp_path))
+    cached = sd.complete(template, model=script.model(), cache=str(tmp_path))
+    assert len(script.calls) == 2
+    for key in ("g", "n"):
+        assert turns(list(cached.results[key].messages)) == turns(list(fresh.results[key].messages))
+        assert cached.results[key].cached and not fresh.results[key].cached
+    assert turns(list(cached.results["g"].messages))[-1] == ("assistant", "hello")
+    assert (cached.usage.requests, cached.usage.input_tokens, cached.usage.output_tokens) == (0, 0, 0)
+
+
+class DictCache:
+    """A response cache object of the caller's own (the ResponseCache protocol)."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, Any] = {}
+        self.gets = 0
+
+    async def aget(self, key: str) -> Any:
+        self.gets += 1
+        return self.items.get(key)
+
+    async def aput(self, key: str, value: Any) -> None:
+        self.items[key] = value
+
+
+def test_a_cached_answer_that_fails_validation_is_asked_again() -> None:
+    cache = DictCache()
+    script = Script(lambda c: 3)
+    sd.complete("Count [[int:n|max=5]]", model=script.model(), cache=cache)
+    (key,) = cache.items
+    stored = cache.items[key]["response"]
+    stored["parts"][0]["args"] = {"response": 99}  # now above max=5
+    again = sd.complete("Count [[int:n|max=5]]", model=script.model(), cache=cache)
+    assert again["n"] == 3 and len(script.calls) == 2  # the bad hit went back as a retry
+    assert "less than or equal to 5" in str(turns(script.calls[1].messages))
+
+
+def test_an_entry_of_another_shape_is_a_miss() -> None:
+    cache = DictCache()
+    script = Script(lambda c: "fresh")
+    sd.complete("Greet [[g]]", model=script.model(), cache=cache)
+    (key,) = cache.items
+    cache.items[key] = {"raw": "old format"}
+    result = sd.complete("Greet [[g]]", model=script.model(), cache=cache)
+    assert result["g"] == "fresh" and not result.results["g"].cached and len(script.calls) == 2
