@@ -19,19 +19,23 @@ from struckdown.editor import textmate
 pytestmark = pytest.mark.editor
 
 NODE_DIR = ROOT / "tests" / "editor" / "node"
-SYNTAXES = ROOT / textmate.SYNTAXES
+EXTENSION = ROOT / "editors" / "vscode"
 STUB_MARKDOWN = ROOT / "tests" / "editor" / "stub-markdown.tmLanguage.json"
 
 
 def tokenize(documents: list[dict[str, str]], injections: dict[str, list[str]] | None = None) -> list[Any]:
     assert (NODE_DIR / "node_modules" / "vscode-textmate").is_dir(), "run `npm ci` in tests/editor/node"
+    # the grammars as the extension contributes them
+    contributed = json.loads((EXTENSION / "package.json").read_text())["contributes"]["grammars"]
+    grammars = {g["scopeName"]: str((EXTENSION / g["path"]).resolve()) for g in contributed}
+    if injections is None:
+        injections = {}
+        for g in contributed:
+            for target in g.get("injectTo", []):
+                injections.setdefault(target, []).append(g["scopeName"])
     request = {
-        "grammars": {
-            textmate.SCOPE: str(SYNTAXES / textmate.GRAMMAR_FILE),
-            textmate.INJECTION_SCOPE: str(SYNTAXES / textmate.INJECTION_FILE),
-            "text.html.markdown": str(STUB_MARKDOWN),
-        },
-        "injections": injections or {},
+        "grammars": {**grammars, "text.html.markdown": str(STUB_MARKDOWN)},
+        "injections": injections,
         "documents": documents,
     }
     done = subprocess.run(
@@ -75,7 +79,7 @@ def test_multiline_tokens_are_one_span_each(tokenized: dict[Path, list[Any]]) ->
 
 def test_markdown_injection_highlights_slots_inside_markdown() -> None:
     text = "# Title\n\nA paragraph asks {{ who }}:\n[[pick:answer|yes, no]]\n\n```\n[[code]]\n```\n"
-    (tokens,) = tokenize([{"scope": "text.html.markdown", "text": text}], {"text.html.markdown": [textmate.INJECTION_SCOPE]})
+    (tokens,) = tokenize([{"scope": "text.html.markdown", "text": text}])
     spans = textmate_spans(text, tokens)
     slots = [s.text for s in spans if s.role == "slot"]
     assert slots == ["[[pick:answer|yes, no]]", "[[code]]"]
@@ -86,5 +90,5 @@ def test_markdown_injection_highlights_slots_inside_markdown() -> None:
 
 def test_markdown_without_the_injection_has_no_slots() -> None:
     text = "A paragraph [[x]]\n"
-    (tokens,) = tokenize([{"scope": "text.html.markdown", "text": text}])
+    (tokens,) = tokenize([{"scope": "text.html.markdown", "text": text}], injections={})
     assert textmate_spans(text, tokens) == []
