@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -321,7 +322,11 @@ def hover(analysis: Analysis, offset: int) -> Hover | None:
     )
     if view is None:
         return None
-    return Hover(span.start, span.end, plan_markdown(view, analysis))
+    guards: list[str] = []
+    for segment in core.segments(analysis.program):
+        if view in segment.slots:
+            guards = [v.key for v in segment.slots[: segment.slots.index(view)] if v.is_guard and not v.in_include]
+    return Hover(span.start, span.end, plan_markdown(view, analysis, guards))
 
 
 def clamp(ceiling: int | None, asked: Any, option: str, unit: str) -> str:
@@ -341,7 +346,7 @@ def quantity(quantifier: tuple[int, int | None] | None) -> str:
     return f"a list of exactly {low}" if low == high else f"a list of {low} to {high}"
 
 
-def plan_markdown(view: core.SlotView, analysis: Analysis) -> str:
+def plan_markdown(view: core.SlotView, analysis: Analysis, earlier_guards: Sequence[str] = ()) -> str:
     if view.is_action:
         lines = [f"**action `{view.type_name}`**" + (f" → `{view.key}`" if view.key else "")]
         if core.is_side_effecting_action(view.type_name[1:]):
@@ -386,6 +391,9 @@ def plan_markdown(view: core.SlotView, analysis: Analysis) -> str:
                 lines.append("- waits for pending guards before it starts (not every tool is `@readonly`)")
         else:
             lines.append("- tools: the ones passed at run time (no tools file found beside the template)")
+    if earlier_guards:
+        names = ", ".join(f"`{g}`" for g in earlier_guards)
+        lines.append(f"- guards that may still be running beside it: {names} (joined before its first streamed token)")
     return "\n".join(lines)
 
 

@@ -191,3 +191,15 @@ def test_symbols_hold_slots_guards_and_actions_per_segment(tmp_path: Path) -> No
 def test_symbols_still_come_when_the_template_does_not_parse(tmp_path: Path) -> None:
     (segment,) = f.symbols(analyzed(tmp_path, "Q [[pick:x]] [[colour:y]]"))
     assert [c.name for c in segment.children] == ["x", "y"]
+
+
+def test_hover_on_a_slot_after_a_guard_names_the_guard_it_joins(tmp_path: Path) -> None:
+    text = "Is it abusive?\n[[halt:abuse]]\nAnswer [[reply]]\n<checkpoint>\nLater [[other]]"
+    analysis = analyzed(tmp_path, text)
+    reply = f.hover(analysis, text.index("reply"))
+    other = f.hover(analysis, text.index("other"))
+    assert reply is not None and other is not None
+    assert reply.markdown.splitlines()[-1] == (
+        "- guards that may still be running beside it: `abuse` (joined before its first streamed token)"
+    )
+    assert "guards" not in other.markdown  # another segment

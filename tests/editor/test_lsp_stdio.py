@@ -93,12 +93,19 @@ def test_a_broken_template_gets_the_diagnostic_at_the_parsers_line_and_column(tm
     error = caught.value
     assert (error.line, error.column) == (3, 12)
 
-    async def scenario(session: Session) -> tuple[list[lsp.Diagnostic], list[lsp.Diagnostic]]:
+    wide = "\U0001f600 " + text.splitlines()[2]  # an emoji: one character, two UTF-16 units
+    with pytest.raises(sd.TemplateSyntaxError) as caught_wide:
+        sd.parse(wide)
+    assert (caught_wide.value.line, caught_wide.value.column) == (1, 14)
+
+    async def scenario(session: Session) -> tuple[list[lsp.Diagnostic], list[lsp.Diagnostic], list[lsp.Diagnostic]]:
         uri, broken = await session.open(tmp_path / "broken.sd", text)
         fixed = await session.change(uri, 2, text.replace("mni=", "min="))
-        return broken, fixed
+        _, on_wide_line = await session.open(tmp_path / "wide.sd", wide)
+        return broken, fixed, on_wide_line
 
-    broken, fixed = with_server(scenario)
+    broken, fixed, on_wide_line = with_server(scenario)
+    assert [d.range for d in on_wide_line] == [lsp.Range(at(0, 14), at(0, 18))]  # UTF-16 units, as LSP counts
     assert len(broken) == 1
     diagnostic = broken[0]
     assert diagnostic.range == lsp.Range(at(error.line - 1, error.column - 1), at(2, 15))  # the option `mni=`
