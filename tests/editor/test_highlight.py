@@ -85,3 +85,10 @@ def test_head_idents_get_their_role_from_what_surrounds_them() -> None:
         Span("slot.key", 21, 22, "n"),
         Span("slot.key", 28, 33, "plain"),
     ]
+
+
+def test_pygments_lexer_agrees_with_the_parser_on_generated_templates() -> None:
+    from editor_spans import random_templates
+
+    for text in random_templates(300, seed=21):
+        assert scan_spans(text, scan(text)) == lark_spans(text), text

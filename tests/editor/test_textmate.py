@@ -92,3 +92,12 @@ def test_markdown_without_the_injection_has_no_slots() -> None:
     text = "A paragraph [[x]]\n"
     (tokens,) = tokenize([{"scope": "text.html.markdown", "text": text}], injections={})
     assert textmate_spans(text, tokens) == []
+
+
+def test_vscode_textmate_agrees_with_the_parser_on_generated_templates() -> None:
+    from editor_spans import random_templates
+
+    texts = random_templates(400, seed=18)
+    results = tokenize([{"scope": textmate.SCOPE, "text": t} for t in texts])
+    for text, tokens in zip(texts, results):
+        assert textmate_spans(text, tokens) == lark_spans(text), text

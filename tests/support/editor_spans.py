@@ -158,3 +158,50 @@ def textmate_spans(source: str, tokens: list[list[Any]]) -> list[Span]:
         elif role == "slot.close" and slot_start is not None:
             out.append(trimmed(source, "slot", slot_start, end))
     return sorted(s for s in out if s is not None)
+
+
+FRAGMENTS = (
+    "Plain text. ", "\n", "\n\n", "a [b] c ", "x < y ", "{x} ", "[link](u) ", "{{ a }}", "{{ b\n | upper }}",
+    "{% set v = 1 %}", "{%- set w = 2 -%}", "{# note #}", "{# multi\nline #}", "<!-- c -->", "<!-- a\nb -->",
+    "<checkpoint>", "<checkpoint/>", "<checkpoint>Part</checkpoint>", "<obliviate>", '<include src="part.sd"/>',
+    "[[x]]", "[[ y ]]", "[[!int:n]]", "[[pick:c|a, b c, 'd,e']]", "[[score*:s|lo,hi]]", "[[t{2,3}]]",
+    "[[@set:k|3]]", "[[@timestamp]]", '[[r|pattern="]]|,", max_tokens=5]]', "[[q|{{ opts }}, z]]",
+    "[[m|\n  temperature = 0.1 ,\n  seed=3]]", "[[\n  w\n]]", "[[json:j|\"multi\nline\"]]",
+)
+
+
+BLOCKS_AROUND = (
+    ("<system>", "</system>"), ("<system local replace>", "</system >"), ("<header global>", "</header>"),
+    ("<user>", "</user>"), ("<assistant>", "</assistant>"), ("<together>", "</together>"),
+    ("{% if a %}", "{% endif %}"), ("{%- if a -%}", "{% else %}z{%+ endif %}"), ("{% for i in xs %}", "{% endfor %}"),
+    ("{% if a\n and b %}", "{% elif c %}[[e]]{% endif %}"),
+)
+
+
+def _random_items(rng: Any, depth: int) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 6)):
+        if depth < 3 and rng.random() < 0.25:
+            opener, closer = rng.choice(BLOCKS_AROUND)
+            parts.append(opener + _random_items(rng, depth + 1) + closer)
+        else:
+            parts.append(rng.choice(FRAGMENTS))
+    return "".join(parts)
+
+
+def random_templates(count: int, seed: int) -> list[str]:
+    """Templates the Lark grammar accepts, built from fragments and nested blocks."""
+    import random
+
+    from lark.exceptions import LarkError
+
+    rng = random.Random(seed)
+    out: list[str] = []
+    while len(out) < count:
+        text = _random_items(rng, 0)
+        try:
+            core.lark_tokens(text)
+        except LarkError:
+            continue
+        out.append(text)
+    return out
