@@ -201,10 +201,6 @@ def segments(program: Any) -> list[SegmentView]:
     return out
 
 
-def answer_keys(program: Any) -> tuple[str, ...]:
-    return tuple(program.keys)
-
-
 # ---------------------------------------------------------------------------
 # names a template may use
 
@@ -218,12 +214,6 @@ def type_names() -> list[tuple[str, str | None]]:
         custom = default_registry.custom(name)
         out.append((name, custom.description if custom else None))
     return out
-
-
-def takes_positional(type_name: str) -> bool:
-    from ..types import default_registry, takes_positional as registry_takes
-
-    return type_name in default_registry and registry_takes(type_name)
 
 
 def option_keys(type_name: str) -> list[str]:
@@ -255,16 +245,13 @@ def thinking_levels() -> tuple[str, ...]:
 def action_names() -> list[str]:
     from ..actions import default_actions
 
-    return sorted(default_actions.names()) if hasattr(default_actions, "names") else []
+    return sorted(default_actions.names())
 
 
 def is_side_effecting_action(name: str) -> bool:
     from ..actions import default_actions
 
-    try:
-        return bool(default_actions.get(name).side_effects)
-    except Exception:
-        return False
+    return name in default_actions.names() and bool(default_actions.get(name).side_effects)
 
 
 # ---------------------------------------------------------------------------

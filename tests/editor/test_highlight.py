@@ -39,13 +39,18 @@ def test_lexer_keeps_every_character_and_marks_what_a_slot_cannot_hold() -> None
 def test_pygmentize_highlights_every_example(tmp_path: Path) -> None:
     pygmentize = shutil.which("pygmentize", path=str(Path(sys.executable).parent))
     assert pygmentize is not None
-    for path in EXAMPLES:
-        out = tmp_path / f"{path.stem}.html"
-        done = subprocess.run(
+    outputs = {path: tmp_path / f"{path.stem}.html" for path in EXAMPLES}
+    running = [  # all at once: each is a process start
+        subprocess.Popen(
             [pygmentize, "-l", "struckdown", "-f", "html", "-o", str(out), str(path)],
-            capture_output=True, text=True, check=False,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
-        assert done.returncode == 0, done.stderr
+        for path, out in outputs.items()
+    ]
+    for process in running:
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0, stderr
+    for out in outputs.values():
         html = out.read_text(encoding="utf-8")
         assert '<span class="kt">' in html  # Keyword.Type: a slot's type (every example has one)
         assert '<span class="err">' not in html
