@@ -262,10 +262,17 @@ def _in_slot(analysis: Analysis, inside: str, slot_open: int) -> list[Completion
         return _values(analysis, key)
     used = {part.split("=", 1)[0].strip() for part in rest.split(",")[:-1] if "=" in part}
     return [
-        Completion(key, "option", core.option_family(key), OPTION_DOCS.get(key, ""), f"{key}=")
+        Completion(key, "option", core.option_family(key), _option_doc(analysis, key), f"{key}=")
         for key in core.option_keys(type_name)
         if key not in used
     ]
+
+
+def _option_doc(analysis: Analysis, key: str) -> str:
+    doc = OPTION_DOCS.get(key, "")
+    if key == "use_tools" and analysis.tools and analysis.tools_file:
+        doc += f"\n\nTools in {analysis.tools_file.name}: " + ", ".join(f"`{t.name}`" for t in analysis.tools)
+    return doc
 
 
 def _values(analysis: Analysis, key: str) -> list[Completion]:

@@ -143,6 +143,13 @@ def test_tool_names_come_from_the_tools_file_without_running_it(tmp_path: Path) 
     assert item.documentation.startswith("Find an order.")
 
 
+def test_use_tools_documents_the_tools_it_would_get(tmp_path: Path) -> None:
+    write(tmp_path, "tools.py", "def lookup(x):\n    pass\n\nasync def refund(x):\n    pass\n")
+    analysis = analyzed(tmp_path, "Q [[x|")
+    item = next(c for c in f.completions(analysis, len(analysis.text)) if c.label == "use_tools")
+    assert item.documentation.endswith("\n\nTools in tools.py: `lookup`, `refund`")
+
+
 def test_actions_complete_after_the_at_sign(tmp_path: Path) -> None:
     assert labels(analyzed(tmp_path, "[[@")) == ["fetch", "set", "timestamp"]
 
