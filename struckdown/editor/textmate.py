@@ -4,7 +4,7 @@
     python -m struckdown.editor.textmate --check   # exit 1 when the checked-in files are stale
 
 Two grammars: `source.struckdown` for `.sd` files, and an injection that
-highlights struckdown inside Markdown documents. TextMate matches one line at a
+highlights Markdown code blocks fenced as ```struckdown. TextMate matches one line at a
 time, so a token that may run over lines (a comment, `{{ … }}`, a quoted option)
 gets, after its one-line rule, a begin/end region cut from the same regex.
 """
@@ -93,12 +93,30 @@ def grammar() -> dict[str, Any]:
     }
 
 
+FENCE_LANGUAGES = ("struckdown", "sd")
+
+
 def injection() -> dict[str, Any]:
+    """Markdown code blocks fenced as ```struckdown (or ```sd) get the .sd grammar; the
+    rest of a Markdown document is left alone (`[[wiki links]]` are not slots there)."""
+    languages = "|".join(FENCE_LANGUAGES)
+    block = {
+        "begin": rf"^(\s{{0,3}})(`{{3,}}|~{{3,}})\s*(?i:({languages}))(?:\s[^`]*)?$",
+        "beginCaptures": {
+            "2": {"name": "punctuation.definition.markdown"},
+            "3": {"name": "fenced_code.block.language.markdown"},
+        },
+        "end": r"^\s{0,3}(\2)\s*$",
+        "endCaptures": {"1": {"name": "punctuation.definition.markdown"}},
+        "name": "markup.fenced_code.block.markdown",
+        "contentName": "meta.embedded.block.struckdown",
+        "patterns": [{"include": SCOPE}],
+    }
     return {
         "comment": NOTE,
         "scopeName": INJECTION_SCOPE,
-        "injectionSelector": f"L:text.html.markdown -{_scope('slot')} -{REGION_SCOPE}",
-        "patterns": [{"include": SCOPE}],
+        "injectionSelector": "L:text.html.markdown -markup.fenced_code -markup.inline.raw -meta.embedded",
+        "patterns": [block],
     }
 
 

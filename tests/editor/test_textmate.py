@@ -77,27 +77,33 @@ def test_multiline_tokens_are_one_span_each(tokenized: dict[Path, list[Any]]) ->
     assert [s.text for s in spans if s.role == "jinja.block"][0] == "{% if lines\n      and more %}"
 
 
-def test_markdown_injection_highlights_slots_inside_markdown() -> None:
-    text = "# Title\n\nA paragraph asks {{ who }}:\n[[pick:answer|yes, no]]\n\n```\n[[code]]\n```\n"
-    (tokens,) = tokenize([{"scope": "text.html.markdown", "text": text}])
-    spans = textmate_spans(text, tokens)
-    slots = [s.text for s in spans if s.role == "slot"]
-    assert slots == ["[[pick:answer|yes, no]]", "[[code]]"]
-    assert Span("jinja.expression", 26, 35, "{{ who }}") in spans
-    heading = [t for t in tokens if t[0] == 0]
-    assert any("markup.heading.markdown" in t[3] for t in heading)  # markdown's own rules still apply
+MARKDOWN = (
+    "# Title\n\nA note with [[a wiki link]] and {{ braces }}.\n\n"
+    "```struckdown\nAsk {{ who }}:\n[[pick:answer|yes, no]]\n```\n\n"
+    "~~~sd title=x\n[[!int:n]]\n~~~\n\n"
+    "```python\nrows = [[1, 2], [3]]\n```\n"
+)
+
+
+def test_markdown_injection_highlights_struckdown_code_blocks_only() -> None:
+    (tokens,) = tokenize([{"scope": "text.html.markdown", "text": MARKDOWN}])
+    spans = textmate_spans(MARKDOWN, tokens)
+    assert [s.text for s in spans if s.role == "slot"] == ["[[pick:answer|yes, no]]", "[[!int:n]]"]
+    assert [s.text for s in spans if s.role == "jinja.expression"] == ["{{ who }}"]
+    block = MARKDOWN.index("```struckdown")
+    assert [s for s in spans if s.role == "slot.type"] == [
+        Span("slot.type", MARKDOWN.index("pick"), MARKDOWN.index("pick") + 4, "pick"),
+        Span("slot.type", MARKDOWN.index("int:"), MARKDOWN.index("int:") + 3, "int"),
+    ]
+    lines = MARKDOWN.split("\n")
+    fence_line = MARKDOWN[:block].count("\n")
+    fence_scopes = [t[3] for t in tokens if t[0] == fence_line]
+    assert any("fenced_code.block.language.markdown" in scopes for scopes in fence_scopes)
+    assert any("markup.heading.markdown" in t[3] for t in tokens if t[0] == 0)  # Markdown's own rules apply
+    python = lines.index("```python")
+    assert not [t for t in tokens if t[0] >= python and any(sc.endswith(".struckdown") for sc in t[3])]
 
 
 def test_markdown_without_the_injection_has_no_slots() -> None:
-    text = "A paragraph [[x]]\n"
-    (tokens,) = tokenize([{"scope": "text.html.markdown", "text": text}], injections={})
-    assert textmate_spans(text, tokens) == []
-
-
-def test_vscode_textmate_agrees_with_the_parser_on_generated_templates() -> None:
-    from editor_spans import random_templates
-
-    texts = random_templates(400, seed=18)
-    results = tokenize([{"scope": textmate.SCOPE, "text": t} for t in texts])
-    for text, tokens in zip(texts, results):
-        assert textmate_spans(text, tokens) == lark_spans(text), text
+    (tokens,) = tokenize([{"scope": "text.html.markdown", "text": MARKDOWN}], injections={})
+    assert textmate_spans(MARKDOWN, tokens) == []
