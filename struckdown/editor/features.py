@@ -18,6 +18,7 @@ from typing import Any
 
 from . import core
 from .pygments_lexer import scan
+from .roles import ROLES, SEMANTIC_TYPES
 
 TYPE_DOCS: dict[str, str] = {
     "respond": "Free text (the default type: `[[name]]`).",
@@ -453,3 +454,33 @@ def _slot_symbol(span: SlotSpan) -> Symbol:
 
 def _select(tok: Tok) -> tuple[int, int]:
     return tok.start, tok.end
+
+
+# ---------------------------------------------------------------------------
+# semantic tokens (highlighting for editors without TextMate grammars)
+
+
+@dataclass(frozen=True)
+class SemanticToken:
+    start: int  # offset; one token never spans a line break
+    end: int
+    type_index: int  # into SEMANTIC_TYPES
+
+
+def semantic_tokens(analysis: Analysis) -> list[SemanticToken]:
+    """The scanner's tokens with their roles' semantic types, cut at line breaks and
+    trimmed of the whitespace some tokens carry (`, `, `[[ `)."""
+    out: list[SemanticToken] = []
+    for tok in analysis.toks:
+        semantic = ROLES[tok.role].semantic if tok.role in ROLES else ""
+        if not semantic:
+            continue
+        index = SEMANTIC_TYPES.index(semantic)
+        offset = tok.start
+        for piece in tok.text.split("\n"):
+            stripped = piece.strip()
+            if stripped:
+                start = offset + len(piece) - len(piece.lstrip())
+                out.append(SemanticToken(start, start + len(stripped), index))
+            offset += len(piece) + 1
+    return out

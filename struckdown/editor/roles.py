@@ -21,33 +21,37 @@ class Role:
     name: str
     scope: str  # TextMate scope; unique per role so tests can read the role back
     token: str  # Pygments token type, dotted
+    semantic: str  # LSP semantic token type (what `sd lsp` sends editors such as Neovim)
 
 
 ROLES: dict[str, Role] = {
     r.name: r
     for r in (
-        Role("comment", "comment.block.struckdown", "Comment.Multiline"),
-        Role("tag", "entity.name.tag.struckdown", "Name.Tag"),
-        Role("checkpoint", "keyword.control.checkpoint.struckdown", "Keyword.Namespace"),
-        Role("include", "keyword.control.import.struckdown", "Keyword.Namespace"),
-        Role("jinja.block", "keyword.control.jinja.struckdown", "Comment.Preproc"),
-        Role("jinja.statement", "keyword.other.jinja.struckdown", "Comment.Preproc"),
-        Role("jinja.expression", "string.interpolated.jinja.struckdown", "String.Interpol"),
-        Role("slot", "meta.slot.struckdown", "Text"),
-        Role("slot.open", "punctuation.definition.slot.begin.struckdown", "Punctuation"),
-        Role("slot.close", "punctuation.definition.slot.end.struckdown", "Punctuation"),
-        Role("slot.separator", "punctuation.separator.struckdown", "Punctuation"),
-        Role("slot.required", "keyword.operator.required.struckdown", "Operator"),
-        Role("slot.at", "keyword.operator.action.struckdown", "Operator"),
-        Role("slot.action", "entity.name.function.action.struckdown", "Name.Function"),
-        Role("slot.type", "entity.name.type.struckdown", "Keyword.Type"),
-        Role("slot.key", "variable.other.slot.struckdown", "Name.Variable"),
-        Role("slot.quantifier", "keyword.operator.quantifier.struckdown", "Operator"),
-        Role("option.key", "variable.parameter.option.struckdown", "Name.Attribute"),
-        Role("option.string", "string.quoted.struckdown", "String"),
-        Role("option.value", "constant.other.option.struckdown", "Literal"),
+        Role("comment", "comment.block.struckdown", "Comment.Multiline", "comment"),
+        Role("tag", "entity.name.tag.struckdown", "Name.Tag", "keyword"),
+        Role("checkpoint", "keyword.control.checkpoint.struckdown", "Keyword.Namespace", "keyword"),
+        Role("include", "keyword.control.import.struckdown", "Keyword.Namespace", "keyword"),
+        Role("jinja.block", "keyword.control.jinja.struckdown", "Comment.Preproc", "macro"),
+        Role("jinja.statement", "keyword.other.jinja.struckdown", "Comment.Preproc", "macro"),
+        Role("jinja.expression", "string.interpolated.jinja.struckdown", "String.Interpol", "macro"),
+        Role("slot", "meta.slot.struckdown", "Text", ""),
+        Role("slot.open", "punctuation.definition.slot.begin.struckdown", "Punctuation", "operator"),
+        Role("slot.close", "punctuation.definition.slot.end.struckdown", "Punctuation", "operator"),
+        Role("slot.separator", "punctuation.separator.struckdown", "Punctuation", "operator"),
+        Role("slot.required", "keyword.operator.required.struckdown", "Operator", "operator"),
+        Role("slot.at", "keyword.operator.action.struckdown", "Operator", "operator"),
+        Role("slot.action", "entity.name.function.action.struckdown", "Name.Function", "function"),
+        Role("slot.type", "entity.name.type.struckdown", "Keyword.Type", "type"),
+        Role("slot.key", "variable.other.slot.struckdown", "Name.Variable", "variable"),
+        Role("slot.quantifier", "keyword.operator.quantifier.struckdown", "Operator", "operator"),
+        Role("option.key", "variable.parameter.option.struckdown", "Name.Attribute", "parameter"),
+        Role("option.string", "string.quoted.struckdown", "String", "string"),
+        Role("option.value", "constant.other.option.struckdown", "Literal", "enumMember"),
     )
 }
+
+#: The semantic token types `sd lsp` declares, in legend order.
+SEMANTIC_TYPES: tuple[str, ...] = tuple(dict.fromkeys(r.semantic for r in ROLES.values() if r.semantic))
 
 
 @dataclass(frozen=True)

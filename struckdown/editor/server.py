@@ -17,6 +17,7 @@ from pygls.workspace import TextDocument
 
 from .. import __version__
 from . import features
+from .roles import SEMANTIC_TYPES
 
 SEVERITY = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning}
 COMPLETION_KIND = {
@@ -50,8 +51,16 @@ class StruckdownServer(LanguageServer):
 server = StruckdownServer()
 
 
+def _position(document: TextDocument, offset: int) -> lsp.Position:
+    """An offset as the client counts (pygls's own conversion puts the end of a text
+    without a final newline on a line that does not exist)."""
+    text = document.source
+    line_start = text.rfind("\n", 0, offset) + 1
+    return lsp.Position(text.count("\n", 0, offset), document.position_codec.client_num_units(text[line_start:offset]))
+
+
 def _range(document: TextDocument, start: int, end: int) -> lsp.Range:
-    return lsp.Range(document.client_position_at_offset(start), document.client_position_at_offset(end))
+    return lsp.Range(_position(document, start), _position(document, end))
 
 
 def publish(ls: StruckdownServer, uri: str) -> None:
@@ -141,6 +150,25 @@ def document_symbol(ls: StruckdownServer, params: lsp.DocumentSymbolParams) -> l
         )
 
     return [convert(s) for s in features.symbols(analysis)]
+
+
+LEGEND = lsp.SemanticTokensLegend(token_types=list(SEMANTIC_TYPES), token_modifiers=[])
+
+
+@server.feature(lsp.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
+def semantic_tokens(ls: StruckdownServer, params: lsp.SemanticTokensParams) -> lsp.SemanticTokens:
+    """Relative (line, start, length, type, modifiers) quintuples, in the client's units."""
+    document, analysis = ls.analysis(params.text_document.uri)
+    data: list[int] = []
+    last_line = last_start = 0
+    for token in features.semantic_tokens(analysis):
+        start = _position(document, token.start)
+        length = document.position_codec.client_num_units(document.source[token.start : token.end])
+        delta_line = start.line - last_line
+        data += [delta_line, start.character - (last_start if delta_line == 0 else 0), length]
+        data += [token.type_index, 0]
+        last_line, last_start = start.line, start.character
+    return lsp.SemanticTokens(data=data)
 
 
 def serve() -> None:

@@ -210,3 +210,15 @@ def test_hover_on_a_slot_after_a_guard_names_the_guard_it_joins(tmp_path: Path) 
         "- guards that may still be running beside it: `abuse` (joined before its first streamed token)"
     )
     assert "guards" not in other.markdown  # another segment
+
+
+def test_semantic_tokens_follow_the_roles_and_never_cross_a_line(tmp_path: Path) -> None:
+    from struckdown.editor.roles import SEMANTIC_TYPES
+
+    text = "<!-- one\ntwo -->\n[[pick:c|a ,\n b]]"
+    analysis = analyzed(tmp_path, text)
+    assert [(text[t.start : t.end], SEMANTIC_TYPES[t.type_index]) for t in f.semantic_tokens(analysis)] == [
+        ("<!-- one", "comment"), ("two -->", "comment"), ("[[", "operator"), ("pick", "type"), (":", "operator"),
+        ("c", "variable"), ("|", "operator"), ("a", "enumMember"), (",", "operator"), ("b", "enumMember"),
+        ("]]", "operator"),
+    ]

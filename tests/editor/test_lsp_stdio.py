@@ -28,6 +28,7 @@ class Session:
     def __init__(self, client: LanguageClient) -> None:
         self.client = client
         self.published: dict[str, asyncio.Queue[lsp.PublishDiagnosticsParams]] = {}
+        self.legend: list[str] = []
 
     def queue(self, uri: str) -> asyncio.Queue[lsp.PublishDiagnosticsParams]:
         return self.published.setdefault(uri, asyncio.Queue())
@@ -72,6 +73,9 @@ def with_server(scenario: Callable[[Session], Awaitable[Any]], init_options: Any
                 timeout=30,
             )
             assert result.capabilities.hover_provider
+            provider = result.capabilities.semantic_tokens_provider
+            assert isinstance(provider, lsp.SemanticTokensOptions)
+            session.legend = list(provider.legend.token_types)
             client.initialized(lsp.InitializedParams())
             return await scenario(session)
         finally:
@@ -102,6 +106,8 @@ def test_a_broken_template_gets_the_diagnostic_at_the_parsers_line_and_column(tm
         uri, broken = await session.open(tmp_path / "broken.sd", text)
         fixed = await session.change(uri, 2, text.replace("mni=", "min="))
         _, on_wide_line = await session.open(tmp_path / "wide.sd", wide)
+        _, at_the_end = await session.open(tmp_path / "end.sd", "Q\nA [[pick:x]]")  # no final newline
+        assert [d.range for d in at_the_end] == [lsp.Range(at(1, 2), at(1, 12))]
         return broken, fixed, on_wide_line
 
     broken, fixed, on_wide_line = with_server(scenario)
@@ -187,3 +193,25 @@ def test_document_symbols_are_segments_holding_their_slots() -> None:
         ("segment 2 'Review'", [("improvements", "respond", 20), ("ready", "bool", 23)]),
     ]
     assert symbols[1].range.start == at(6, 0)
+
+
+def test_semantic_tokens_come_in_utf16_units_with_the_declared_legend(tmp_path: Path) -> None:
+    text = "\U0001f600 [[pick:c|a, b]]\n{{ x }}"
+
+    async def scenario(session: Session) -> tuple[list[str], list[int]]:
+        uri, _ = await session.open(tmp_path / "s.sd", text)
+        tokens = await session.client.text_document_semantic_tokens_full_async(
+            lsp.SemanticTokensParams(lsp.TextDocumentIdentifier(uri))
+        )
+        assert isinstance(tokens, lsp.SemanticTokens)
+        return session.legend, tokens.data
+
+    legend, data = with_server(scenario)
+    rows = [data[i : i + 5] for i in range(0, len(data), 5)]
+    decoded = [(line, start, length, legend[kind]) for line, start, length, kind, _ in rows]
+    assert decoded == [
+        (0, 3, 2, "operator"),  # `[[` after the emoji (2 UTF-16 units) and a space
+        (0, 2, 4, "type"), (0, 4, 1, "operator"), (0, 1, 1, "variable"), (0, 1, 1, "operator"),
+        (0, 1, 1, "enumMember"), (0, 1, 1, "operator"), (0, 2, 1, "enumMember"), (0, 1, 2, "operator"),
+        (1, 0, 7, "macro"),
+    ]
