@@ -1,8 +1,8 @@
 """The one table: which terminal of `grammar/struckdown.lark` plays which highlight role.
 
-Every highlighter (the Pygments lexer, the TextMate grammars) is built from
-`ROLES` and `STATES` below plus the terminals' own regexes, read from the
-grammar through Lark. Nothing here repeats a pattern of the grammar; the few
+Every highlighter (the Pygments lexer, the TextMate grammars, the language
+server's semantic tokens) is built from `ROLES` and `STATES` below plus the
+terminals' own regexes, read from the grammar through Lark. Nothing here repeats a pattern of the grammar; the few
 regex pieces written here are lookarounds that tell apart the roles of one
 terminal (`IDENT` as a type, a slot key or an action name).
 

@@ -36,6 +36,7 @@ def test_lexer_keeps_every_character_and_marks_what_a_slot_cannot_hold() -> None
     assert [(pos, value) for pos, token, value in tokens if token is Error] == [(21, "#")]
 
 
+@pytest.mark.editor  # seven process starts: with the other editor tests, off the unit run
 def test_pygmentize_highlights_every_example(tmp_path: Path) -> None:
     pygmentize = shutil.which("pygmentize", path=str(Path(sys.executable).parent))
     assert pygmentize is not None
