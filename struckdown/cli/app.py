@@ -271,3 +271,10 @@ def batch(
             )
         )
     raise typer.Exit(code)
+
+
+# Editor support: each command's flags live in its own module (light to import).
+from . import lsp_cmd, preview  # noqa: E402
+
+app.command("preview", epilog="Exit codes: 0 ok, 2 unreadable template.")(preview.command)
+app.command("lsp")(lsp_cmd.command)
