@@ -124,41 +124,55 @@ class _Linter:
                     defined.add(node.key)
 
     # -- guards ----------------------------------------------------------------
-    def guard_placement(self, nodes: Sequence[Any], has_text: bool = False, after_slot: str | None = None) -> None:
-        """A guard judges the text between the previous slot and itself."""
-        from ..syntax.nodes import Action, If, Instructions, Slot, Text, Together
+    Placement = tuple[bool, "str | None"]  # (text since the last slot?, the slot right before)
 
+    def guard_placement(self, nodes: Sequence[Any], has_text: bool = False, after_slot: str | None = None) -> None:
+        """A guard judges the text between the previous slot and itself: each node class
+        moves the (text seen, slot before) state on."""
+        state: _Linter.Placement = (has_text, after_slot)
         for node in nodes:
-            if isinstance(node, Text):
-                if node.source.strip():
-                    has_text, after_slot = True, None
-            elif isinstance(node, Slot) and node.is_guard:
-                if not has_text and after_slot is not None:
-                    self.add(
-                        node.pos,
-                        "warning",
-                        f"guard {node.key!r} placed after the text it should judge: it follows "
-                        f"[[{after_slot}]] with no text between, so it has nothing to read",
-                        f"move [[halt:{node.key}]] above the slot whose prompt it should check",
-                    )
-                elif not has_text:
-                    self.add(
-                        node.pos,
-                        "error",
-                        f"guard {node.key!r} has no text above it to judge",
-                        "a guard's prompt is the text between the previous slot and the guard",
-                    )
-                has_text, after_slot = False, None
-            elif isinstance(node, Slot):
-                has_text, after_slot = False, node.key
-            elif isinstance(node, If):
-                for branch in node.branches:
-                    self.guard_placement(branch.body, has_text, after_slot)
-                has_text, after_slot = True, None  # which branch ran is unknown here
-            elif isinstance(node, Together):
-                has_text, after_slot = False, None
-            elif not isinstance(node, (Action, Instructions)):
-                has_text, after_slot = True, None  # explicit <user>/<assistant> turns
+            state = getattr(self, f"_placement_{type(node).__name__}")(node, state)
+
+    def _placement_Text(self, node: Any, state: Placement) -> Placement:
+        return (True, None) if node.source.strip() else state
+
+    def _placement_Slot(self, node: Any, state: Placement) -> Placement:
+        if not node.is_guard:
+            return (False, node.key)
+        has_text, after_slot = state
+        if not has_text and after_slot is not None:
+            self.add(
+                node.pos,
+                "warning",
+                f"guard {node.key!r} placed after the text it should judge: it follows "
+                f"[[{after_slot}]] with no text between, so it has nothing to read",
+                f"move [[halt:{node.key}]] above the slot whose prompt it should check",
+            )
+        elif not has_text:
+            self.add(
+                node.pos,
+                "error",
+                f"guard {node.key!r} has no text above it to judge",
+                "a guard's prompt is the text between the previous slot and the guard",
+            )
+        return (False, None)
+
+    def _placement_If(self, node: Any, state: Placement) -> Placement:
+        for branch in node.branches:
+            self.guard_placement(branch.body, *state)
+        return (True, None)  # which branch ran is unknown here
+
+    def _placement_Together(self, node: Any, state: Placement) -> Placement:
+        return (False, None)
+
+    def _placement_Turn(self, node: Any, state: Placement) -> Placement:
+        return (True, None)  # an explicit <user>/<assistant> turn is text to judge
+
+    def _placement_Action(self, node: Any, state: Placement) -> Placement:
+        return state
+
+    def _placement_Instructions(self, node: Any, state: Placement) -> Placement:
+        return state
 
     # -- slot options ----------------------------------------------------------------
     def slot_options(self, tools_given: bool) -> None:

@@ -62,6 +62,9 @@ class PlanTree:
         self.program = program
         self.tools = [describe_tool(t) for t in tools]
         self.ceiling = Limits.of(program.environment.limits)
+        self._parent: Tree = Tree("")
+        self._in_together = False
+        self._prompt_reads: set[str] = set()
 
     def build(self, title: str) -> Tree:
         tree = Tree(Text(title, style="bold"))
@@ -94,46 +97,56 @@ class PlanTree:
                 line.append("  @readonly", style="green")
             branch.add(line)
 
-    # -- nodes -------------------------------------------------------------------
+    # -- nodes: one method per node class ---------------------------------------
     def _nodes(self, parent: Tree, nodes: Sequence[Any], *, in_together: bool) -> None:
-        from ..plan import node_reads
-        from ..syntax.nodes import Action, If, Instructions, Slot, Together, Turn
-        from ..syntax.nodes import Text as TextNode
+        """Add `nodes` under `parent`; a guard shows what the text since the last slot reads."""
+        saved = (self._parent, self._in_together, self._prompt_reads)
+        self._parent, self._in_together, self._prompt_reads = parent, in_together, set()
+        try:
+            for node in nodes:
+                getattr(self, f"_show_{type(node).__name__}")(node)
+        finally:
+            self._parent, self._in_together, self._prompt_reads = saved
 
-        prompt_reads: set[str] = set()
-        for node in nodes:
-            if isinstance(node, TextNode):
-                if node.source.strip():
-                    reads = node_reads(node, self.program.environment.renderer)
-                    prompt_reads |= reads
-                    line = Text(f"text {preview(node.source)}", style="dim")
-                    if reads:
-                        line.append(f"  reads {', '.join(sorted(reads))}", style="dim cyan")
-                    parent.add(line)
-            elif isinstance(node, Slot) and node.is_guard:
-                self._guard(parent, node, sorted(prompt_reads), in_together)
-                prompt_reads = set()
-            elif isinstance(node, Slot):
-                self._slot(parent, node)
-                prompt_reads = set()
-            elif isinstance(node, Action):
-                self._action(parent, node)
-            elif isinstance(node, Instructions):
-                body = "".join(n.source for n in node.body if isinstance(n, TextNode))
-                parent.add(Text(f"<{node.kind}> {node.scope}, {node.mode}: {preview(body)}", style="blue"))
-            elif isinstance(node, Turn):
-                body = "".join(n.source for n in node.body if isinstance(n, TextNode))
-                parent.add(Text(f"<{node.role}> turn: {preview(body)}", style="blue"))
-            elif isinstance(node, Together):
-                block = parent.add(
-                    Text("together — these slots run at the same time; they join the conversation after", style="bold")
-                )
-                self._nodes(block, node.body, in_together=True)
-            elif isinstance(node, If):
-                for i, branch in enumerate(node.branches):
-                    word = "else" if branch.condition is None else ("if" if i == 0 else "elif")
-                    label = word if branch.condition is None else f"{word} {branch.condition}"
-                    self._nodes(parent.add(Text(label, style="bold")), branch.body, in_together=in_together)
+    def _show_Text(self, node: Any) -> None:
+        from ..plan import node_reads
+
+        if not node.source.strip():
+            return
+        reads = node_reads(node, self.program.environment.renderer)
+        self._prompt_reads |= reads
+        line = Text(f"text {preview(node.source)}", style="dim")
+        if reads:
+            line.append(f"  reads {', '.join(sorted(reads))}", style="dim cyan")
+        self._parent.add(line)
+
+    def _show_Slot(self, node: Any) -> None:
+        if node.is_guard:
+            self._guard(self._parent, node, sorted(self._prompt_reads), self._in_together)
+        else:
+            self._slot(self._parent, node)
+        self._prompt_reads = set()
+
+    def _show_Action(self, node: Any) -> None:
+        self._action(self._parent, node)
+
+    def _show_Instructions(self, node: Any) -> None:
+        body = "".join(n.source for n in node.body if hasattr(n, "source"))
+        self._parent.add(Text(f"<{node.kind}> {node.scope}, {node.mode}: {preview(body)}", style="blue"))
+
+    def _show_Turn(self, node: Any) -> None:
+        body = "".join(n.source for n in node.body if hasattr(n, "source"))
+        self._parent.add(Text(f"<{node.role}> turn: {preview(body)}", style="blue"))
+
+    def _show_Together(self, node: Any) -> None:
+        label = Text("together — these slots run at the same time; they join the conversation after", style="bold")
+        self._nodes(self._parent.add(label), node.body, in_together=True)
+
+    def _show_If(self, node: Any) -> None:
+        for i, branch in enumerate(node.branches):
+            word = "else" if branch.condition is None else ("if" if i == 0 else "elif")
+            label = word if branch.condition is None else f"{word} {branch.condition}"
+            self._nodes(self._parent.add(Text(label, style="bold")), branch.body, in_together=self._in_together)
 
     def _slot(self, parent: Tree, slot: Any) -> None:
         plan = self.program.plans[slot]
