@@ -1,9 +1,10 @@
 """(f) Parse throughput of the uncached parser, and a 1,000-slot template's parse time.
 
-"Uncached" means every cache a parse would hit is cleared before each trial: the
-Program cache (`struckdown.compile._compile_cached`) and the Jinja compile caches of
-`struckdown.render`, so each trial does the whole `parse_template` + `build_program`
-work, including the sandboxed Jinja checks of every text node.
+"Uncached" means every cache a parse would hit is cleared before each trial
+(`Environment.clear_caches()`: the Program cache and the Renderer's Jinja compile and
+name caches), so each trial does the whole syntax → check → plan work, including the
+sandboxed Jinja checks of every text node. Built output types stay cached, as for a
+real user.
 
 Runnable alone: `python -m bench.parse [--quick]`.
 """

@@ -241,8 +241,7 @@ def test_sync_incremental_is_really_incremental() -> None:
 
     async def stream(messages: Any, info: Any) -> Any:
         yield "first "
-        while not gate.is_set():  # the consumer must see "first" before this releases
-            await asyncio.sleep(0.001)
+        await asyncio.to_thread(gate.wait)  # the consumer must see "first" before this releases
         yield "second"
 
     model = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")]), stream_function=stream)
@@ -260,8 +259,9 @@ def test_sync_incremental_is_really_incremental() -> None:
 class Hanging:
     """A model whose requests block until cancelled; records what happened."""
 
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
+    def __init__(self, expect: int = 1) -> None:
+        self.started = asyncio.Event()  # set once `expect` requests are in flight
+        self.expect = expect
         self.cancelled = 0
         self.requests = 0
 
@@ -277,7 +277,8 @@ class Hanging:
 
     async def _hang(self) -> ModelResponse:
         self.requests += 1
-        self.started.set()
+        if self.requests >= self.expect:
+            self.started.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -305,7 +306,7 @@ def test_aclose_cancels_the_in_flight_request() -> None:
 
 
 def test_cancelling_the_consuming_task_cancels_everything() -> None:
-    hanging = Hanging()
+    hanging = Hanging(expect=2)  # the guard and the one call beside it (the second segment waits for the guard)
 
     async def consume() -> None:
         async for _ in sd.complete_incremental_async(
@@ -315,12 +316,11 @@ def test_cancelling_the_consuming_task_cancels_everything() -> None:
 
     async def run() -> None:
         task = asyncio.create_task(consume())
-        await hanging.started.wait()
-        await asyncio.sleep(0.01)  # let every branch reach its model call
+        await hanging.started.wait()  # the gate: every branch has reached its model call
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert hanging.cancelled == hanging.requests >= 2
+        assert hanging.cancelled == hanging.requests == 2
         assert asyncio.all_tasks() == {asyncio.current_task()}
 
     asyncio.run(run())
