@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import CliError
-from .io import read_text, write_atomically
+from .io import read_text, write_atomically, write_error
 
 OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".xlsx": "xlsx"}
 
@@ -137,7 +137,7 @@ def write_table(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> N
         else:
             write_atomically(path, lambda handle: _WRITERS[fmt](handle, rows, columns))
     except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc}", code=1) from None
+        raise write_error(path, exc) from None
 
 
 def _write_jsonl(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
