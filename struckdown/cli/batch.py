@@ -16,6 +16,7 @@ from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError
 from .journal import Journal, content_hash, journal_path, read_journal
 from . import loading
 from .loading import load_program, load_tools
+from .model_notes import show_config_models
 from .progress import BatchProgress
 from .tables import columns_of, json_line, output_format, read_inputs, write_table
 
@@ -131,6 +132,7 @@ def _model(name: str | None, program: Any) -> Any:
     model = loading.resolve_cli_model(name)  # via the module: tests patch it
     if not program.slots():
         return model
+    show_config_models(program, model)
     from ..models import resolve_model
 
     return resolve_model(model)
