@@ -92,7 +92,9 @@ def _plain_warnings() -> None:
     import warnings
 
     def show(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
-        sys.stderr.write(f"warning: {message}\n")
+        from .text import visible
+
+        sys.stderr.write(f"warning: {visible(str(message))}\n")
 
     warnings.showwarning = show  # type: ignore[assignment]
 

@@ -18,6 +18,7 @@ from . import loading
 from .loading import load_program, load_tools
 from .model_notes import show_config_models
 from .progress import BatchProgress
+from .text import visible
 from .tables import columns_of, json_line, output_format, read_inputs, write_table
 
 SHOWN_FAILURES = 5
@@ -299,7 +300,7 @@ def _summary(
     line += f" · {requests} requests · {tokens:,} tokens · {elapsed:.2f} s"
     failures = [e for e in ordered if not e["ok"]]
     for entry in failures[:SHOWN_FAILURES]:
-        console.file.write(f"row {entry['index']}: {entry['error']}\n")
+        console.file.write(f"row {entry['index']}: {visible(str(entry['error']))}\n")
     if len(failures) > SHOWN_FAILURES:
         console.file.write(f"… and {len(failures) - SHOWN_FAILURES} more failed rows (see the _error column)\n")
     console.file.write(line + "\n")

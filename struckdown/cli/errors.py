@@ -67,7 +67,9 @@ def exit_code(exc: BaseException) -> int:
 
 
 def print_error(message: str) -> None:
-    sys.stderr.write(f"error: {message}\n")
+    from .text import visible
+
+    sys.stderr.write(f"error: {visible(message)}\n")
     sys.stderr.flush()
 
 

@@ -81,7 +81,9 @@ def dumps(data: Any, *, indent: int | None = 2) -> str:
     """JSON for people and pipes: UTF-8 kept, anything odd (dates, models) made plain."""
     from ..render import jsonable
 
-    return json.dumps(jsonable(data), ensure_ascii=False, indent=indent)
+    from .text import json_text
+
+    return json_text(json.dumps(jsonable(data), ensure_ascii=False, indent=indent))
 
 
 def write_atomically(path: Path, write: Any, *, binary: bool = False) -> None:

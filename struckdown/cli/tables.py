@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from .errors import CliError
 from .io import read_text, write_atomically, write_error
+from .text import json_text
 
 OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".xlsx": "xlsx"}
 
@@ -126,7 +127,7 @@ def output_format(path: Path) -> str:
 def json_line(row: dict[str, Any]) -> str:
     from ..render import jsonable
 
-    return json.dumps(jsonable(row), ensure_ascii=False)
+    return json_text(json.dumps(jsonable(row), ensure_ascii=False))
 
 
 def write_table(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
@@ -148,7 +149,7 @@ def _write_jsonl(handle: TextIO, rows: list[dict[str, Any]], columns: list[str])
 def _write_json(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
     from ..render import jsonable
 
-    handle.write(json.dumps(jsonable(rows), ensure_ascii=False, indent=2) + "\n")
+    handle.write(json_text(json.dumps(jsonable(rows), ensure_ascii=False, indent=2)) + "\n")
 
 
 def _write_csv(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
