@@ -43,7 +43,7 @@ class BatchRequest:
 
 def batch_command(request: BatchRequest) -> int:
     program = load_program(request.template, request.include_paths)
-    rows = read_inputs(request.inputs)
+    rows = read_inputs(request.inputs, warn=_warn)
     if request.output is not None:
         output_format(request.output)
     elif request.resume:
@@ -92,6 +92,10 @@ def batch_command(request: BatchRequest) -> int:
     if any(not e["ok"] and not e.get("halted") for e in ordered):
         return EXIT_ERROR
     return EXIT_HALTED if any(e.get("halted") for e in ordered) else EXIT_OK
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"warning: {visible(message)}\n")
 
 
 def _open_journal(

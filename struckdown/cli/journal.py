@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import CliError
+from .text import json_text
 
 
 def journal_path(output: Path) -> Path:
@@ -24,7 +25,7 @@ def journal_path(output: Path) -> Path:
 
 def content_hash(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def read_journal(path: Path) -> tuple[dict[int, dict[str, Any]], int]:
@@ -69,7 +70,7 @@ class Journal:
             return raw.read(1) != b"\n"
 
     def record(self, entry: Mapping[str, Any]) -> None:
-        self._handle.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+        self._handle.write(json_text(json.dumps(entry, ensure_ascii=False, default=str)) + "\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
 

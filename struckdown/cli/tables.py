@@ -10,10 +10,11 @@ import csv
 import datetime as _dt
 import io
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from .errors import CliError
 from .io import read_text, write_atomically, write_error
@@ -21,18 +22,45 @@ from .text import json_text
 
 OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".xlsx": "xlsx"}
 
+#: What a spreadsheet cell may hold: XML 1.0 characters only, at most 32,767 of them.
+XLSX_CELL_MAX = 32_767
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: A CSV cell starting with one of these is a formula to Excel, LibreOffice and Sheets.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
-def read_inputs(specs: Sequence[str]) -> list[dict[str, Any]]:
-    """Every row of every input, in order. `-` reads JSONL from stdin."""
+
+def read_inputs(specs: Sequence[str], warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Every row of every input, in order. `-` reads JSONL from stdin.
+
+    `warn` hears about rows holding lone surrogates (valid JSON, not valid Unicode):
+    they run, but a provider reached over HTTP refuses them."""
     rows: list[dict[str, Any]] = []
     if sum(spec == "-" for spec in specs) > 1:
         raise CliError("'-' (stdin) can be given only once")
     for spec in specs:
         if spec == "-":
-            rows += _jsonl(sys.stdin, "<stdin>")
+            found = _jsonl(sys.stdin, "<stdin>")
         else:
-            rows += read_file(Path(spec))
+            found = read_file(Path(spec))
+        if warn is not None:
+            for number, row in enumerate(found, 1):
+                if _has_lone_surrogate(row):
+                    warn(f"{spec}: row {number} holds a lone surrogate (valid JSON, not valid Unicode): "
+                         "providers reached over HTTP will refuse that row")
+        rows += found
     return rows
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def read_file(path: Path) -> list[dict[str, Any]]:
@@ -154,9 +182,26 @@ def _write_json(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) 
 
 def _write_csv(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
     writer = csv.writer(handle)
-    writer.writerow(columns)
+    writer.writerow([_csv_cell(c) for c in columns])
     for row in rows:
-        writer.writerow([_text_cell(row.get(c)) for c in columns])
+        writer.writerow([_csv_cell(row.get(c)) for c in columns])
+
+
+def _csv_cell(value: Any) -> str:
+    """The cell's text, never a formula: text starting with `=`, `+`, `-`, `@`, tab or CR
+    gets a leading `'` (numbers stay numbers); lone surrogates are written as `\\ud800`
+    so the file stays UTF-8."""
+    text = _LONE_SURROGATE.sub(_escape_char, _text_cell(value))
+    if isinstance(value, (bool, int, float)):
+        return text
+    if text.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\u{code:04x}" if code > 0xFF else f"\\x{code:02x}"
 
 
 def _text_cell(value: Any) -> str:
@@ -178,20 +223,27 @@ def _write_xlsx(handle: Any, rows: list[dict[str, Any]], columns: list[str]) -> 
     openpyxl = _openpyxl()
     book = openpyxl.Workbook()
     sheet = book.active
-    sheet.append(columns)
+    sheet.append([_xlsx_cell(c) for c in columns])
     for row in rows:
         sheet.append([_xlsx_cell(row.get(c)) for c in columns])
-    for cells in sheet.iter_rows(min_row=2):
+    for cells in sheet.iter_rows():
         for cell in cells:
-            if isinstance(cell.value, str) and cell.value.startswith("="):
-                cell.data_type = "s"  # model text is never a formula
+            if isinstance(cell.value, str):
+                cell.data_type = "s"  # text is never a formula (=…) or an error value (#N/A)
     book.save(handle)
 
 
 def _xlsx_cell(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool, _dt.date, _dt.time)):
+    if value is None or isinstance(value, (int, float, bool, _dt.date, _dt.time)):
         return value
-    return _text_cell(value)
+    return _xlsx_text(value if isinstance(value, str) else _text_cell(value))
+
+
+def _xlsx_text(text: str) -> str:
+    """What a cell can hold: characters XML cannot carry as `\\x1b`/`\\ud800` escapes, and
+    at most 32,767 characters (longer text is cut, ending in `…`; JSONL keeps it whole)."""
+    text = _NOT_XML.sub(_escape_char, text)
+    return text if len(text) <= XLSX_CELL_MAX else text[: XLSX_CELL_MAX - 1] + "…"
 
 
 _WRITERS = {"jsonl": _write_jsonl, "json": _write_json, "csv": _write_csv}
