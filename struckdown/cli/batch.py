@@ -13,7 +13,7 @@ from typing import Any
 
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
-from .journal import Journal, content_hash, journal_path, read_journal
+from .journal import Journal, JournalLock, content_hash, journal_path, read_journal
 from . import loading
 from .loading import load_program, load_tools
 from .model_notes import show_config_models
@@ -48,6 +48,15 @@ def batch_command(request: BatchRequest) -> int:
         output_format(request.output)
     elif request.resume:
         raise CliError("--resume needs -o OUTPUT: the journal lives beside the output file")
+    lock = JournalLock(journal_path(request.output)) if request.output is not None else None
+    try:
+        return _run_batch(request, program, rows)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) -> int:
     template_hash = content_hash(program.template.source)
     input_hashes = [content_hash(row) for row in rows]
     console = make_console(sys.stderr)
