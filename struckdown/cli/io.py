@@ -16,6 +16,8 @@ from typing import Any
 
 from .errors import CliError
 
+BOM = "\ufeff"  # a UTF-8 byte order mark, as some editors write at the start of a file
+
 
 def read_text(path: Path, what: str = "file") -> str:
     try:
@@ -45,23 +47,41 @@ def load_context(context_file: Path | None, pairs: Iterable[str] = ()) -> dict[s
 
 def load_mapping_file(path: Path) -> dict[str, Any]:
     """A JSON or YAML file whose top level is a mapping (YAML for .yaml/.yml, else JSON)."""
-    text = read_text(path, "context file")
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"context file {path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    except Exception as exc:  # yaml.YAMLError and friends
-        raise CliError(f"context file {path}: invalid YAML: {exc}") from None
+    text = read_text(path, "context file").removeprefix(BOM)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        data = _yaml(text, path)
+    else:
+        data = parse_json(text, f"context file {path}")
     if data is None:
         return {}
     if not isinstance(data, Mapping):
         raise CliError(f"context file {path} must hold a mapping of names to values, not a {type(data).__name__}")
     return {str(k): v for k, v in data.items()}
+
+
+def _yaml(text: str, path: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except RecursionError:
+        raise CliError(f"context file {path}: invalid YAML: nested too deeply") from None
+    except Exception as exc:  # yaml.YAMLError and friends
+        raise CliError(f"context file {path}: invalid YAML: {exc}") from None
+
+
+def parse_json(text: str, where: str, *, position: bool = True) -> Any:
+    """`json.loads`, with every failure a CliError starting with `where` (then `:line:col`
+    when `position`)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = f":{exc.lineno}:{exc.colno}" if position else ""
+        raise CliError(f"{where}{at}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise CliError(f"{where}: invalid JSON: nested too deeply for this parser") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise CliError(f"{where}: invalid JSON: {exc}") from None
 
 
 def parse_pair(pair: str) -> tuple[str, Any]:
@@ -72,6 +92,8 @@ def parse_pair(pair: str) -> tuple[str, Any]:
         raise CliError(f"-c expects key=value with an identifier as key, got {pair!r}")
     try:
         value: Any = json.loads(raw)
+    except RecursionError:
+        raise CliError(f"-c {key}=…: the JSON value is nested too deeply for this parser") from None
     except ValueError:
         value = raw
     return key, value

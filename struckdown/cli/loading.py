@@ -89,7 +89,10 @@ def _import_file(path: Path) -> Any:
     sys.path.insert(0, directory)  # so the tools file can import its neighbours
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except KeyboardInterrupt:
+        del sys.modules[module_name]
+        raise
+    except BaseException as exc:  # SystemExit and other BaseExceptions too: never a traceback
         del sys.modules[module_name]
         raise CliError(f"tools file {path} failed to load: {type(exc).__name__}: {exc}") from None
     finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from .errors import CliError
-from .io import read_text, write_atomically, write_error
+from .io import BOM, parse_json, read_text, write_atomically, write_error
 from .text import json_text
 
 OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".xlsx": "xlsx"}
@@ -54,12 +54,17 @@ def read_inputs(specs: Sequence[str], warn: Callable[[str], None] | None = None)
 
 
 def _has_lone_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        return _LONE_SURROGATE.search(value) is not None
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_lone_surrogate(v) for v in value)
+    stack = [value]  # a loop, not recursion: a row may be nested as deep as JSON allows
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _LONE_SURROGATE.search(item) is not None:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 
@@ -78,20 +83,35 @@ def read_file(path: Path) -> list[dict[str, Any]]:
 
 
 def _csv(text: str, path: Path) -> list[dict[str, Any]]:
-    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
+    reader = csv.reader(io.StringIO(text.removeprefix(BOM)))
+    header = next(reader, None)
+    if header is None:
+        return []
+    _unique_columns(header, path)
     rows: list[dict[str, Any]] = []
-    for row in reader:
-        if None in row:
+    for cells in reader:
+        if not cells:
+            continue  # a blank line, as csv.DictReader skips it
+        if len(cells) > len(header):
             raise CliError(f"{path}:{reader.line_num}: more cells than header columns")
-        rows.append({k: ("" if v is None else v) for k, v in row.items()})
+        rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)))))
     return rows
 
 
+def _unique_columns(header: Sequence[str], path: Path) -> None:
+    """A repeated column name would silently keep only its last cell: refuse it."""
+    first: dict[str, int] = {}
+    for position, name in enumerate(header, 1):
+        if name in first:
+            raise CliError(
+                f"{path}: column {name!r} appears twice in the header (columns {first[name]} and {position}): "
+                "rename one"
+            )
+        first[name] = position
+
+
 def _json(text: str, path: Path) -> list[dict[str, Any]]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    data = parse_json(text.removeprefix(BOM), str(path))
     items = data if isinstance(data, list) else [data]
     return [item if isinstance(item, dict) else {"input": item} for item in items]
 
@@ -99,12 +119,11 @@ def _json(text: str, path: Path) -> list[dict[str, Any]]:
 def _jsonl(stream: TextIO, name: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for number, line in enumerate(stream, 1):
+        if number == 1:
+            line = line.removeprefix(BOM)
         if not line.strip():
             continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CliError(f"{name}:{number}: invalid JSON: {exc.msg}") from None
+        item = parse_json(line, f"{name}:{number}", position=False)
         rows.append(item if isinstance(item, dict) else {"input": item})
     return rows
 
@@ -122,6 +141,7 @@ def _xlsx(path: Path) -> list[dict[str, Any]]:
     if header is None:
         return []
     columns = [str(c) if c is not None else f"column_{i + 1}" for i, c in enumerate(header)]
+    _unique_columns(columns, path)
     rows = [dict(zip(columns, cells)) for cells in values if any(c is not None for c in cells)]
     book.close()
     return rows
