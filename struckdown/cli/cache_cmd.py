@@ -12,8 +12,9 @@ from .io import dumps
 
 
 def _cache(directory: Path | None) -> Any:
-    from ..cache import ResponseCache
+    from ..cache import ResponseCache, flush_all
 
+    flush_all()  # writes this process queued (a host embedding the CLI) land first
     return ResponseCache(directory)
 
 
