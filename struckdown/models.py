@@ -155,6 +155,8 @@ def config_origin(model: str | None, env: Mapping[str, str] | None = None) -> st
         model = env.get("STRUCKDOWN_MODEL") or env.get("DEFAULT_LLM")
         if not model and env.get("LLM_API_BASE"):
             return None
+    if model is not None and model.strip() == "test":
+        return None  # never an alias (resolution checks "test" first)
     config = load_config()
     if not model:
         if not config.model:
@@ -162,7 +164,7 @@ def config_origin(model: str | None, env: Mapping[str, str] | None = None) -> st
         model = config.model
         head = f"default model {model.strip()!r}"
     model = model.strip()
-    target = None if model == "test" else config.alias(model)
+    target = None if model == "test" else config.alias(model)  # a config default may be "test"
     if target is None:
         return None if head is None else f"{head}, from {config.source}"
     if isinstance(target, EndpointAlias):

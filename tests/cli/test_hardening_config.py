@@ -173,3 +173,10 @@ def test_no_note_without_a_config_file(project: Path) -> None:
     result = sd("run", template(project), "--model", "test", "--no-cache")
     assert result.exit_code == 0
     assert "note:" not in result.stderr
+
+
+def test_the_test_model_never_reads_the_config_file(project: Path) -> None:
+    config(project, HIJACK)  # a bad config does not stop a dry run that uses no alias
+    result = sd("run", template(project), "--model", "test", "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert "note:" not in result.stderr

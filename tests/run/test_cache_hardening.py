@@ -157,3 +157,25 @@ def test_close_writes_what_is_queued(tmp_path: Path) -> None:
     anyio.run(queued)
     store.close()
     assert ResponseCache(tmp_path / "cache").get("k") == {"raw": "v"}
+
+
+def test_a_cli_run_writes_its_answer_before_the_process_exits(tmp_path: Path) -> None:
+    """The queued write of a short-lived `sd run` lands at exit: the next process gets a hit."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    template = tmp_path / "t.sd"
+    template.write_text("Say hi [[a]]\n", encoding="utf-8")
+    env = {**os.environ, "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache")}
+
+    def sd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "struckdown.cli", *args], capture_output=True, text=True, env=env, timeout=HANG_S
+        )
+
+    first = sd("run", str(template), "--model", "test", "--json")
+    assert first.returncode == 0, first.stderr
+    stats = sd("cache", "stats", "--json")
+    assert json.loads(stats.stdout)["entries"] == 1
