@@ -11,11 +11,21 @@ The store is one SQLite file in WAL mode, shared by every thread and process
 that uses the same directory (batch workers, parallel `sd run`s). Each thread
 gets its own connection; writers wait on `busy_timeout` instead of failing.
 Nothing is opened until the first lookup. A failing cache never fails a run:
-errors are logged, counted in `stats()["errors"]`, and treated as misses.
+errors are logged, counted in `stats()["errors"]`, and treated as misses; a
+stored value that does not decode to a JSON object is a miss too.
+
+The answer path never waits on a lock: WAL readers do not block on writers, and
+`aput` (what a run calls) and the access-time refresh of a hit go to one
+background writer thread per cache, which may wait on another process's write
+lock as long as it likes. Until a queued write lands, `get` serves it from
+memory, so a process reads its own writes at once. Queued writes are flushed at
+interpreter exit (for at most `EXIT_FLUSH_S` seconds) and by `flush()`.
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
 import hashlib
 import json
 import logging
@@ -23,6 +33,8 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +42,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MB = 500
 DB_NAME = "responses.sqlite3"
+EXIT_FLUSH_S = 5.0  # at interpreter exit, wait at most this long for queued writes
 
 #: Message fields that change between identical conversations.
 VOLATILE_FIELDS = frozenset({
@@ -112,7 +125,16 @@ def cache_key(
         "version": version,
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # lone surrogates hash too
+
+
+_SURROGATES = {code: f"\\u{code:04x}" for code in range(0xD800, 0xE000)}
+
+
+def _encode(value: dict[str, Any]) -> str:
+    """Compact JSON that is always valid UTF-8: lone surrogates become `\\udXXX` escapes
+    (which `json.loads` turns back into the same string)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_SURROGATES)
 
 
 class ResponseCache:
@@ -130,35 +152,62 @@ class ResponseCache:
         self._errors = 0
         self._written_since_check = 0
         self._pid = os.getpid()
+        self._pending: dict[str, str] = {}  # key → JSON text queued for the writer, served by `get`
+        self._jobs: collections.deque[Callable[[], None]] = collections.deque()
+        self._writer: threading.Thread | None = None
+        self._writer_conn: sqlite3.Connection | None = None
+        self._idle = threading.Condition(self._lock)  # notified whenever the writer finishes a job
+        _live_caches.add(self)
 
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.directory)!r}, max_bytes={self.max_bytes})"
 
     # -- connections ---------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
+    def _after_fork(self) -> None:
         if self._pid != os.getpid():
-            # A forked child must not touch its parent's SQLite handles: start afresh.
+            # A forked child must not touch its parent's SQLite handles or writer: start afresh.
             self._pid = os.getpid()
             self._local = threading.local()
             self._connections = []
+            self._lock = threading.Lock()
+            self._idle = threading.Condition(self._lock)
+            self._pending = {}
+            self._jobs = collections.deque()
+            self._writer = None
+            self._writer_conn = None
+
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection; the background writer (whichever thread runs it now)
+        reuses one of its own, so a writer that comes and goes opens no new ones."""
+        self._after_fork()
+        if self._writer is not None and threading.current_thread() is self._writer:
+            if self._writer_conn is None:
+                self._writer_conn = self._open()
+            return self._writer_conn
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout = 30000")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(_SCHEMA)
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
+            conn = self._local.conn = self._open()
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.executescript(_SCHEMA)
+        with self._lock:
+            self._connections.append(conn)
         return conn
 
     def close(self) -> None:
-        """Close every connection this object opened (each thread reopens on next use)."""
+        """Write what is queued, then close every connection this object opened (each
+        thread reopens on next use)."""
+        self.flush(EXIT_FLUSH_S)
         with self._lock:
             connections, self._connections = self._connections, []
+            self._writer_conn = None
         for conn in connections:
             try:
                 conn.close()
@@ -169,29 +218,53 @@ class ResponseCache:
     # -- lookups -------------------------------------------------------------
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The stored value, or None on a miss (or a cache failure)."""
-        value: dict[str, Any] | None = None
+        """The stored value, or None on a miss (or a cache failure, or a stored value that
+        is not a JSON object). Never waits on another writer's lock."""
+        self._after_fork()
+        value: Any = None
+        found = False
+        with self._lock:
+            queued = self._pending.get(key)
         try:
-            conn = self._conn()
-            row = conn.execute("SELECT value, accessed FROM responses WHERE key = ?", (key,)).fetchone()
-            if row is not None:
-                now = time.time()
-                if now - row[1] > _TOUCH_AFTER_S:
-                    conn.execute("UPDATE responses SET accessed = ? WHERE key = ?", (now, key))
-                value = json.loads(row[0])
-        except (sqlite3.Error, OSError, ValueError) as exc:
+            if queued is not None:
+                found, value = True, json.loads(queued)
+            else:
+                conn = self._conn()
+                row = conn.execute("SELECT value, accessed FROM responses WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    found, value = True, json.loads(row[0])
+                    if time.time() - row[1] > _TOUCH_AFTER_S:
+                        self._touch_without_waiting(conn, key)
+        except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
             self._failed("read", exc)
+            value = None
+        if found and not isinstance(value, dict):
+            self._failed("read", ValueError(f"stored value is a {type(value).__name__}, not an object"))
             value = None
         with self._lock:
             if value is None:
                 self._misses += 1
             else:
                 self._hits += 1
-        return value
+        answer: dict[str, Any] | None = value
+        return answer
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        """Store `value` (a JSON-serialisable dict) under `key`, replacing any earlier one."""
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        """Store `value` (a JSON-serialisable dict) under `key`, replacing any earlier one;
+        on disk when this returns (it may wait for another process's write lock)."""
+        self._after_fork()
+        text = self._encoded(value)
+        if text is not None:
+            self._store(key, text)
+
+    def _encoded(self, value: dict[str, Any]) -> str | None:
+        try:
+            return _encode(value)
+        except (TypeError, ValueError, RecursionError) as exc:  # not JSON: not cacheable, never fatal
+            self._failed("write", exc)
+            return None
+
+    def _store(self, key: str, text: str) -> None:
         size = len(text.encode("utf-8")) + len(key)
         if size > self.max_bytes:
             return
@@ -212,6 +285,22 @@ class ResponseCache:
         except (sqlite3.Error, OSError) as exc:
             self._failed("write", exc)
 
+    def _touch_without_waiting(self, conn: sqlite3.Connection, key: str) -> None:
+        """Refresh a hit's access time now if the write lock is free, else leave it to the writer."""
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("UPDATE responses SET accessed = ? WHERE key = ?", (time.time(), key))
+        except sqlite3.OperationalError:  # locked by another writer: never wait on the answer path
+            self._submit(lambda: self._touch(key))
+        finally:
+            conn.execute("PRAGMA busy_timeout = 30000")
+
+    def _touch(self, key: str) -> None:
+        try:
+            self._conn().execute("UPDATE responses SET accessed = ? WHERE key = ?", (time.time(), key))
+        except (sqlite3.Error, OSError) as exc:
+            self._failed("write", exc)
+
     async def aget(self, key: str) -> dict[str, Any] | None:
         """`get` in a worker thread, so a slow disk does not stall the event loop."""
         import anyio.to_thread
@@ -219,10 +308,60 @@ class ResponseCache:
         return await anyio.to_thread.run_sync(self.get, key)
 
     async def aput(self, key: str, value: dict[str, Any]) -> None:
-        """`put` in a worker thread."""
-        import anyio.to_thread
+        """Queue `value` for the background writer and return at once: a run never waits
+        on the store. `get` (in this process) sees it right away."""
+        self._after_fork()
+        text = self._encoded(value)
+        if text is None:
+            return
+        with self._lock:
+            self._pending[key] = text
 
-        await anyio.to_thread.run_sync(self.put, key, value)
+        def write() -> None:
+            self._store(key, text)
+            with self._lock:
+                if self._pending.get(key) is text:
+                    del self._pending[key]
+
+        self._submit(write)
+
+    # -- the background writer -------------------------------------------------
+
+    def _submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            self._jobs.append(job)
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_queued, name="struckdown-cache-writer", daemon=True)
+                self._writer.start()
+
+    def _write_queued(self) -> None:
+        """Run queued jobs until none is left; a failing job is logged, never fatal."""
+        while True:
+            with self._lock:
+                if not self._jobs:
+                    self._writer = None
+                    self._idle.notify_all()
+                    return
+                job = self._jobs.popleft()
+            try:
+                job()
+            except Exception as exc:  # noqa: BLE001 - the writer must outlive any one write
+                self._failed("write", exc)
+            with self._lock:
+                self._idle.notify_all()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued write is on disk (or `timeout` seconds); True when done."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._jobs or self._writer is not None:
+                if self._pid != os.getpid():
+                    return True
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+        return True
 
     # -- maintenance ---------------------------------------------------------
 
@@ -251,6 +390,7 @@ class ResponseCache:
 
     def stats(self) -> dict[str, Any]:
         """Entries and bytes on disk, plus this process's hits, misses and errors."""
+        self.flush(EXIT_FLUSH_S)  # count what this process has queued, too
         entries, total = 0, 0
         if self.path.exists():
             entries, total = self._conn().execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM responses").fetchone()
@@ -268,6 +408,9 @@ class ResponseCache:
 
     def clear(self) -> int:
         """Delete every entry; returns how many there were."""
+        self.flush(EXIT_FLUSH_S)
+        with self._lock:
+            self._pending.clear()
         if not self.path.exists():
             return 0
         conn = self._conn()
@@ -283,6 +426,17 @@ class ResponseCache:
 
 _defaults: dict[Path, ResponseCache] = {}
 _defaults_lock = threading.Lock()
+_live_caches: weakref.WeakSet[ResponseCache] = weakref.WeakSet()
+
+
+def flush_all(timeout: float = EXIT_FLUSH_S) -> None:
+    """Write every cache's queued writes, waiting `timeout` seconds in all at most."""
+    deadline = time.monotonic() + timeout
+    for cache in list(_live_caches):
+        cache.flush(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(flush_all)
 
 
 def resolve_cache(cache: Any) -> Any:

@@ -11,6 +11,12 @@ current directory, or under `[tool.struckdown]` in `./pyproject.toml`:
 A top-level `model = "fast"` names the default model, used when neither
 `--model` nor the environment picks one.
 
+A config file is often someone else's (a cloned repository), so it cannot take
+over what the user typed: an alias name may not look like a provider string
+(`openai-chat:gpt-4o-mini`) or be `test`, and an endpoint alias may name a
+provider's own key variable (`api_key_env = "OPENAI_API_KEY"`) only for that
+provider's host, unless it also says `send_provider_key = true`.
+
 The file is read on demand (never at import) and re-read only when it changes,
 so long-lived processes see edits without paying a parse per slot.
 """
@@ -23,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import ConfigurationError
 
@@ -31,6 +38,51 @@ PYPROJECT = "pyproject.toml"
 
 #: One alias target: a pydantic-ai model string, or an OpenAI-compatible endpoint.
 AliasTarget = str | Mapping[str, Any]
+
+#: The opt-in an endpoint alias needs to send a provider's key to another host.
+SEND_PROVIDER_KEY = "send_provider_key"
+
+#: Provider key variables (as pydantic-ai reads them) and the hosts they belong to
+#: (a host, or a parent domain of it). An endpoint alias may send one elsewhere
+#: only with `send_provider_key = true`; an empty tuple means "never implicitly".
+PROVIDER_KEYS: Mapping[str, tuple[str, ...]] = {
+    "OPENAI_API_KEY": ("api.openai.com",),
+    "AZURE_OPENAI_API_KEY": ("openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com"),
+    "ANTHROPIC_API_KEY": ("api.anthropic.com",),
+    "GEMINI_API_KEY": ("generativelanguage.googleapis.com",),
+    "GOOGLE_API_KEY": ("generativelanguage.googleapis.com", "aiplatform.googleapis.com"),
+    "GROQ_API_KEY": ("api.groq.com",),
+    "MISTRAL_API_KEY": ("api.mistral.ai",),
+    "CO_API_KEY": ("api.cohere.com", "api.cohere.ai"),
+    "DEEPSEEK_API_KEY": ("api.deepseek.com",),
+    "OPENROUTER_API_KEY": ("openrouter.ai",),
+    "XAI_API_KEY": ("api.x.ai",),
+    "TOGETHER_API_KEY": ("api.together.xyz",),
+    "FIREWORKS_API_KEY": ("api.fireworks.ai",),
+    "CEREBRAS_API_KEY": ("api.cerebras.ai",),
+    "MOONSHOTAI_API_KEY": ("api.moonshot.ai", "api.moonshot.cn"),
+    "GITHUB_API_KEY": ("models.github.ai",),
+    "HF_TOKEN": ("huggingface.co", "hf.co"),
+    "NEBIUS_API_KEY": ("api.studio.nebius.com",),
+    "SAMBANOVA_API_KEY": ("api.sambanova.ai",),
+    "DASHSCOPE_API_KEY": ("aliyuncs.com",),
+    "ZAI_API_KEY": ("api.z.ai",),
+    "CRUSOE_API_KEY": ("api.inference.crusoecloud.com",),
+    "OVHCLOUD_API_KEY": ("endpoints.kepler.ai.cloud.ovh.net",),
+    "HEROKU_INFERENCE_KEY": ("inference.heroku.com",),
+    "VERCEL_AI_GATEWAY_API_KEY": ("ai-gateway.vercel.sh",),
+    "PYDANTIC_AI_GATEWAY_API_KEY": ("pydantic.dev",),
+    "META_API_KEY": ("api.meta.ai",),
+    "AWS_SECRET_ACCESS_KEY": (),
+    "AWS_SESSION_TOKEN": (),
+    "AWS_BEARER_TOKEN_BEDROCK": (),
+}
+
+
+def belongs_to(key_env: str, base_url: str) -> bool:
+    """Whether `base_url`'s host is one the provider key `key_env` is meant for."""
+    host = (urlsplit(base_url).hostname or "").lower().rstrip(".")
+    return any(host == h or host.endswith("." + h) for h in PROVIDER_KEYS.get(key_env, ()))
 
 
 @dataclass(frozen=True)
@@ -45,6 +97,7 @@ class EndpointAlias:
     name: str = "default"
     api_key: str | None = None
     api_key_env: str | None = None
+    send_provider_key: bool = False
 
     def key(self, env: Mapping[str, str]) -> str | None:
         if self.api_key is not None:
@@ -126,19 +179,49 @@ def _parse(data: Mapping[str, Any], path: Path) -> Config:
 
 
 def _parse_alias(name: str, target: Any, path: Path) -> str | EndpointAlias:
+    if ":" in name or name.strip() == "test":
+        raise ConfigurationError(
+            f"{path}: model alias {name!r} would shadow the model string of the same name; "
+            "an alias name may not contain ':' or be 'test': rename it (e.g. fast, local)"
+        )
     if isinstance(target, str):
         return target
     if isinstance(target, dict) and isinstance(target.get("base_url"), str):
-        unknown = set(target) - {"base_url", "name", "api_key", "api_key_env"}
+        unknown = set(target) - {"base_url", "name", "api_key", "api_key_env", SEND_PROVIDER_KEY}
         if unknown:
             raise ConfigurationError(f"{path}: model alias {name!r} has unknown keys {sorted(unknown)}")
-        return EndpointAlias(
+        for option in ("name", "api_key", "api_key_env"):
+            if option in target and not isinstance(target[option], str):
+                raise ConfigurationError(f"{path}: model alias {name!r}: {option} must be a string")
+        send = target.get(SEND_PROVIDER_KEY, False)
+        if not isinstance(send, bool):
+            raise ConfigurationError(f"{path}: model alias {name!r}: {SEND_PROVIDER_KEY} must be true or false")
+        alias = EndpointAlias(
             base_url=target["base_url"],
             name=str(target.get("name", "default")),
             api_key=target.get("api_key"),
             api_key_env=target.get("api_key_env"),
+            send_provider_key=send,
         )
+        _check_key_destination(name, alias, path)
+        return alias
     raise ConfigurationError(
         f"{path}: model alias {name!r} must be a model string or "
         '{ base_url = "http://…/v1", name = "…" }'
+    )
+
+
+def _check_key_destination(name: str, alias: EndpointAlias, path: Path) -> None:
+    """A provider's own key goes to that provider's host, or wherever the alias explicitly says."""
+    key_env = alias.api_key_env
+    if key_env is None or key_env not in PROVIDER_KEYS or alias.send_provider_key:
+        return
+    if belongs_to(key_env, alias.base_url):
+        return
+    host = urlsplit(alias.base_url).hostname or alias.base_url
+    owners = ", ".join(PROVIDER_KEYS[key_env]) or "no OpenAI-compatible endpoint"
+    raise ConfigurationError(
+        f"{path}: model alias {name!r} would send {key_env} to {host}, which is not where that key "
+        f"belongs ({owners}); use a variable of its own (api_key_env = \"MY_SERVER_KEY\"), or add "
+        f"{SEND_PROVIDER_KEY} = true to the alias if you mean to send that key there"
     )

@@ -14,6 +14,7 @@ connection errors) `STRUCKDOWN_MAX_RETRIES` times with exponential backoff; see
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -137,9 +138,28 @@ _SURROGATE_HINT = (
 )
 
 
+_EMPTY_HINT = (
+    "the endpoint answered without any choice (an empty `choices` list), which a proxy or server does "
+    "when it drops or silently refuses a request: run again, and check the server's logs"
+)
+
+
+def _raised_by_model_adapter(exc: BaseException) -> bool:
+    """Whether `exc` was raised inside pydantic-ai's provider adapters (its `models` package)."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last is not None and f"pydantic_ai{os.sep}models{os.sep}" in last
+
+
 def _map_one(exc: BaseException, label: str) -> ModelError | None:
     if isinstance(exc, ModelError):
         return exc
+    if isinstance(exc, IndexError) and _raised_by_model_adapter(exc):
+        # pydantic-ai reads `response.choices[0]` of a completion whose list is empty
+        return ModelError(label, "the response holds no choices", what="the provider sent no answer", hint=_EMPTY_HINT)
     if "surrogates not allowed" in str(exc) and (
         isinstance(exc, UnicodeEncodeError) or type(exc).__name__ == "PydanticSerializationError"
     ):  # the request cannot be encoded as UTF-8 JSON: nothing was sent

@@ -150,6 +150,38 @@ def _from_string(name: str, env: Mapping[str, str], *, aliases: bool = True) -> 
     return _inferred(name, max_retries(env), explicit_timeout)
 
 
+def config_origin(model: str | None, env: Mapping[str, str] | None = None) -> str | None:
+    """Where `model` (None: the default model) leads when a config file decides it, for
+    the CLI to show before anything is sent; None when no config file is involved.
+
+    `model 'gpu' → http://gpu-box:8000/v1 (served name qwen, key $GPU_KEY), from /p/struckdown.toml`
+    """
+    env = os.environ if env is None else env
+    head = None
+    if model is None:
+        model = env.get("STRUCKDOWN_MODEL") or env.get("DEFAULT_LLM")
+        if not model and env.get("LLM_API_BASE"):
+            return None
+    if model is not None and model.strip() == "test":
+        return None  # never an alias (resolution checks "test" first)
+    config = load_config()
+    if not model:
+        if not config.model:
+            return None
+        model = config.model
+        head = f"default model {model.strip()!r}"
+    model = model.strip()
+    target = None if model == "test" else config.alias(model)  # a config default may be "test"
+    if target is None:
+        return None if head is None else f"{head}, from {config.source}"
+    if isinstance(target, EndpointAlias):
+        key = "literal api_key" if target.api_key is not None else f"key ${target.api_key_env or 'LLM_API_KEY'}"
+        where = f"{target.base_url.rstrip('/')} (served name {target.name}, {key})"
+    else:
+        where = target
+    return f"{head or f'model {model!r}'} → {where}, from {config.source}"
+
+
 def _strip_provider(name: str) -> str:
     for prefix in _OPENAI_PREFIXES:
         if name.startswith(prefix):

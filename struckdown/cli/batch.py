@@ -13,10 +13,12 @@ from typing import Any
 from . import loading
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
-from .journal import Journal, content_hash, journal_path, read_journal
+from .journal import Journal, JournalLock, content_hash, journal_path, read_journal
 from .loading import load_program, load_tools
+from .model_notes import show_config_models
 from .progress import BatchProgress
 from .tables import columns_of, json_line, output_format, read_inputs, write_table
+from .text import visible
 
 SHOWN_FAILURES = 5
 
@@ -40,11 +42,20 @@ class BatchRequest:
 
 def batch_command(request: BatchRequest) -> int:
     program = load_program(request.template, request.include_paths)
-    rows = read_inputs(request.inputs)
+    rows = read_inputs(request.inputs, warn=_warn)
     if request.output is not None:
         output_format(request.output)
     elif request.resume:
         raise CliError("--resume needs -o OUTPUT: the journal lives beside the output file")
+    lock = JournalLock(journal_path(request.output)) if request.output is not None else None
+    try:
+        return _run_batch(request, program, rows)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) -> int:
     template_hash = content_hash(program.template.source)
     input_hashes = [content_hash(row) for row in rows]
     console = make_console(sys.stderr)
@@ -91,6 +102,10 @@ def batch_command(request: BatchRequest) -> int:
     return EXIT_HALTED if any(e.get("halted") for e in ordered) else EXIT_OK
 
 
+def _warn(message: str) -> None:
+    sys.stderr.write(f"warning: {visible(message)}\n")
+
+
 def _open_journal(
     request: BatchRequest, rows: list[dict[str, Any]], input_hashes: list[str], template_hash: str, console: Any
 ) -> tuple[dict[int, dict[str, Any]], Journal | None]:
@@ -130,6 +145,7 @@ def _model(name: str | None, program: Any) -> Any:
     model = loading.resolve_cli_model(name)  # via the module: tests patch it
     if not program.slots():
         return model
+    show_config_models(program, model)
     from ..models import resolve_model
 
     return resolve_model(model)
@@ -293,7 +309,7 @@ def _summary(
     line += f" · {requests} requests · {tokens:,} tokens · {elapsed:.2f} s"
     failures = [e for e in ordered if not e["ok"]]
     for entry in failures[:SHOWN_FAILURES]:
-        console.file.write(f"row {entry['index']}: {entry['error']}\n")
+        console.file.write(f"row {entry['index']}: {visible(str(entry['error']))}\n")
     if len(failures) > SHOWN_FAILURES:
         console.file.write(f"… and {len(failures) - SHOWN_FAILURES} more failed rows (see the _error column)\n")
     console.file.write(line + "\n")

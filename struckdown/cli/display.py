@@ -17,6 +17,8 @@ from rich.console import Console, Group, RenderableType
 from rich.spinner import Spinner
 from rich.text import Text
 
+from .text import visible
+
 TAIL_LINES = 6
 ARG_WIDTH = 60
 OUTPUT_WIDTH = 100
@@ -28,7 +30,7 @@ def make_console(stream: TextIO) -> Console:
 
 def short(value: Any, width: int) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split()) if "\n" in text else text
+    text = visible(" ".join(text.split()) if "\n" in text else text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -36,15 +38,15 @@ def call_label(tool_name: str, arguments: Mapping[str, Any]) -> str:
     args = ", ".join(
         f"{k}={short(json.dumps(v, ensure_ascii=False, default=str), ARG_WIDTH)}" for k, v in arguments.items()
     )
-    return f"{tool_name}({args})"
+    return f"{visible(tool_name)}({args})"
 
 
 def answer_text(value: Any) -> str:
     if isinstance(value, str):
-        return value
+        return visible(value)
     from ..codec import jsonable
 
-    return json.dumps(jsonable(value), ensure_ascii=False)
+    return visible(json.dumps(jsonable(value), ensure_ascii=False))
 
 
 def stats_line(result: Any, elapsed_s: float) -> str:
@@ -101,7 +103,7 @@ class RunDisplay:
         parts: list[RenderableType] = []
         for slot in sorted(set(streams) | set(running)):
             parts.append(self._spinner(slot, Text(slot, style="bold cyan")))
-            lines = streams.get(slot, "").splitlines()[-TAIL_LINES:]
+            lines = visible(streams.get(slot, "")).splitlines()[-TAIL_LINES:]
             if lines:
                 parts.append(Text("\n".join("  " + line for line in lines)))
             for label in list(running.get(slot, [])):
@@ -149,7 +151,7 @@ class RunDisplay:
         if event.ok:
             line.append(short(event.output, OUTPUT_WIDTH))
         else:
-            line.append(f"error: {event.error}", style="red")
+            line.append(f"error: {visible(str(event.error))}", style="red")
         line.append(" (cached)" if event.was_cached else f" ({event.elapsed_ms:.0f} ms)", style="dim")
         self._line(line)
 
@@ -179,12 +181,12 @@ class RunDisplay:
         self.streams.pop(event.slot, None)
         if self.owner == event.slot:
             self._finish_owner()
-        self._line(Text(f"{event.slot}: retracted ({event.reason})", style="red"))
+        self._line(Text(f"{event.slot}: retracted ({visible(str(event.reason))})", style="red"))
 
     def _verdict(self, slot: str, output: Any) -> Text:
         verdict = output if isinstance(output, Mapping) else {}
         tripped = bool(verdict.get("triggered")) == self.guards.get(slot, True)
-        reason = str(verdict.get("reason") or "")
+        reason = visible(str(verdict.get("reason") or ""))
         line = Text(f"guard {slot}: ")
         line.append("TRIPPED" if tripped else "passed", style="bold red" if tripped else "green")
         if reason:
@@ -197,7 +199,7 @@ class RunDisplay:
         if result.halted is not None:
             line = Text(f"halted by guard {result.halted.slot!r}", style="bold red")
             if result.halted.reason:
-                line.append(f": {result.halted.reason}")
+                line.append(f": {visible(str(result.halted.reason))}")
             self._line(line)
             self._line(Text(stats, style="dim"))
         else:
@@ -231,6 +233,6 @@ class RunDisplay:
     def _write(self, text: str) -> None:
         if not text:
             return
-        self.console.file.write(text)
+        self.console.file.write(visible(text))
         self.console.file.flush()
         self.midline = not text.endswith("\n")

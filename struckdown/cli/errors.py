@@ -67,7 +67,9 @@ def exit_code(exc: BaseException) -> int:
 
 
 def print_error(message: str) -> None:
-    sys.stderr.write(f"error: {message}\n")
+    from .text import visible
+
+    sys.stderr.write(f"error: {visible(message)}\n")
     sys.stderr.flush()
 
 
@@ -84,5 +86,31 @@ def reporting_errors() -> Iterator[None]:
         sys.stderr.write("interrupted\n")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+        if isinstance(unwrap(exc), BrokenPipeError) and _stdout_closed():
+            print_error("stdout was closed before everything was written (broken pipe)")
+            raise typer.Exit(EXIT_ERROR) from None
         print_error(describe(exc))
         raise typer.Exit(exit_code(exc)) from None
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout's reader went away; if so, stdout now points at /dev/null, so the
+    interpreter's own flush at exit does not print a second broken-pipe message."""
+    import os
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        closed = any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False  # not a real file (captured, or already closed): not ours to judge
+    if closed:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        except OSError:
+            pass
+    return closed

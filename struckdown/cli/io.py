@@ -5,14 +5,18 @@ Every problem with them is a `CliError` with exit code 2 and a message naming th
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .errors import CliError
+
+BOM = "\ufeff"  # a UTF-8 byte order mark, as some editors write at the start of a file
 
 
 def read_text(path: Path, what: str = "file") -> str:
@@ -43,23 +47,41 @@ def load_context(context_file: Path | None, pairs: Iterable[str] = ()) -> dict[s
 
 def load_mapping_file(path: Path) -> dict[str, Any]:
     """A JSON or YAML file whose top level is a mapping (YAML for .yaml/.yml, else JSON)."""
-    text = read_text(path, "context file")
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"context file {path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    except Exception as exc:  # yaml.YAMLError and friends
-        raise CliError(f"context file {path}: invalid YAML: {exc}") from None
+    text = read_text(path, "context file").removeprefix(BOM)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        data = _yaml(text, path)
+    else:
+        data = parse_json(text, f"context file {path}")
     if data is None:
         return {}
     if not isinstance(data, Mapping):
         raise CliError(f"context file {path} must hold a mapping of names to values, not a {type(data).__name__}")
     return {str(k): v for k, v in data.items()}
+
+
+def _yaml(text: str, path: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except RecursionError:
+        raise CliError(f"context file {path}: invalid YAML: nested too deeply") from None
+    except Exception as exc:  # yaml.YAMLError and friends
+        raise CliError(f"context file {path}: invalid YAML: {exc}") from None
+
+
+def parse_json(text: str, where: str, *, position: bool = True) -> Any:
+    """`json.loads`, with every failure a CliError starting with `where` (then `:line:col`
+    when `position`)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = f":{exc.lineno}:{exc.colno}" if position else ""
+        raise CliError(f"{where}{at}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise CliError(f"{where}: invalid JSON: nested too deeply for this parser") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise CliError(f"{where}: invalid JSON: {exc}") from None
 
 
 def parse_pair(pair: str) -> tuple[str, Any]:
@@ -70,6 +92,8 @@ def parse_pair(pair: str) -> tuple[str, Any]:
         raise CliError(f"-c expects key=value with an identifier as key, got {pair!r}")
     try:
         value: Any = json.loads(raw)
+    except RecursionError:
+        raise CliError(f"-c {key}=…: the JSON value is nested too deeply for this parser") from None
     except ValueError:
         value = raw
     return key, value
@@ -78,19 +102,41 @@ def parse_pair(pair: str) -> tuple[str, Any]:
 def dumps(data: Any, *, indent: int | None = 2) -> str:
     """JSON for people and pipes: UTF-8 kept, anything odd (dates, models) made plain."""
     from ..codec import jsonable
+    from .text import json_text
 
-    return json.dumps(jsonable(data), ensure_ascii=False, indent=indent)
+    return json_text(json.dumps(jsonable(data), ensure_ascii=False, indent=indent))
 
 
 def write_atomically(path: Path, write: Any, *, binary: bool = False) -> None:
-    """Write via a temporary file in the same directory, then rename over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write an output file the way a careful shell redirection would.
+
+    A regular file (or a new one) is written to a temporary file beside it and renamed
+    over it, so a crash never leaves half a file. A symlink is written through: its
+    target is replaced and the link stays. Anything else that already exists (a
+    device such as /dev/null, a FIFO) is opened and written in place, never replaced.
+    A new file gets the umask's mode (0666 less the umask), a replaced file keeps its
+    mode (and its owner, where we may set it). A directory is an error.
+    """
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
-        handle = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")
-        with handle:
+        info: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        info = None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "it is a directory")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        with _open_for_writing(target, binary) as handle:
             write(handle)
-        os.replace(tmp, path)
+        return
+    if target is path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _new_temporary(target)
+    try:
+        if info is not None:
+            _copy_ownership(tmp, info)
+        with _open_for_writing(tmp, binary) as handle:
+            write(handle)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -99,8 +145,40 @@ def write_atomically(path: Path, write: Any, *, binary: bool = False) -> None:
         raise
 
 
+def _new_temporary(target: Path) -> Path:
+    """An empty file beside `target`, created with mode 0666 so the umask decides its mode."""
+    for _ in range(100):
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(errno.EEXIST, f"no free temporary name beside {target}")
+
+
+def _copy_ownership(tmp: Path, info: os.stat_result) -> None:
+    """The replacement keeps the replaced file's mode, and its owner when we may set it."""
+    try:
+        os.chown(tmp, info.st_uid, info.st_gid)
+    except OSError:
+        pass  # not ours to give away: the mode still follows
+    os.chmod(tmp, stat.S_IMODE(info.st_mode))
+
+
+def _open_for_writing(path: Path, binary: bool) -> Any:
+    if binary:
+        return open(path, "wb")
+    return open(path, "w", encoding="utf-8", newline="")
+
+
 def write_json(path: Path, data: Any) -> None:
     try:
         write_atomically(path, lambda handle: handle.write(dumps(data) + "\n"))
     except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc}", code=1) from None
+        raise write_error(path, exc) from None
+
+
+def write_error(path: Path, exc: OSError) -> CliError:
+    """`cannot write PATH: reason`, naming the output the user gave (never a temporary file)."""
+    return CliError(f"cannot write {path}: {exc.strerror or exc}", code=1)

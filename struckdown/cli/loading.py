@@ -40,7 +40,9 @@ def load_tools(path: Path | None) -> list[Any]:
         raise CliError(f"tools file {path} cannot be read: {exc}") from None
     try:
         module = module_from_source(str(path.resolve()), source, "struckdown_cli_tools")
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit and other BaseExceptions too: never a traceback
         raise CliError(f"tools file {path} failed to load: {type(exc).__name__}: {exc}") from None
     tools = public_tools(module)
     if not tools:

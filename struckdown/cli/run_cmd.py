@@ -15,6 +15,7 @@ from .display import RunDisplay, make_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, load_context, write_json
 from .loading import load_program, load_tools
+from .model_notes import show_config_models
 
 
 @dataclass
@@ -41,6 +42,8 @@ def run_command(request: RunRequest) -> int:
         raise CliError(f"--stop-at {request.stop_at!r} is not a slot of {request.template} (slots: {known})")
     tools = load_tools(request.tools_file)
     model = loading.resolve_cli_model(request.model)  # via the module: tests patch it
+    if program.slots():
+        show_config_models(program, model)
     # --json keeps stdout for the answers alone; the live display moves to stderr.
     console = make_console(sys.stderr if request.as_json else sys.stdout)
     guards = {

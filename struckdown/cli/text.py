@@ -1,0 +1,37 @@
+"""Text from models and tools, made safe to show on a terminal.
+
+An answer, a streamed token, a tool's output or error, or a guard's reason can hold
+control characters put there by a prompt injection: ESC sequences that erase lines,
+move the cursor, set the window title or write the clipboard (OSC 52). Everything the
+CLI shows goes through `visible`, which spells each C0 and C1 control character (but
+newline and tab), DEL and each lone surrogate as a backslash escape (`\\x1b`, `\\x9b`,
+`\\ud800`), so it is seen and never obeyed.
+"""
+
+from __future__ import annotations
+
+_KEPT = ("\n", "\t")
+
+_ESCAPES: dict[int, str] = {
+    code: f"\\x{code:02x}"
+    for code in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))
+    if chr(code) not in _KEPT
+}
+_ESCAPES.update({code: f"\\u{code:04x}" for code in range(0xD800, 0xE000)})
+
+
+def visible(text: str) -> str:
+    """`text` with control characters (but newline and tab) and lone surrogates spelled out."""
+    return text.translate(_ESCAPES)
+
+
+_JSON_ESCAPES: dict[int, str] = {
+    code: f"\\u{code:04x}" for code in (0x7F, *range(0x80, 0xA0), *range(0xD800, 0xE000))
+}
+
+
+def json_text(encoded: str) -> str:
+    """JSON text (from `json.dumps(…, ensure_ascii=False)`) with DEL, C1 controls and lone
+    surrogates written as `\\uXXXX` escapes: the same JSON value, safe on a terminal and
+    always encodable as UTF-8 (json.dumps escapes C0 itself)."""
+    return encoded.translate(_JSON_ESCAPES)

@@ -1,0 +1,106 @@
+"""One writer per journal: a second `sd batch` on the same output is refused, naming who holds it.
+
+Batch A runs in this process (in a thread, its model held at a gate the test opens);
+batch B is a separate `sd` process started while A is inside its first model call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+from cli_support import plain_environment, sd, use_model  # noqa: F401
+from cli_models import scripted
+
+GATE_S = 60  # only so a broken test cannot hang forever; never decides an order
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def sd_process(*args: Any, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "struckdown.cli", *map(str, args)],
+        cwd=cwd, capture_output=True, text=True, timeout=GATE_S, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def test_a_second_batch_on_the_same_output_is_refused_and_names_the_holder(tmp_path: Path, use_model: Any) -> None:
+    in_model = threading.Event()
+    release = threading.Event()
+    calls: list[str] = []
+
+    def reply(prompt: str, info: Any) -> Any:
+        calls.append(prompt)
+        in_model.set()
+        assert release.wait(GATE_S), "the test never opened the gate"
+        return "from A"
+
+    use_model(scripted(reply))
+    template = write(tmp_path / "t.sd", "Row {{ n }} [[answer]]\n")
+    rows = write(tmp_path / "rows.jsonl", '{"n": 0}\n{"n": 1}\n{"n": 2}\n')
+    out = tmp_path / "out.csv"
+    outcome: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: outcome.update(a=sd("batch", template, rows, "-o", out, "-j", "1")))
+    first.start()
+    try:
+        assert in_model.wait(GATE_S)
+        second = sd_process("batch", template, rows, "-o", out, "--model", "test", cwd=tmp_path)
+    finally:
+        release.set()
+        first.join(GATE_S)
+    assert second.returncode == 2, second.stderr
+    journal = tmp_path / "out.journal.jsonl"
+    last = second.stderr.strip().splitlines()[-1]
+    holder = f"(pid {os.getpid()} on {socket.gethostname()}, since "
+    assert last.startswith(f"error: {journal} is being written by another sd batch {holder}"), last
+    assert last.endswith("): wait for it to finish or stop it (two batches on one output would run every row twice)")
+    assert outcome["a"].exit_code == 0, outcome["a"].output
+    assert sorted(calls) == ["Row 0", "Row 1", "Row 2"]  # A ran each row once; B ran none
+    assert out.read_text(encoding="utf-8").splitlines() == ["n,answer", "0,from A", "1,from A", "2,from A"]
+    assert not (tmp_path / "out.journal.lock").exists()
+
+
+def test_a_resume_waits_for_no_one_once_the_holder_is_gone(tmp_path: Path, use_model: Any) -> None:
+    """A lock file left by a holder that died (the kernel dropped its lock) does not block."""
+    use_model(scripted(lambda prompt, info: "ok"))
+    template = write(tmp_path / "t.sd", "Row {{ n }} [[answer]]\n")
+    rows = write(tmp_path / "rows.jsonl", '{"n": 0}\n')
+    (tmp_path / "out.journal.lock").write_text(json.dumps({"pid": 999999, "host": "gone", "started": 0}) + "\n")
+    result = sd("batch", template, rows, "-o", tmp_path / "out.csv")
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "out.journal.lock").exists()
+
+
+def test_batches_on_different_outputs_run_side_by_side(tmp_path: Path, use_model: Any) -> None:
+    in_model = threading.Event()
+    release = threading.Event()
+
+    def reply(prompt: str, info: Any) -> Any:
+        in_model.set()
+        assert release.wait(GATE_S)
+        return "a"
+
+    use_model(scripted(reply))
+    template = write(tmp_path / "t.sd", "Row {{ n }} [[answer]]\n")
+    rows = write(tmp_path / "rows.jsonl", '{"n": 0}\n')
+    outcome: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: outcome.update(a=sd("batch", template, rows, "-o", tmp_path / "a.csv")))
+    first.start()
+    try:
+        assert in_model.wait(GATE_S)
+        second = sd_process("batch", template, rows, "-o", tmp_path / "b.csv", "--model", "test", cwd=tmp_path)
+    finally:
+        release.set()
+        first.join(GATE_S)
+    assert second.returncode == 0, second.stderr
+    assert outcome["a"].exit_code == 0

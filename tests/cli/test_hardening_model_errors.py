@@ -1,0 +1,91 @@
+"""An endpoint answering with an empty `choices` list is a ModelError that says so, not an IndexError.
+
+A real OpenAIChatModel talks to a loopback fake server (no network).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from cli_support import plain_environment, sd  # noqa: F401
+from struckdown import complete
+from struckdown.errors import StruckdownError
+from struckdown.model_errors import ModelError
+from struckdown.models import clear_model_cache
+
+EMPTY = {
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "fake", "choices": [],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5},
+}  # fmt: skip
+
+
+@pytest.fixture
+def empty_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            data = json.dumps(EMPTY).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    for var in ("STRUCKDOWN_MODEL", "DEFAULT_LLM", "LLM_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LLM_API_BASE", base)
+    monkeypatch.setenv("STRUCKDOWN_MAX_RETRIES", "0")
+    clear_model_cache()
+    try:
+        yield base
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+        clear_model_cache()
+
+
+def test_empty_choices_is_a_model_error_through_the_api(empty_server: str) -> None:
+    with pytest.raises(ModelError) as caught:
+        complete("Say hi [[greeting]]", {})
+    error = caught.value
+    assert isinstance(error, StruckdownError) and not isinstance(error, IndexError)
+    assert f"@{empty_server}" in error.model
+    assert "the provider sent no answer: the response holds no choices" in str(error)
+    assert "empty `choices` list" in error.hint
+    assert isinstance(error.__cause__, IndexError)
+
+
+def test_empty_choices_is_one_clear_line_in_the_cli(empty_server: str, tmp_path: Path) -> None:
+    template = tmp_path / "t.sd"
+    template.write_text("Say hi [[greeting]]\n", encoding="utf-8")
+    result = sd("run", template, "--no-stream", "--no-cache")
+    assert result.exit_code == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "IndexError" not in last
+    assert "the provider sent no answer: the response holds no choices. Hint: the endpoint answered" in last
+
+
+def test_an_index_error_of_our_own_code_is_not_called_a_provider_fault() -> None:
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        return [][0]
+
+    with pytest.raises(IndexError):  # a bug in the model function stays that bug
+        complete("Say hi [[greeting]]", {}, model=FunctionModel(broken))
