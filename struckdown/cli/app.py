@@ -271,3 +271,9 @@ def batch(
             )
         )
     raise typer.Exit(code)
+
+
+from .web_cmd import edit, serve  # noqa: E402 - the playground (struckdown[web]); its imports are lazy
+
+app.command()(edit)
+app.command()(serve)

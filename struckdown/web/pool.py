@@ -1,0 +1,203 @@
+"""Worker processes as the server sees them: warm spares, a time limit per job, a
+cap on what a job may send back, and a kill for anything that overruns.
+
+A job's messages are read with a deadline, so a worker stuck in a loop or
+swapping costs the server nothing but a process to kill. A worker that finished
+its job cleanly goes back to the idle list; one that overran, died or was left
+by its client is killed and replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+START_TIMEOUT_S = 60.0
+JOBS_PER_WORKER = 200
+
+
+@dataclass(frozen=True)
+class PoolLimits:
+    workers: int = 4  # jobs at the same time
+    time_limit_s: float = 60.0  # per job, from its start to its last message
+    output_bytes: int = 8_000_000  # all messages of one job
+    memory_mb: int = 512  # address space above the warm worker's
+    queue_timeout_s: float = 30.0  # how long a job waits for a free worker
+
+
+class JobError(Exception):
+    """A job ended by the server, not by the template (time, output, a dead worker)."""
+
+
+class _Worker:
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.jobs = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.process.returncode is None
+
+    def kill(self) -> None:
+        if self.alive:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+
+    async def read(self, deadline: float, budget: list[int]) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise TimeoutError
+        try:
+            line = await asyncio.wait_for(self.process.stdout.readline(), remaining)
+        except (ValueError, asyncio.LimitOverrunError):  # one line longer than the whole budget
+            raise JobError("OutputLimitExceeded: the run produced more output than this server sends") from None
+        if not line:
+            await self.process.wait()
+            raise JobError(f"WorkerDied: the worker process ended (exit code {self.process.returncode})")
+        budget[0] -= len(line)
+        if budget[0] < 0:
+            raise JobError("OutputLimitExceeded: the run produced more output than this server sends")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+
+class WorkerPool:
+    def __init__(self, limits: PoolLimits, *, shared: bool, env: dict[str, str] | None = None) -> None:
+        self.limits = limits
+        self.shared = shared
+        self.env = env
+        self._idle: list[_Worker] = []
+        self._starting: asyncio.Task[_Worker] | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._all: set[_Worker] = set()
+
+    # -- processes -------------------------------------------------------------------
+    def _argv(self) -> list[str]:
+        argv = [sys.executable, "-m", "struckdown.web.worker", "--memory-mb", str(self.limits.memory_mb)]
+        return argv + (["--shared"] if self.shared else [])
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ if self.env is None else self.env)
+        env.setdefault("MALLOC_ARENA_MAX", "2")  # thread arenas would eat the address-space limit
+        env.setdefault("PYDANTIC_AI_NO_BANNER", "1")
+        if self.shared:
+            env.pop("STRUCKDOWN_ALLOW_FETCH", None)
+        return env
+
+    async def _start(self) -> _Worker:
+        process = await asyncio.create_subprocess_exec(
+            *self._argv(),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=self._environment(),
+            limit=self.limits.output_bytes + 1024,
+        )
+        worker = _Worker(process)
+        self._all.add(worker)
+        try:
+            loop = asyncio.get_running_loop()
+            ready = await worker.read(loop.time() + START_TIMEOUT_S, [1 << 20])
+        except BaseException:
+            worker.kill()
+            self._all.discard(worker)
+            raise
+        if ready.get("type") != "_ready":
+            worker.kill()
+            raise JobError(f"WorkerDied: the worker did not start ({ready})")
+        return worker
+
+    def warm(self) -> None:
+        """Have one spare worker starting, if none is idle or on its way."""
+        if self._idle or (self._starting is not None and not self._starting.done()):
+            return
+        self._starting = asyncio.get_running_loop().create_task(self._start())
+
+    async def _take(self) -> _Worker:
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.alive:
+                self.warm()
+                return worker
+        starting, self._starting = self._starting, None
+        worker = await (starting if starting is not None else self._start())
+        self.warm()
+        return worker
+
+    def _give_back(self, worker: _Worker) -> None:
+        worker.jobs += 1
+        if worker.alive and worker.jobs < JOBS_PER_WORKER:
+            self._idle.append(worker)
+        else:
+            self._retire(worker)
+
+    def _retire(self, worker: _Worker) -> None:
+        worker.kill()
+        self._all.discard(worker)
+
+    async def close(self) -> None:
+        if self._starting is not None:
+            self._starting.cancel()
+            with contextlib.suppress(BaseException):
+                await self._starting
+        for worker in list(self._all):
+            worker.kill()
+            with contextlib.suppress(Exception):
+                await worker.process.wait()
+        self._all.clear()
+        self._idle.clear()
+
+    # -- jobs ------------------------------------------------------------------------
+    async def stream(self, job: dict[str, Any], *, time_limit_s: float | None = None) -> AsyncGenerator[dict[str, Any], None]:
+        """The messages of one job. A job the server ends yields a final
+        `processing_error` saying why; the generator being closed early (the client
+        left) kills the worker."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.limits.workers)
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self.limits.queue_timeout_s)
+        except TimeoutError:
+            yield {"type": "processing_error", "slot": None, "error": "Busy: every worker is taken; try again"}
+            return
+        worker: _Worker | None = None
+        clean = False
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + (time_limit_s or self.limits.time_limit_s)
+            worker = await self._take()
+            assert worker.process.stdin is not None
+            worker.process.stdin.write((json.dumps(job) + "\n").encode())
+            await worker.process.stdin.drain()
+            budget = [self.limits.output_bytes]
+            while True:
+                try:
+                    message = await worker.read(deadline, budget)
+                except TimeoutError:
+                    limit = time_limit_s or self.limits.time_limit_s
+                    yield {"type": "processing_error", "slot": None,
+                           "error": f"TimeLimitExceeded: the request ran longer than {limit:g} s"}
+                    return
+                except JobError as exc:
+                    yield {"type": "processing_error", "slot": None, "error": str(exc)}
+                    return
+                if message.get("type") == "_end":
+                    clean = True
+                    return
+                yield message
+        finally:
+            if worker is not None:
+                if clean:
+                    self._give_back(worker)
+                else:
+                    self._retire(worker)
+            self._slots.release()
+
+    async def one(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every message of a short job (check, explain)."""
+        return [message async for message in self.stream(job)]
