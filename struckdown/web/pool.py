@@ -77,6 +77,7 @@ class WorkerPool:
         self._starting: asyncio.Task[_Worker] | None = None
         self._slots: asyncio.Semaphore | None = None
         self._all: set[_Worker] = set()
+        self._reapers: set[asyncio.Task[None]] = set()
 
     # -- processes -------------------------------------------------------------------
     def _argv(self) -> list[str]:
@@ -105,11 +106,10 @@ class WorkerPool:
             loop = asyncio.get_running_loop()
             ready = await worker.read(loop.time() + START_TIMEOUT_S, [1 << 20])
         except BaseException:
-            worker.kill()
-            self._all.discard(worker)
+            self._retire(worker)
             raise
         if ready.get("type") != "_ready":
-            worker.kill()
+            self._retire(worker)
             raise JobError(f"WorkerDied: the worker did not start ({ready})")
         return worker
 
@@ -140,6 +140,21 @@ class WorkerPool:
     def _retire(self, worker: _Worker) -> None:
         worker.kill()
         self._all.discard(worker)
+        reaper = asyncio.get_running_loop().create_task(self._reap(worker))
+        self._reapers.add(reaper)
+        reaper.add_done_callback(self._reapers.discard)
+
+    @staticmethod
+    async def _reap(worker: _Worker) -> None:
+        """Wait for the process and close its pipes, so nothing is left to the garbage collector."""
+        process = worker.process
+        if process.stdin is not None:
+            process.stdin.close()
+        with contextlib.suppress(Exception):
+            await process.wait()
+        if process.stdout is not None:
+            with contextlib.suppress(Exception):
+                await process.stdout.read()
 
     async def close(self) -> None:
         if self._starting is not None:
@@ -147,11 +162,10 @@ class WorkerPool:
             with contextlib.suppress(BaseException):
                 await self._starting
         for worker in list(self._all):
-            worker.kill()
-            with contextlib.suppress(Exception):
-                await worker.process.wait()
-        self._all.clear()
+            self._retire(worker)
         self._idle.clear()
+        while self._reapers:
+            await asyncio.gather(*self._reapers, return_exceptions=True)
 
     # -- jobs ------------------------------------------------------------------------
     async def stream(self, job: dict[str, Any], *, time_limit_s: float | None = None) -> AsyncGenerator[dict[str, Any], None]:
