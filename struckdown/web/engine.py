@@ -130,6 +130,8 @@ def event_dict(event: Any) -> dict[str, Any]:
         data.pop("accumulated", None)
     elif data["type"] == "processing_error":
         data["error"] = describe_error(event.error)
+        if _caused_by(event.error, MemoryError):
+            data["error"] += " (the template asked for more memory than this server allows)"
     elif data["type"] == "processing_complete":
         result = event.result
         data["usage"] = result.usage.to_dict()
@@ -191,6 +193,15 @@ def write_rows(path: Path, rows: list[dict[str, Any]], entries: list[dict[str, A
 
     out = [output_row(row, entry) for row, entry in zip(rows, entries)]
     write_table(path, out, output_columns(rows, entries, list(keys)))
+
+
+def _caused_by(exc: BaseException | None, kind: type[BaseException]) -> bool:
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, kind):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def describe_error(exc: BaseException) -> str:

@@ -13,7 +13,9 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import sys
+import threading
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,36 +38,73 @@ class JobError(Exception):
 
 
 class _Worker:
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    def __init__(self, process: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.process = process
+        self.reader = reader
+        self.writer = writer
         self.jobs = 0
 
     @property
     def alive(self) -> bool:
-        return self.process.returncode is None
+        return self.process.exitcode is None and not self.reader.at_eof()
 
     def kill(self) -> None:
-        if self.alive:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
+        with contextlib.suppress(Exception):
+            self.process.kill()
+
+    async def send(self, job: dict[str, Any]) -> None:
+        self.writer.write((json.dumps(job) + "\n").encode())
+        await self.writer.drain()
 
     async def read(self, deadline: float, budget: list[int]) -> dict[str, Any]:
-        assert self.process.stdout is not None
         remaining = deadline - asyncio.get_running_loop().time()
         if remaining <= 0:
             raise TimeoutError
         try:
-            line = await asyncio.wait_for(self.process.stdout.readline(), remaining)
+            line = await asyncio.wait_for(self.reader.readline(), remaining)
         except (ValueError, asyncio.LimitOverrunError):  # one line longer than the whole budget
             raise JobError("OutputLimitExceeded: the run produced more output than this server sends") from None
         if not line:
-            await self.process.wait()
-            raise JobError(f"WorkerDied: the worker process ended (exit code {self.process.returncode})")
+            await asyncio.to_thread(self.process.join, 5)
+            code = self.process.exitcode
+            raise JobError(f"WorkerDied: the worker process ended (exit code {code})")
         budget[0] -= len(line)
         if budget[0] < 0:
             raise JobError("OutputLimitExceeded: the run produced more output than this server sends")
         message: dict[str, Any] = json.loads(line)
         return message
+
+
+_context: Any = None
+
+
+def _fork_server() -> Any:
+    """The multiprocessing context whose fork server has struckdown imported."""
+    global _context
+    if _context is None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["struckdown.web.preload"])
+        _context = context
+    return _context
+
+
+def _start_process(process: Any) -> None:
+    """Start a worker without multiprocessing re-importing the host program's `__main__`
+    in it (a script without a main guard would run again; pytest would be imported)."""
+    import types
+
+    with _MAIN_SWAP:
+        main = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            process.start()
+        finally:
+            sys.modules["__main__"] = main
+
+
+_MAIN_SWAP = threading.Lock()
 
 
 class WorkerPool:
@@ -80,27 +119,28 @@ class WorkerPool:
         self._reapers: set[asyncio.Task[None]] = set()
 
     # -- processes -------------------------------------------------------------------
-    def _argv(self) -> list[str]:
-        argv = [sys.executable, "-m", "struckdown.web.worker", "--memory-mb", str(self.limits.memory_mb)]
-        return argv + (["--shared"] if self.shared else [])
-
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ if self.env is None else self.env)
-        env.setdefault("MALLOC_ARENA_MAX", "2")  # thread arenas would eat the address-space limit
-        env.setdefault("PYDANTIC_AI_NO_BANNER", "1")
         if self.shared:
             env.pop("STRUCKDOWN_ALLOW_FETCH", None)
         return env
 
     async def _start(self) -> _Worker:
-        process = await asyncio.create_subprocess_exec(
-            *self._argv(),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=self._environment(),
-            limit=self.limits.output_bytes + 1024,
+        from .worker import child_main
+
+        ours, theirs = socket.socketpair()
+        process = _fork_server().Process(
+            target=child_main,
+            args=(theirs, self.limits.memory_mb, self.shared, self._environment()),
+            daemon=True,
+            name="struckdown-web-worker",
         )
-        worker = _Worker(process)
+        try:
+            await asyncio.to_thread(_start_process, process)  # the first start waits for the fork server's imports
+        finally:
+            theirs.close()
+        reader, writer = await asyncio.open_connection(sock=ours, limit=self.limits.output_bytes + 1024)
+        worker = _Worker(process, reader, writer)
         self._all.add(worker)
         try:
             loop = asyncio.get_running_loop()
@@ -146,15 +186,11 @@ class WorkerPool:
 
     @staticmethod
     async def _reap(worker: _Worker) -> None:
-        """Wait for the process and close its pipes, so nothing is left to the garbage collector."""
-        process = worker.process
-        if process.stdin is not None:
-            process.stdin.close()
+        """Wait for the process and close its socket, so nothing is left to the garbage collector."""
+        worker.writer.close()
         with contextlib.suppress(Exception):
-            await process.wait()
-        if process.stdout is not None:
-            with contextlib.suppress(Exception):
-                await process.stdout.read()
+            await worker.writer.wait_closed()
+        await asyncio.to_thread(worker.process.join, 10)
 
     async def close(self) -> None:
         if self._starting is not None:
@@ -185,9 +221,7 @@ class WorkerPool:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + (time_limit_s or self.limits.time_limit_s)
             worker = await self._take()
-            assert worker.process.stdin is not None
-            worker.process.stdin.write((json.dumps(job) + "\n").encode())
-            await worker.process.stdin.drain()
+            await worker.send(job)
             budget = [self.limits.output_bytes]
             while True:
                 try:

@@ -6,18 +6,19 @@ address-space limit turns every other allocation bomb into a MemoryError, and th
 server can kill it at the request's time limit, whatever it is doing. The server
 stays one event loop that only moves bytes.
 
-Protocol: one JSON job per line on stdin; JSON messages, one a line, on the
-protocol stream (the original stdout; anything else printed goes to stderr); each
-job ends with `{"type": "_end"}`. The first line is `{"type": "_ready"}`, sent
-once the imports are done and the limits set, so a spare worker is warm.
+Workers are forked from a multiprocessing fork server that imported everything
+once (`preload.py`), so a new worker is ready in milliseconds and killing one costs
+nothing. Protocol over a socket pair: one JSON job a line in; JSON messages, one a
+line, out, each job ending with `{"type": "_end"}`. The first message is
+`{"type": "_ready"}`, sent once the limits are set.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
+import socket
 import sys
 import tempfile
 import traceback
@@ -28,25 +29,24 @@ from typing import Any, TextIO
 Send = Callable[[dict[str, Any]], None]
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="struckdown.web.worker")
-    parser.add_argument("--memory-mb", type=int, default=0, help="address space allowed above the warm size")
-    parser.add_argument("--shared", action="store_true", help="sd serve: no files, no network actions")
-    args = parser.parse_args(argv)
-
-    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
-    os.dup2(2, 1)  # a print() in a tools file must not corrupt the protocol
-    sys.stdout = sys.stderr
-    if args.shared:
+def child_main(channel: socket.socket, memory_mb: int, shared: bool, env: dict[str, str]) -> None:
+    """A worker's life, forked from the warm fork server: jobs in, messages out, over `channel`."""
+    os.environ.clear()
+    os.environ.update(env)  # the server's environment when it asked for this worker
+    for entry in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
+    sys.stdout = sys.stderr  # a print() in a tools file must not reach the protocol
+    if shared:
         os.environ.pop("STRUCKDOWN_ALLOW_FETCH", None)
-        jail = tempfile.mkdtemp(prefix="sd-serve-")
-        os.chdir(jail)  # includes resolve against an empty folder
+        os.chdir(tempfile.mkdtemp(prefix="sd-serve-"))  # includes resolve against an empty folder
     _warm_up()
-    if args.memory_mb > 0:
-        _limit_memory(args.memory_mb)
-    worker = Worker(protocol, shared=args.shared)
+    if memory_mb > 0:
+        _limit_memory(memory_mb)
+    jobs = channel.makefile("r", encoding="utf-8")
+    worker = Worker(channel.makefile("w", encoding="utf-8"), shared=shared)
     worker.send({"type": "_ready", "pid": os.getpid()})
-    for line in sys.stdin:
+    for line in jobs:
         if not line.strip():
             continue
         try:
@@ -156,7 +156,7 @@ class Worker:
         program = engine.compile_text(job["template"], self.template_path(job))
         tools = engine.load_tools(job.get("tools"))
         title = Path(job["path"]).name if job.get("path") and not self.shared else "template"
-        self.send({"type": "plan", "text": engine.explain(program, tools, title)})
+        self.send({"type": "plan", "plan": engine.explain(program, tools, title)})
 
     def _prepare(self, job: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
         from . import engine
@@ -216,6 +216,3 @@ class Worker:
             formats.append(suffix)
         self.send({"type": "batch_complete", "total": total, "failed": failed, "formats": formats})
 
-
-if __name__ == "__main__":
-    main()

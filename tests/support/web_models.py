@@ -29,7 +29,8 @@ TYPED = {"boolean": True, "integer": 42, "number": 42}
 def _typed(info: AgentInfo) -> ModelResponse:
     tool = info.output_tools[0]
     schema = tool.parameters_json_schema.get("properties", {}).get("response", {})
-    value = TYPED.get(schema.get("type", ""), "ok")
+    kinds = [schema.get("type")] + [option.get("type") for option in schema.get("anyOf", [])]
+    value = next((TYPED[kind] for kind in kinds if kind in TYPED), "ok")
     return ModelResponse(parts=[ToolCallPart(tool.name, {"response": value})])
 
 

@@ -23,7 +23,7 @@ def config(**changes: object) -> WebConfig:
         "mode": "serve",
         "tokens": (KEY, OTHER),
         "models": ("test",),
-        "limits": PoolLimits(workers=3, time_limit_s=3.0),
+        "limits": PoolLimits(workers=3, time_limit_s=1.5),
     }
     base.update(changes)
     return WebConfig(**base)  # type: ignore[arg-type]
@@ -31,8 +31,12 @@ def config(**changes: object) -> WebConfig:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    with serving(config()) as base:
-        yield base
+    """One server for most tests. The environment allows @fetch, as a careless
+    operator's might: the server must still refuse it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STRUCKDOWN_ALLOW_FETCH", "1")
+        with serving(config(max_body_bytes=4000)) as base:
+            yield base
 
 
 @pytest.mark.parametrize(
@@ -55,22 +59,21 @@ def test_the_page_opens_with_the_token_in_the_query_and_its_assets_carry_it(serv
     assert http.get("/static/style.css", params={"token": OTHER}).status_code == 200
 
 
-def test_a_body_over_the_size_limit_is_413_with_or_without_a_length() -> None:
-    with serving(config(max_body_bytes=2000)) as base:
-        http = client(base, KEY)
-        big = {"template": "x" * 3000 + " [[a]]"}
-        assert http.post("/api/check", json=big).status_code == 413
+def test_a_body_over_the_size_limit_is_413_with_or_without_a_length(server: str) -> None:
+    http = client(server, KEY)
+    big = {"template": "x" * 5000 + " [[a]]"}
+    assert http.post("/api/check", json=big).status_code == 413
 
-        def chunks() -> Iterator[bytes]:  # chunked: no Content-Length to check up front
-            yield b'{"template": "'
-            for _ in range(10):
-                yield b"x" * 300
-            yield b' [[a]]"}'
+    def chunks() -> Iterator[bytes]:  # chunked: no Content-Length to check up front
+        yield b'{"template": "'
+        for _ in range(20):
+            yield b"x" * 300
+        yield b' [[a]]"}'
 
-        response = http.post("/api/check", content=chunks(), headers={"Content-Type": "application/json"})
-        assert response.status_code == 413
-        assert response.json() == {"error": "request body over 2,000 bytes"}
-        assert http.post("/api/check", json={"template": "small [[a]]"}).status_code == 200
+    response = http.post("/api/check", content=chunks(), headers={"Content-Type": "application/json"})
+    assert response.status_code == 413
+    assert response.json() == {"error": "request body over 4,000 bytes"}
+    assert http.post("/api/check", json={"template": "x" * 3000 + " [[a]]"}).status_code == 200
 
 
 def test_the_rate_limit_is_per_key() -> None:
@@ -125,14 +128,10 @@ def page_server() -> Iterator[tuple[str, list[str]]]:
     thread.join()
 
 
-def test_fetch_is_refused_even_when_the_environment_allows_it(
-    monkeypatch: pytest.MonkeyPatch, page_server: tuple[str, list[str]]
-) -> None:
+def test_fetch_is_refused_even_when_the_environment_allows_it(server: str, page_server: tuple[str, list[str]]) -> None:
     url, hits = page_server
-    monkeypatch.setenv("STRUCKDOWN_ALLOW_FETCH", "1")
-    with serving(config()) as base:
-        template = f'[[@fetch:page|url="{url}/private"]]\nSummarise {{{{ page }}}} [[a]]'
-        response = client(base, KEY).post("/api/run", json={"template": template, "model": "test"})
+    template = f'[[@fetch:page|url="{url}/private"]]\nSummarise {{{{ page }}}} [[a]]'
+    response = client(server, KEY).post("/api/run", json={"template": template, "model": "test"})
     assert response.status_code == 403
     assert response.json() == {"error": "@fetch is turned off on this server (no network or side-effecting actions)"}
     assert hits == []
@@ -181,7 +180,6 @@ BOMBS = [
     ("{{ range(10**9)|list|length }} [[a]]", "Range too big"),
     ("{{ 'x'|center(10**9) }} [[a]]", "MemoryError"),
     ("{{ 'x'.ljust(10**9) }} [[a]]", "MemoryError"),
-    ("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}[[a]]", "TimeLimitExceeded"),
 ]
 
 
@@ -209,7 +207,7 @@ def test_the_server_keeps_serving_while_a_runaway_template_runs(server: str) -> 
         assert check.json() == {"type": "diagnostics", "diagnostics": [], "context_error": None}
         rest = list(messages)
         ended = time.monotonic()
-    assert rest == [{"type": "processing_error", "slot": None, "error": "TimeLimitExceeded: the request ran longer than 3 s"}]
+    assert rest == [{"type": "processing_error", "slot": None, "error": "TimeLimitExceeded: the request ran longer than 1.5 s"}]
     assert checked < ended  # answered while the runaway was still running
     assert ended - started < 5.0
     after = run_events(other, {"template": "Hi [[a]]", "model": "test"})
