@@ -2,11 +2,13 @@
 (`STRUCKDOWN_TEST_MODEL=web_models:playground`), so no network and no keys.
 
 `playground()`: a free-text slot with tools first calls `lookup(word="Ada")`, then
-streams `Hello Ada, <tool output>!` word by word; typed slots answer through their
-output tool (bool: true, int: 42, anything else: "ok"). With SD_TEST_GATE=PATH the
-final answer streams its first word, then waits until PATH exists: the test creates
-the file once it has seen that word on the page, so "tokens stream live" is decided
-by what the page shows, not by timing.
+answers `Hello Ada, <tool output>!`; one without tools streams `A short poem for
+Ada.` word by word; typed slots answer through their output tool (bool: true, int:
+42, anything else: "ok"). With SD_TEST_GATE=PATH a slot without tools streams its
+first word, then waits until PATH exists: the test creates the file once it has
+seen that word on the page, so "tokens stream live" is decided by what the page
+shows, not by timing. (A tool slot's text is held until the response proves final,
+so it arrives at once.)
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     returns = tool_returns(messages)
     if info.function_tools and not returns:
         return ModelResponse(parts=[ToolCallPart("lookup", {"word": "Ada"})])
-    said = f", {returns[-1].content}" if returns else ""
-    return ModelResponse(parts=[TextPart(f"Hello Ada{said}!")])
+    if returns:
+        return ModelResponse(parts=[TextPart(f"Hello Ada, {returns[-1].content}!")])
+    return ModelResponse(parts=[TextPart("A short poem for Ada.")])
 
 
 async def _wait_for_gate() -> None:
@@ -58,7 +61,7 @@ def playground() -> FunctionModel:
         for index, part in enumerate(response.parts):
             if isinstance(part, TextPart):
                 for number, word in enumerate(re.findall(r"\S+\s*", part.content)):
-                    if number == 1:
+                    if number == 1 and not info.function_tools:
                         await _wait_for_gate()
                     yield word
             elif isinstance(part, ToolCallPart):
