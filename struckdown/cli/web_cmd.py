@@ -74,7 +74,9 @@ def serve(
         Optional[Path], typer.Option("--tools", "-t", help="The only tools runs may use.", show_default=False)
     ] = None,
     max_body: Annotated[int, typer.Option("--max-body", help="Largest request body in bytes (413 above).")] = 1_000_000,
-    rate: Annotated[int, typer.Option("--rate", help="Requests a minute per key (429 above; 0: no limit).")] = 60,
+    rate: Annotated[
+        int, typer.Option("--rate", help="Runs and batches a minute per key, checks ten times that (429 above; 0: off).")
+    ] = 60,
     time_limit: TimeOpt = 60.0,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Template jobs at the same time.")] = 4,
     memory_mb: Annotated[int, typer.Option("--memory-mb", min=64, help="Memory one job may allocate.")] = 512,

@@ -36,6 +36,8 @@ SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__"
 MAX_FILES = 2000
 MAX_FILE_BYTES = 2_000_000
 KEPT_BATCHES = 32
+RUN_PATHS = frozenset({"/api/run", "/api/batch"})
+LIGHT_FACTOR = 10  # checks and plans a minute per run a minute: the page checks as the author types
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -73,9 +75,9 @@ class Gate:
                 scope, receive, send
             )
             return
-        if request.url.path.startswith("/api/") and not self._allow(key):
-            await _error(429, f"more than {self.config.rate_per_minute} requests a minute with this key",
-                         {"Retry-After": "60"})(scope, receive, send)
+        refusal = self._rate(key, request.url.path)
+        if refusal is not None:
+            await _error(429, refusal, {"Retry-After": "60"})(scope, receive, send)
             return
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.config.max_body_bytes):
@@ -91,18 +93,24 @@ class Gate:
                 return token
         return None
 
-    def _allow(self, key: str) -> bool:
+    def _rate(self, key: str, path: str) -> str | None:
+        """Runs and batches count against the key's rate; the page's other calls (a
+        check as the author types, the plan) against ten times that."""
         limit = self.config.rate_per_minute
-        if limit <= 0:
-            return True
+        if limit <= 0 or not path.startswith("/api/"):
+            return None
+        if path in RUN_PATHS:
+            bucket, what = "run", "runs"
+        else:
+            bucket, what, limit = "other", "requests", limit * LIGHT_FACTOR
         now = time.monotonic()
-        hits = self.hits.setdefault(key, deque())
+        hits = self.hits.setdefault(f"{bucket}:{key}", deque())
         while hits and now - hits[0] >= 60.0:
             hits.popleft()
         if len(hits) >= limit:
-            return False
+            return f"more than {limit} {what} a minute with this key"
         hits.append(now)
-        return True
+        return None
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:

@@ -4,7 +4,7 @@
 `playground()`: a free-text slot with tools first calls `lookup(word="Ada")`, then
 answers `Hello Ada, <tool output>!`; one without tools streams `A short poem for
 Ada.` word by word; typed slots answer through their output tool (bool: true, int:
-42, anything else: "ok"). With SD_TEST_GATE=PATH a slot without tools streams its
+42, anything else: "ok"); a guard trips when the conversation says "trip". With SD_TEST_GATE=PATH a slot without tools streams its
 first word, then waits until PATH exists: the test creates the file once it has
 seen that word on the page, so "tokens stream live" is decided by what the page
 shows, not by timing. (A tool slot's text is held until the response proves final,
@@ -23,13 +23,16 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
-from cli_models import tool_returns
+from cli_models import tool_returns, user_text
 
 TYPED = {"boolean": True, "integer": 42, "number": 42}
 
 
-def _typed(info: AgentInfo) -> ModelResponse:
+def _typed(info: AgentInfo, prompt: str) -> ModelResponse:
     tool = info.output_tools[0]
+    if "HaltVerdict" in tool.parameters_json_schema.get("$defs", {}):  # a guard: trips on "trip"
+        verdict = {"triggered": "trip" in prompt, "reason": "scripted trip"}
+        return ModelResponse(parts=[ToolCallPart(tool.name, {"response": verdict})])
     schema = tool.parameters_json_schema.get("properties", {}).get("response", {})
     kinds = [schema.get("type")] + [option.get("type") for option in schema.get("anyOf", [])]
     value = next((TYPED[kind] for kind in kinds if kind in TYPED), "ok")
@@ -38,7 +41,7 @@ def _typed(info: AgentInfo) -> ModelResponse:
 
 def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if info.output_tools:
-        return _typed(info)
+        return _typed(info, user_text(messages))
     returns = tool_returns(messages)
     if info.function_tools and not returns:
         return ModelResponse(parts=[ToolCallPart("lookup", {"word": "Ada"})])

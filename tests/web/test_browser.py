@@ -91,6 +91,8 @@ def test_edit_check_fix_run_and_read_the_result(playground: tuple[str, Path], pa
 
     assert isinstance(page, Page)
     url, gate = playground
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
     page.goto(url)
     expect(page.locator("#filename")).to_have_text("hello.sd")
     expect(page.locator("#template-list li")).to_have_text(["hello.sd"])
@@ -156,6 +158,8 @@ def test_edit_check_fix_run_and_read_the_result(playground: tuple[str, Path], pa
     page.click(".tabs button[data-tab='plan-panel']")
     expect(page.locator("#plan")).to_contain_text("slot friendly: bool, one answer")
     page.click(".tabs button[data-tab='run-panel']")
+    origin = url.split("/?")[0] + "/"
+    assert requested and all(r.startswith(origin) for r in requested), requested  # no CDN, no network
     shot = os.environ.get("SD_SCREENSHOT")
     if shot:
         page.screenshot(path=shot)

@@ -123,6 +123,17 @@ def test_a_run_streams_tokens_tool_calls_and_the_typed_result(server: str) -> No
     assert final["halted"] is None
 
 
+def test_a_guard_verdict_and_the_halt_arrive_as_events(server: str) -> None:
+    events = run_events(client(server, TOKEN), {"template": "Please trip.\n[[halt:safety]]\nThen [[a]]"})
+    verdicts = [e for e in events if e["type"] == "slot_completed" and e["slot"] == "safety"]
+    assert [v["result"]["output"] for v in verdicts] == [{"triggered": True, "reason": "scripted trip"}]
+    assert verdicts[0]["result"]["type"] == "halt"
+    final = events[-1]
+    assert (final["type"], final["early_termination"]) == ("processing_complete", True)
+    assert final["halted"] == {"slot": "safety", "reason": "scripted trip"}
+    assert "a" not in final["result"]
+
+
 def test_tools_outside_the_folder_are_refused(server: str) -> None:
     response = client(server, TOKEN).post("/api/run", json={"template": TEMPLATE, "tools": "../tools.py"})
     assert response.status_code == 403

@@ -77,14 +77,18 @@ def test_a_body_over_the_size_limit_is_413_with_or_without_a_length(server: str)
 
 
 def test_the_rate_limit_is_per_key() -> None:
-    with serving(config(rate_per_minute=3)) as base:
+    with serving(config(rate_per_minute=2)) as base:
         first, second = client(base, KEY), client(base, OTHER)
-        assert [first.get("/api/config").status_code for _ in range(3)] == [200, 200, 200]
-        refused = first.get("/api/config")
+        run = {"template": "Hi [[a]]", "model": "test"}
+        assert [first.post("/api/run", json=run).status_code for _ in range(2)] == [200, 200]
+        refused = first.post("/api/run", json=run)
         assert refused.status_code == 429
         assert refused.headers["retry-after"] == "60"
-        assert refused.json() == {"error": "more than 3 requests a minute with this key"}
-        assert second.get("/api/config").status_code == 200
+        assert refused.json() == {"error": "more than 2 runs a minute with this key"}
+        assert second.post("/api/run", json=run).status_code == 200
+        # checks as the author types have their own, larger allowance
+        assert [first.get("/api/config").status_code for _ in range(20)] == [200] * 20
+        assert first.get("/api/config").json() == {"error": "more than 20 requests a minute with this key"}
 
 
 def test_a_model_outside_the_allow_list_is_refused(server: str) -> None:

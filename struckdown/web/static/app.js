@@ -298,7 +298,7 @@ const handlers = {
     slot.card.classList.add("retracted");
     note(`${e.slot} retracted: ${e.reason}`);
   },
-  checkpoint_reached(e) { note(`checkpoint ${e.name || e.segment}`); },
+  checkpoint_reached(e) { if (e.name) note(`checkpoint ${e.name}`); },
   approval_requested(e) { approvalRequested(e); },
   approval_decided(e) { note(`${e.tool_name || "call"} ${e.approved ? "approved" : "denied"}${e.message ? ": " + e.message : ""}`); },
   processing_complete(e) {
@@ -441,7 +441,8 @@ function selectTab(id) {
 async function start() {
   const config = await json("/api/config");
   state.config = config;
-  $("mode").textContent = config.mode === "edit" ? "edit · " + config.root : "serve";
+  $("mode").textContent = config.mode === "edit" ? "edit · " + config.root.split(/[\\/]/).filter(Boolean).pop() : "serve";
+  $("mode").title = config.root || "";
   const select = $("model-select");
   if (config.models.length) {
     for (const name of config.models) select.append(el("option", { value: name, text: name }));
