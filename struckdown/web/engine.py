@@ -89,24 +89,36 @@ def compile_text(text: str, path: Path) -> Any:
     return parse(text, template_path=path)
 
 
-def actions_used(program: Any) -> list[str]:
-    """Names of the `[[@action]]`s a program contains."""
+def actions_used(program: Any) -> list[tuple[str, int, int]]:
+    """Every `[[@action]]` of a program: (name, line, column)."""
     from ..syntax.checks import walk
     from ..syntax.nodes import Action
 
-    return sorted(
-        {node.name for segment in program.segments for node in walk(segment.nodes) if isinstance(node, Action)}
-    )
+    return [
+        (node.name, node.pos.line, node.pos.column)
+        for segment in program.segments
+        for node in walk(segment.nodes)
+        if isinstance(node, Action)
+    ]
+
+
+def network_actions(program: Any) -> list[dict[str, Any]]:
+    """The actions a shared server does not run (network or side effects), as diagnostics."""
+    from ..actions import default_actions
+
+    found = []
+    for name, line, column in actions_used(program):
+        side_effects = name in default_actions and default_actions.get(name).side_effects
+        if name in NETWORK_ACTIONS or side_effects:
+            message = f"@{name} is turned off on this server (no network or side-effecting actions)"
+            found.append({"line": line, "column": column, "severity": "error", "message": message, "hint": None})
+    return found
 
 
 def refuse_network_actions(program: Any) -> None:
-    """A shared server runs no action that reaches the network or has side effects."""
-    from ..actions import default_actions
-
-    for name in actions_used(program):
-        side_effects = name in default_actions and default_actions.get(name).side_effects
-        if name in NETWORK_ACTIONS or side_effects:
-            raise Refused(f"@{name} is turned off on this server (no network or side-effecting actions)")
+    found = network_actions(program)
+    if found:
+        raise Refused(found[0]["message"])
 
 
 def explain(program: Any, tools: Sequence[Any], title: str) -> str:

@@ -148,6 +148,8 @@ class Worker:
         found = engine.diagnostics(
             job["template"], self.template_path(job), names, tools_given=bool(job.get("tools"))
         )
+        if self.shared and not any(d["severity"] == "error" for d in found):
+            found += engine.network_actions(engine.compile_text(job["template"], self.template_path(job)))
         self.send({"type": "diagnostics", "diagnostics": found, "context_error": context_error})
 
     def explain(self, job: dict[str, Any]) -> None:

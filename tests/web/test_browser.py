@@ -187,3 +187,32 @@ def test_a_batch_from_an_uploaded_file_shows_progress_and_a_download(
         page.click("#batch-downloads a:has-text('Download CSV')")
     downloaded = Path(download_info.value.path())
     assert downloaded.read_text().splitlines() == ["name,friendly", "Ada,true", "Grace,true"]
+
+
+def test_serve_runs_a_typed_template_with_the_allowed_model(page: object, tmp_path: Path) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    env = {**os.environ, "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("STRUCKDOWN_API_KEY", None)
+    command = [sys.executable, "-m", "struckdown.cli", "serve", "--port", "0", "--api-key", "team", "--models", "test"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        match = re.search(r"on (http://127\.0\.0\.1:\d+/)$", line.strip())
+        assert match, f"sd serve printed {line!r}"
+        page.goto(match.group(1) + "?token=team")
+        expect(page.locator("#mode")).to_have_text("serve")
+        expect(page.locator("#files")).to_be_hidden()
+        expect(page.locator("#model-select option")).to_have_text(["test"])
+        page.locator("#source").fill("Is water wet?\n[[bool:wet]]\n[[int:n]]\n")
+        expect(page.locator("#diagnostics li")).to_have_count(0)
+        page.click("#run")
+        expect(page.locator("#status")).to_have_text("Done.")
+        rows = page.locator("#results tbody tr")
+        expect(rows.nth(0).locator("td")).to_have_text(["wet", "bool", "false"])
+        expect(rows.nth(1).locator("td")).to_have_text(["n", "int", "0"])
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

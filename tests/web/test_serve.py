@@ -139,6 +139,11 @@ def test_fetch_is_refused_even_when_the_environment_allows_it(server: str, page_
     assert response.status_code == 403
     assert response.json() == {"error": "@fetch is turned off on this server (no network or side-effecting actions)"}
     assert hits == []
+    (diagnostic,) = client(server, KEY).post("/api/check", json={"template": template}).json()["diagnostics"]
+    assert diagnostic == {
+        "line": 1, "column": 1, "severity": "error", "hint": None,
+        "message": "@fetch is turned off on this server (no network or side-effecting actions)",
+    }
 
 
 def test_requests_cannot_bring_tools_or_files(server: str) -> None:
