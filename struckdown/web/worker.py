@@ -16,6 +16,7 @@ line, out, each job ending with `{"type": "_end"}`. The first message is
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import socket
@@ -65,6 +66,12 @@ def _warm_up() -> None:
     from .. import api, compile  # noqa: F401
     from ..cli import batch, check, explain, loading  # noqa: F401
     from . import engine  # noqa: F401
+
+    for optional in ("pydantic_ai.models.openai", "pydantic_ai.models.test", "pydantic_ai.models.function"):
+        try:
+            importlib.import_module(optional)  # what a first run would import
+        except ImportError:
+            pass
 
 
 def _limit_memory(headroom_mb: int) -> None:

@@ -23,7 +23,7 @@ def config(**changes: object) -> WebConfig:
         "mode": "serve",
         "tokens": (KEY, OTHER),
         "models": ("test",),
-        "limits": PoolLimits(workers=3, time_limit_s=1.5),
+        "limits": PoolLimits(workers=3, time_limit_s=1.0),
     }
     base.update(changes)
     return WebConfig(**base)  # type: ignore[arg-type]
@@ -216,7 +216,7 @@ def test_the_server_keeps_serving_while_a_runaway_template_runs(server: str) -> 
         assert check.json() == {"type": "diagnostics", "diagnostics": [], "context_error": None}
         rest = list(messages)
         ended = time.monotonic()
-    assert rest == [{"type": "processing_error", "slot": None, "error": "TimeLimitExceeded: the request ran longer than 1.5 s"}]
+    assert rest == [{"type": "processing_error", "slot": None, "error": "TimeLimitExceeded: the request ran longer than 1 s"}]
     assert checked < ended  # answered while the runaway was still running
     assert ended - started < 5.0
     after = run_events(other, {"template": "Hi [[a]]", "model": "test"})
