@@ -218,10 +218,14 @@ class WorkerPool:
         worker: _Worker | None = None
         clean = False
         try:
+            try:
+                worker = await self._take()
+                await worker.send(job)
+            except (JobError, OSError, TimeoutError) as exc:
+                yield {"type": "processing_error", "slot": None, "error": f"WorkerDied: no worker for the job ({exc})"}
+                return
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + (time_limit_s or self.limits.time_limit_s)
-            worker = await self._take()
-            await worker.send(job)
+            deadline = loop.time() + (time_limit_s or self.limits.time_limit_s)  # the job's own time
             budget = [self.limits.output_bytes]
             while True:
                 try:

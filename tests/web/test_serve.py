@@ -239,3 +239,15 @@ def test_a_syntax_error_in_a_run_comes_back_as_a_positioned_diagnostic(server: s
     assert events[0]["type"] == "diagnostics"
     (diagnostic,) = events[0]["diagnostics"]
     assert (diagnostic["line"], diagnostic["severity"]) == (2, "error")
+
+
+def test_a_run_that_sends_more_than_the_output_budget_is_cut_off() -> None:
+    with serving(config(limits=PoolLimits(workers=1, output_bytes=3000))) as base:
+        http = client(base, KEY)
+        long = "y" * 2000
+        events = run_events(http, {"template": f'[[@set:a|"{long}"]] [[@set:b|"{long}"]]', "model": "test"})
+        assert events[-1] == {
+            "type": "processing_error", "slot": None,
+            "error": "OutputLimitExceeded: the run produced more output than this server sends",
+        }
+        assert run_events(http, {"template": "Hi [[a]]", "model": "test"})[-1]["type"] == "processing_complete"
