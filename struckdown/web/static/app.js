@@ -76,7 +76,9 @@ function renderEditor() {
     gutter.append(el("div", attrs));
   }
   source.style.height = "auto";
-  source.style.height = Math.max(source.scrollHeight, 100) + "px";
+  source.style.width = "auto";
+  source.style.height = Math.max(source.scrollHeight, $("editor").clientHeight) + "px";
+  source.style.width = Math.max(source.scrollWidth, $("editor").clientWidth - gutter.offsetWidth) + "px";
   $("filename").textContent = (state.path || "untitled") + (source.value !== state.saved ? " •" : "");
 }
 
