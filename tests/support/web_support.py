@@ -25,11 +25,19 @@ from struckdown.web import WebConfig, create_app
 SUPPORT = Path(__file__).parent
 
 
-def use_scripted_model(monkeypatch: pytest.MonkeyPatch, factory: str = "web_models:playground") -> None:
-    """The one place the web tests pick their model: the worker processes resolve the
-    environment default through the CLI's test hook, importing from tests/support."""
-    monkeypatch.setenv("STRUCKDOWN_TEST_MODEL", factory)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH")])))
+def scripted_model_env(factory: str = "web_models:playground") -> dict[str, str]:
+    """The one place the web tests pick their model: the worker processes (and `sd edit`
+    run as a process) resolve the environment default through the CLI's test hook,
+    importing the factory from tests/support."""
+    return {
+        "STRUCKDOWN_TEST_MODEL": factory,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH")])),
+    }
+
+
+def use_scripted_model(patch: pytest.MonkeyPatch, factory: str = "web_models:playground") -> None:
+    for name, value in scripted_model_env(factory).items():
+        patch.setenv(name, value)
 
 
 @contextlib.contextmanager

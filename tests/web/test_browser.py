@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from web_support import SUPPORT
+from web_support import scripted_model_env
 
 pytestmark = pytest.mark.browser
 
@@ -46,9 +46,8 @@ def playground(folder: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     gate = tmp_path / "gate"
     env = {
         **os.environ,
-        "STRUCKDOWN_TEST_MODEL": "web_models:playground",
+        **scripted_model_env(),
         "SD_TEST_GATE": str(gate),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH")])),
         "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache"),
     }
     process = subprocess.Popen(

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from struckdown.web import WebConfig
-from web_support import SUPPORT, client, run_events, serving
+from web_support import client, run_events, serving, use_scripted_model
 
 TOKEN = "edit-token"
 TEMPLATE = "Greet {{ name }}.\n\n[[greeting|use_tools=true]]\n\nFriendly?\n[[bool:friendly]]\n"
@@ -37,8 +36,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(folder: Path) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("STRUCKDOWN_TEST_MODEL", "web_models:playground")
-        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH")])))
+        use_scripted_model(patch)
         with serving(WebConfig(mode="edit", tokens=(TOKEN,), root=folder)) as base:
             yield base
 
