@@ -7,6 +7,7 @@ itself. When the library's names move, this is the file to re-point.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -90,25 +91,42 @@ def compile_text(text: str, path: Path) -> Any:
 
 
 def actions_used(program: Any) -> list[tuple[str, int, int]]:
-    """Every `[[@action]]` of a program: (name, line, column)."""
-    from ..syntax.checks import walk
-    from ..syntax.nodes import Action
+    """Every `[[@action]]` of a program: (name, line, column). Walks the node
+    dataclasses generically, so it needs no stage's private walker."""
+    found: list[tuple[str, int, int]] = []
 
-    return [
-        (node.name, node.pos.line, node.pos.column)
-        for segment in program.segments
-        for node in walk(segment.nodes)
-        if isinstance(node, Action)
-    ]
+    def visit(value: Any) -> None:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            node: Any = value
+            if type(node).__name__ == "Action":
+                found.append((node.name, node.pos.line, node.pos.column))
+            for item in dataclasses.fields(node):
+                visit(getattr(node, item.name))
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                visit(item)
+
+    for segment in program.segments:
+        visit(segment.nodes)
+    return found
+
+
+def _action_registry(program: Any) -> Any:
+    """The program's own actions (an Environment's), else the library's defaults."""
+    environment = getattr(program, "environment", None)
+    if environment is not None:
+        return environment.actions
+    from .. import actions
+
+    return getattr(actions, "default_actions")
 
 
 def network_actions(program: Any) -> list[dict[str, Any]]:
     """The actions a shared server does not run (network or side effects), as diagnostics."""
-    from ..actions import default_actions
-
+    registry = _action_registry(program)
     found = []
     for name, line, column in actions_used(program):
-        side_effects = name in default_actions and default_actions.get(name).side_effects
+        side_effects = name in registry and registry.get(name).side_effects
         if name in NETWORK_ACTIONS or side_effects:
             message = f"@{name} is turned off on this server (no network or side-effecting actions)"
             found.append({"line": line, "column": column, "severity": "error", "message": message, "hint": None})
@@ -137,7 +155,7 @@ def event_dict(event: Any) -> dict[str, Any]:
     """An event as the page receives it. `token_delta` drops `accumulated` (the page
     adds the deltas up), so a long answer costs its length on the wire, not its square;
     the final event also carries usage, per-slot types and the halt."""
-    data = event.to_dict()
+    data: dict[str, Any] = event.to_dict()
     if data["type"] == "token_delta":
         data.pop("accumulated", None)
     elif data["type"] == "processing_error":
