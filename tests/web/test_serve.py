@@ -23,7 +23,7 @@ def config(**changes: object) -> WebConfig:
         "mode": "serve",
         "tokens": (KEY, OTHER),
         "models": ("test",),
-        "limits": PoolLimits(workers=3, time_limit_s=1.0),
+        "limits": PoolLimits(workers=3, time_limit_s=1.0, memory_mb=200),
     }
     base.update(changes)
     return WebConfig(**base)  # type: ignore[arg-type]
@@ -189,6 +189,7 @@ BOMBS = [
     ("{{ range(10**9)|list|length }} [[a]]", "Range too big"),
     ("{{ 'x'|center(10**9) }} [[a]]", "MemoryError"),
     ("{{ 'x'.ljust(10**9) }} [[a]]", "MemoryError"),
+    ("{% for i in range(99999) %}{{ 'x' * 999999 }}{% endfor %} [[a]]", "MemoryError"),  # grows step by step
 ]
 
 
@@ -201,6 +202,8 @@ def test_allocation_bombs_are_answered_with_an_error_in_under_5_s(server: str, t
     assert words in events[-1]["error"]
     assert "processing_complete" not in [e["type"] for e in events]
     assert elapsed < 5.0
+    after = run_events(client(server, OTHER), {"template": "Hi [[a]]", "model": "test"})  # still serving
+    assert after[-1]["type"] == "processing_complete"
 
 
 def test_the_server_keeps_serving_while_a_runaway_template_runs(server: str) -> None:
