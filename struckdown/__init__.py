@@ -68,36 +68,81 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .api import (
-        complete,
-        complete_async,
-        complete_batch,
-        complete_batch_async,
-        complete_incremental,
-        complete_incremental_async,
-        load_type_file,
-        parse,
-        register_action,
-        register_type,
+        complete as complete,
     )
-    from .environment import Environment, default_environment
+    from .api import (
+        complete_async as complete_async,
+    )
+    from .api import (
+        complete_batch as complete_batch,
+    )
+    from .api import (
+        complete_batch_async as complete_batch_async,
+    )
+    from .api import (
+        complete_incremental as complete_incremental,
+    )
+    from .api import (
+        complete_incremental_async as complete_incremental_async,
+    )
+    from .api import (
+        load_type_file as load_type_file,
+    )
+    from .api import (
+        parse as parse,
+    )
+    from .api import (
+        register_action as register_action,
+    )
+    from .api import (
+        register_type as register_type,
+    )
+    from .environment import Environment as Environment
+    from .environment import default_environment as default_environment
     from .errors import (
-        ConfigurationError,
-        Halted,
-        SlotError,
-        StruckdownError,
-        TemplateRuntimeError,
-        TemplateSyntaxError,
+        ConfigurationError as ConfigurationError,
+    )
+    from .errors import (
+        Halted as Halted,
+    )
+    from .errors import (
+        SlotError as SlotError,
+    )
+    from .errors import (
+        StruckdownError as StruckdownError,
+    )
+    from .errors import (
+        TemplateRuntimeError as TemplateRuntimeError,
+    )
+    from .errors import (
+        TemplateSyntaxError as TemplateSyntaxError,
     )
     from .model_errors import (
-        AuthenticationError,
-        BadRequestError,
-        ContentFilterError,
-        ContextWindowError,
-        ModelConnectionError,
-        ModelError,
-        RateLimitError,
+        AuthenticationError as AuthenticationError,
     )
-    from .plan import Program
-    from .results import Result, SlotResult, ToolCall, Usage
-    from .run.tools import ToolLimitExceeded, readonly
-    from .safe import Safe
+    from .model_errors import (
+        BadRequestError as BadRequestError,
+    )
+    from .model_errors import (
+        ContentFilterError as ContentFilterError,
+    )
+    from .model_errors import (
+        ContextWindowError as ContextWindowError,
+    )
+    from .model_errors import (
+        ModelConnectionError as ModelConnectionError,
+    )
+    from .model_errors import (
+        ModelError as ModelError,
+    )
+    from .model_errors import (
+        RateLimitError as RateLimitError,
+    )
+    from .plan import Program as Program
+    from .results import Result as Result
+    from .results import SlotResult as SlotResult
+    from .results import ToolCall as ToolCall
+    from .results import Usage as Usage
+    from .run.tools import ToolLimitExceeded as ToolLimitExceeded
+    from .run.tools import readonly as readonly
+    from .safe import Safe as Safe

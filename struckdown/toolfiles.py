@@ -34,7 +34,7 @@ def module_from_source(path: str, source: str, prefix: str = "struckdown_tools")
     folder = str(Path(path).resolve().parent)
     sys.path.insert(0, folder)
     try:
-        exec(compile(source, path, "exec"), module.__dict__)  # noqa: S102 - the user's own tools file
+        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - the user's own tools file (without our __future__ flags)
     except BaseException:
         del sys.modules[name]
         raise

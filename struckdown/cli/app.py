@@ -318,3 +318,8 @@ from . import lsp_cmd, preview  # noqa: E402
 
 app.command("preview", epilog="Exit codes: 0 ok, 2 unreadable template.")(preview.command)
 app.command("lsp")(lsp_cmd.command)
+
+from .web_cmd import edit, serve  # noqa: E402 - the playground (struckdown[web]); its imports are lazy
+
+app.command()(edit)
+app.command()(serve)

@@ -68,10 +68,24 @@ def _count(n: int, word: str) -> str:
 def check_template(
     path: Path, context_names: set[str] | None, *, tools_given: bool, include_paths: Sequence[Path] = ()
 ) -> list[Diagnostic]:
+    return check_source(
+        read_template(path), path, context_names, tools_given=tools_given, include_paths=include_paths
+    )
+
+
+def check_source(
+    text: str,
+    path: Path,
+    context_names: set[str] | None,
+    *,
+    tools_given: bool,
+    include_paths: Sequence[Path] = (),
+) -> list[Diagnostic]:
+    """`check_template` on text that is not (or not yet) the file's content: the
+    playground checks the editor's buffer; `path` places includes and names the file."""
     from ..environment import default_environment
     from ..errors import TemplateSyntaxError
 
-    text = read_template(path)
     try:
         program = default_environment().parse(text, template_path=path, include_paths=include_paths)
     except TemplateSyntaxError as exc:

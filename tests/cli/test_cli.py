@@ -392,3 +392,13 @@ def test_help_does_not_import_pydantic_ai() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert "Usage: sd" in done.stdout
     assert done.stderr.strip().endswith("LAZY")
+
+
+def test_a_tools_file_runs_without_struckdowns_future_flags(tmp_path: Path) -> None:
+    """The file is compiled on its own terms: its annotations are real types, not strings."""
+    from struckdown.cli.loading import load_tools
+
+    path = tmp_path / "tools.py"
+    path.write_text('def lookup(word: str, n: int = 1) -> str:\n    """Look up."""\n    return word\n')
+    (tool,) = load_tools(path)
+    assert tool.__annotations__ == {"word": str, "n": int, "return": str}

@@ -1,0 +1,146 @@
+"""`sd edit` and `sd serve`: the playground (struckdown.web) on uvicorn.
+
+Starlette and uvicorn are imported only when one of these commands runs, so the
+rest of the CLI starts as fast without the `web` extra installed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .errors import CliError, reporting_errors
+
+PortOpt = Annotated[int, typer.Option("--port", "-p", help="Port to listen on (0: a free one).")]
+ModelsOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--models",
+        help="Model strings the page may pick (repeatable or comma-separated); the first is the default.",
+        show_default=False,
+    ),
+]
+TimeOpt = Annotated[float, typer.Option("--time-limit", help="Seconds one check, run or batch may take.")]
+
+
+def edit(
+    path: Annotated[Path, typer.Argument(help="The folder (or a .sd file in it) to work on.")] = Path("."),
+    port: PortOpt = 0,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open a browser.")] = False,
+    models: ModelsOpt = None,
+    time_limit: TimeOpt = 600.0,
+) -> None:
+    """Open the playground on a folder: edit, check, run and batch its templates (127.0.0.1 only)."""
+    with reporting_errors():
+        from ..web.config import WebConfig
+        from ..web.pool import PoolLimits
+
+        folder, first = (path.parent, path.name) if path.is_file() else (path, None)
+        if not folder.is_dir():
+            raise CliError(f"{path} is not a folder")
+        token = secrets.token_urlsafe(18)
+        config = WebConfig(
+            mode="edit",
+            tokens=(token,),
+            root=folder.resolve(),
+            models=_split(models),
+            max_body_bytes=20_000_000,
+            rate_per_minute=0,
+            limits=PoolLimits(time_limit_s=time_limit, output_bytes=64_000_000, memory_mb=2048),
+        )
+        _serve(config, "127.0.0.1", port, token, open_browser=not no_browser, first=first)
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Interface to bind; anything but loopback needs a key.")] = "127.0.0.1",
+    port: PortOpt = 8700,
+    api_key: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--api-key",
+            help="Bearer token clients send (repeatable, one per user or team; default STRUCKDOWN_API_KEY, "
+            "comma-separated). On loopback without one, a random token is made and printed.",
+            show_default=False,
+        ),
+    ] = None,
+    models: ModelsOpt = None,
+    tools: Annotated[
+        Optional[Path], typer.Option("--tools", "-t", help="The only tools runs may use.", show_default=False)
+    ] = None,
+    max_body: Annotated[int, typer.Option("--max-body", help="Largest request body in bytes (413 above).")] = 1_000_000,
+    rate: Annotated[
+        int, typer.Option("--rate", help="Runs and batches a minute per key, checks ten times that (429 above; 0: off).")
+    ] = 60,
+    time_limit: TimeOpt = 60.0,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Template jobs at the same time.")] = 4,
+    memory_mb: Annotated[int, typer.Option("--memory-mb", min=64, help="Memory one job may allocate.")] = 512,
+) -> None:
+    """Serve the playground to a team: templates arrive in requests, no file access, no network actions."""
+    with reporting_errors():
+        from ..web.config import LOOPBACK_HOSTS, WebConfig
+        from ..web.pool import PoolLimits
+
+        keys = tuple(_split(api_key) or _split([os.environ.get("STRUCKDOWN_API_KEY", "")]))
+        printed = None
+        if not keys:
+            if host not in LOOPBACK_HOSTS:
+                raise CliError(f"refusing to serve on {host} without a key: pass --api-key or set STRUCKDOWN_API_KEY")
+            printed = secrets.token_urlsafe(18)
+            keys = (printed,)
+        if tools is not None and not tools.is_file():
+            raise CliError(f"tools file {tools} does not exist")
+        config = WebConfig(
+            mode="serve",
+            tokens=keys,
+            models=_split(models),
+            tools_file=tools.resolve() if tools else None,
+            max_body_bytes=max_body,
+            rate_per_minute=rate,
+            limits=PoolLimits(workers=workers, time_limit_s=time_limit, memory_mb=memory_mb),
+        )
+        _serve(config, host, port, printed, open_browser=False)
+
+
+def _split(values: Optional[list[str]]) -> tuple[str, ...]:
+    return tuple(part.strip() for value in values or () for part in value.split(",") if part.strip())
+
+
+def _serve(config: Any, host: str, port: int, token: str | None, *, open_browser: bool, first: str | None = None) -> None:
+    try:
+        import uvicorn
+
+        from ..web.app import create_app
+    except ImportError as exc:
+        raise CliError(f"the playground needs the web extra: pip install 'struckdown[web]' ({exc.name} is missing)")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}", code=1) from None
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}/"
+    if token:
+        url += f"?token={token}"
+    if first:
+        from urllib.parse import quote
+
+        url += ("&" if token else "?") + "file=" + quote(first)
+    sys.stdout.write(f"struckdown playground ({config.mode}) on {url}\n")
+    sys.stdout.flush()
+    if open_browser:
+        import threading
+        import webbrowser
+
+        threading.Timer(0.5, webbrowser.open, args=(url,)).start()
+    server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning", lifespan="on"))
+    server.run(sockets=[sock])

@@ -1,0 +1,48 @@
+"""What one playground server is allowed to do: `sd edit` (one author, one folder)
+or `sd serve` (many users, no files)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .pool import PoolLimits
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    mode: str  # "edit" | "serve"
+    tokens: tuple[str, ...]  # every request carries one of them
+    root: Path | None = None  # edit: the folder whose files the page may read and save
+    models: tuple[str, ...] = ()  # allow-list; empty: edit takes any name, serve only the default
+    tools_file: Path | None = None  # serve: the operator's tools; edit: picked in the page
+    max_body_bytes: int = 1_000_000
+    rate_per_minute: int = 120  # per key; 0 turns the limit off
+    limits: PoolLimits = field(default_factory=PoolLimits)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("edit", "serve"):
+            raise ValueError(f"mode is edit or serve, not {self.mode!r}")
+        if not self.tokens:
+            raise ValueError("a playground server needs at least one token")
+        if self.mode == "edit" and self.root is None:
+            raise ValueError("sd edit needs a folder")
+
+    @property
+    def shared(self) -> bool:
+        return self.mode == "serve"
+
+    def model_refusal(self, name: str | None) -> str | None:
+        """Why `name` may not be used here (None: it may)."""
+        if self.models:
+            if name is None or name in self.models:
+                return None
+            return f"model {name!r} is not allowed here; allowed: {', '.join(self.models)}"
+        if self.shared and name is not None:
+            return f"model {name!r} is not allowed here: this server uses its default model only"
+        return None
+
+    def default_model(self) -> str | None:
+        return self.models[0] if self.models else None

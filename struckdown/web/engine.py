@@ -1,0 +1,225 @@
+"""The playground's one door into struckdown: every call the web app makes into the
+library or the CLI's helpers goes through a function here.
+
+These functions run inside a worker process (see `worker.py`), never in the server
+itself. When the library's names move, this is the file to re-point.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Actions a shared server refuses: they reach the network or change the world.
+NETWORK_ACTIONS = frozenset({"fetch", "search"})
+
+
+class Refused(Exception):
+    """The request asks for something this server does not do (an action, a model)."""
+
+
+def resolve_model(name: str | None) -> Any:
+    """The `model=` a run gets for the name the page picked (None: the environment's
+    default). The one place the playground turns a model name into a model; the CLI's
+    rule applies (including its test hook)."""
+    from ..cli import loading
+
+    return loading.resolve_cli_model(name)
+
+
+def load_tools(path: str | None) -> list[Any]:
+    from ..cli.loading import load_tools as load
+
+    return load(Path(path)) if path else []
+
+
+def tool_names(tools: Sequence[Any]) -> list[dict[str, Any]]:
+    from ..cli.loading import describe_tool
+
+    out = []
+    for tool in tools:
+        name, summary, readonly = describe_tool(tool)
+        out.append({"name": name, "summary": summary, "readonly": readonly})
+    return out
+
+
+def parse_context(text: str | None, kind: str = "json") -> dict[str, Any]:
+    """The context editor's text (JSON, or YAML when `kind` is yaml) as a mapping."""
+    if text is None or not text.strip():
+        return {}
+    if kind == "yaml":
+        import yaml
+
+        data = yaml.safe_load(text)
+    else:
+        data = json.loads(text)
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ValueError(f"the context must be a mapping of names to values, not a {type(data).__name__}")
+    return {str(k): v for k, v in data.items()}
+
+
+def diagnostics(text: str, path: Path, context_names: set[str] | None, *, tools_given: bool) -> list[dict[str, Any]]:
+    """What `sd check` says about the text, as dicts with line and column."""
+    from ..cli.check import check_source
+
+    found = check_source(text, path, context_names, tools_given=tools_given)
+    return [
+        {"line": d.line, "column": d.column, "severity": d.severity, "message": d.message, "hint": d.hint}
+        for d in found
+    ]
+
+
+def syntax_error(exc: BaseException) -> dict[str, Any] | None:
+    """A TemplateSyntaxError as a diagnostic (None for any other exception)."""
+    from .. import TemplateSyntaxError
+
+    if not isinstance(exc, TemplateSyntaxError):
+        return None
+    return {"line": exc.line, "column": exc.column, "severity": "error", "message": exc.message, "hint": exc.hint}
+
+
+def compile_text(text: str, path: Path) -> Any:
+    from .. import parse
+
+    return parse(text, template_path=path)
+
+
+def actions_used(program: Any) -> list[tuple[str, int, int]]:
+    """Every `[[@action]]` of a program: (name, line, column)."""
+    from ..syntax.nodes import Action, walk
+
+    return [
+        (node.name, node.pos.line, node.pos.column)
+        for segment in program.segments
+        for node in walk(segment.nodes)
+        if isinstance(node, Action)
+    ]
+
+
+def _action_registry(program: Any) -> Any:
+    """The actions of the Environment that parsed the program."""
+    return program.environment.actions
+
+
+def network_actions(program: Any) -> list[dict[str, Any]]:
+    """The actions a shared server does not run (network or side effects), as diagnostics."""
+    registry = _action_registry(program)
+    found = []
+    for name, line, column in actions_used(program):
+        side_effects = name in registry and registry.get(name).side_effects
+        if name in NETWORK_ACTIONS or side_effects:
+            message = f"@{name} is turned off on this server (no network or side-effecting actions)"
+            found.append({"line": line, "column": column, "severity": "error", "message": message, "hint": None})
+    return found
+
+
+def refuse_network_actions(program: Any) -> None:
+    found = network_actions(program)
+    if found:
+        raise Refused(found[0]["message"])
+
+
+def explain(program: Any, tools: Sequence[Any], title: str) -> str:
+    """The `sd explain` tree as plain text."""
+    from rich.console import Console
+
+    from ..cli.explain import PlanTree
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=110, color_system=None, highlight=False, no_color=True)
+    console.print(PlanTree(program, list(tools)).build(title))
+    return buffer.getvalue()
+
+
+def event_dict(event: Any) -> dict[str, Any]:
+    """An event as the page receives it. `token_delta` drops `accumulated` (the page
+    adds the deltas up), so a long answer costs its length on the wire, not its square;
+    the final event also carries usage, per-slot types and the halt."""
+    data: dict[str, Any] = event.to_dict()
+    if data["type"] == "token_delta":
+        data.pop("accumulated", None)
+    elif data["type"] == "processing_error":
+        data["error"] = describe_error(event.error)
+        if _caused_by(event.error, MemoryError):
+            data["error"] += " (the template asked for more memory than this server allows)"
+    elif data["type"] == "processing_complete":
+        result = event.result
+        data["usage"] = result.usage.to_dict()
+        data["slots"] = {key: slot.to_dict() for key, slot in result.results.items()}
+        halted = result.halted
+        data["halted"] = None if halted is None else {"slot": halted.slot, "reason": halted.reason}
+    return data
+
+
+async def run_events(
+    program: Any, context: Mapping[str, Any], *, model: Any, tools: Sequence[Any], cache: bool
+) -> AsyncIterator[dict[str, Any]]:
+    from .. import complete_incremental_async
+
+    async for event in complete_incremental_async(
+        program, context, model=model, tools=tools, cache=cache, on_halt="return", stream=True
+    ):
+        yield event_dict(event)
+
+
+async def run_batch(
+    program: Any,
+    rows: list[dict[str, Any]],
+    *,
+    model: Any,
+    tools: Sequence[Any],
+    jobs: int,
+    cache: bool,
+    on_row: Callable[[int, dict[str, Any]], None],
+) -> list[dict[str, Any]]:
+    """Every row through the template, as `sd batch` runs it; `on_row(index, entry)` for
+    each finished row. Returns the journal entries in input order."""
+    from .. import complete_batch_async
+    from ..cli.batch import journal_entry
+
+    entries: list[dict[str, Any]] = [{} for _ in rows]
+
+    def finished(index: int, outcome: Any) -> None:
+        entries[index] = journal_entry(index, outcome, "", "")
+        on_row(index, entries[index])
+
+    if rows:
+        await complete_batch_async(
+            program, rows, concurrency=jobs, on_result=finished, model=model, tools=tools, cache=cache, on_halt="return"
+        )
+    return entries
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    from ..cli.tables import read_file
+
+    return read_file(path)
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str]) -> None:
+    """The batch output as `sd batch -o path` writes it (format from the suffix)."""
+    from ..cli.batch import output_columns, output_row
+    from ..cli.tables import write_table
+
+    out = [output_row(row, entry) for row, entry in zip(rows, entries)]
+    write_table(path, out, output_columns(rows, entries, list(keys)))
+
+
+def _caused_by(exc: BaseException | None, kind: type[BaseException]) -> bool:
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, kind):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def describe_error(exc: BaseException) -> str:
+    from ..cli.errors import describe
+
+    return str(describe(exc))

@@ -1,0 +1,73 @@
+"""Scripted models for the playground tests, resolved by name in the worker process
+(`STRUCKDOWN_MODEL=web_models:playground`), so no network and no keys.
+
+`playground()`: a free-text slot with tools first calls `lookup(word="Ada")`, then
+answers `Hello Ada, <tool output>!`; one without tools streams `A short poem for
+Ada.` word by word; typed slots answer through their output tool (bool: true, int:
+42, anything else: "ok"); a guard trips when the conversation says "trip". With SD_TEST_GATE=PATH a slot without tools streams its
+first word, then waits until PATH exists: the test creates the file once it has
+seen that word on the page, so "tokens stream live" is decided by what the page
+shows, not by timing. (A tool slot's text is held until the response proves final,
+so it arrives at once.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+from cli_models import tool_returns, user_text
+
+TYPED = {"boolean": True, "integer": 42, "number": 42}
+
+
+def _typed(info: AgentInfo, prompt: str) -> ModelResponse:
+    tool = info.output_tools[0]
+    if "HaltVerdict" in tool.parameters_json_schema.get("$defs", {}):  # a guard: trips on "trip"
+        verdict = {"triggered": "trip" in prompt, "reason": "scripted trip"}
+        return ModelResponse(parts=[ToolCallPart(tool.name, {"response": verdict})])
+    schema = tool.parameters_json_schema.get("properties", {}).get("response", {})
+    kinds = [schema.get("type")] + [option.get("type") for option in schema.get("anyOf", [])]
+    value = next((TYPED[kind] for kind in kinds if kind in TYPED), "ok")
+    return ModelResponse(parts=[ToolCallPart(tool.name, {"response": value})])
+
+
+def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if info.output_tools:
+        return _typed(info, user_text(messages))
+    returns = tool_returns(messages)
+    if info.function_tools and not returns:
+        return ModelResponse(parts=[ToolCallPart("lookup", {"word": "Ada"})])
+    if returns:
+        return ModelResponse(parts=[TextPart(f"Hello Ada, {returns[-1].content}!")])
+    return ModelResponse(parts=[TextPart("A short poem for Ada.")])
+
+
+async def _wait_for_gate() -> None:
+    gate = os.environ.get("SD_TEST_GATE")
+    if not gate:
+        return
+    while not Path(gate).exists():  # released by the test; this only polls for it
+        await asyncio.sleep(0.02)
+
+
+def playground() -> FunctionModel:
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        response = _respond(messages, info)
+        for index, part in enumerate(response.parts):
+            if isinstance(part, TextPart):
+                for number, word in enumerate(re.findall(r"\S+\s*", part.content)):
+                    if number == 1 and not info.function_tools:
+                        await _wait_for_gate()
+                    yield word
+            elif isinstance(part, ToolCallPart):
+                yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+
+    return FunctionModel(_respond, stream_function=stream, model_name="playground")
