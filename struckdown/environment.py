@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
 from .actions import ActionRegistry, builtin_actions
+from .model_store import ModelStore
 from .plan import Program
 from .render import Renderer
 from .types import TypeFactory, TypeRegistry
@@ -103,6 +104,7 @@ class Environment:
         self.types = TypeRegistry()
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
+        self.models = ModelStore()  # models built from strings, and their run defaults
         self._programs = _ProgramCache(_PROGRAM_CACHE_SIZE)
         self._engine_caches: Any = None
         self._lock = threading.Lock()
@@ -180,11 +182,20 @@ class Environment:
         check_template(template, self)
         return plan_program(template, self)
 
+    def resolve_model(self, model: ModelLike) -> Any:
+        """The pydantic-ai Model this environment runs for `model` (None: its default,
+        else the environment variables and config). Built once per model string."""
+        from .models import resolve_model
+
+        return resolve_model(self.model if model is None else model, self.models)
+
     def clear_caches(self) -> None:
-        """Forget parsed Programs and the sandbox's compiled Jinja (built output types
-        stay: they belong to the type registry and change only when types do)."""
+        """Forget parsed Programs, the sandbox's compiled Jinja and the models built from
+        strings (after changing provider keys in a long-lived process). Built output types
+        stay: they belong to the type registry and change only when types do."""
         self._programs.clear()
         self.renderer.clear()
+        self.models.clear()
 
     def program(self, template: str | Program, options: RunOptions) -> Program:
         """The Program to run: `template` parsed here, or a Program this Environment made."""

@@ -22,12 +22,12 @@ settings still override them. A `Model` instance you pass in is never changed.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from functools import lru_cache
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .config import EndpointAlias, load_config
 from .errors import ConfigurationError
+from .model_store import ModelStore
 from .toolfiles import factory_reference
 
 MISSING_MODEL = (
@@ -71,29 +71,31 @@ def max_retries(env: Mapping[str, str] | None = None) -> int:
                            what="a whole number ≥ 0"))
 
 
-def resolve_model(model: Any) -> Any:
-    """A Model instance passes through; a string becomes a pydantic-ai model; None → env/config."""
+def resolve_model(model: Any, store: ModelStore) -> Any:
+    """A Model instance passes through; a string becomes a pydantic-ai model; None → env/config.
+    Models built from strings are kept in `store` (an Environment's `models`)."""
     if model is None:
-        return model_from_env()
+        return model_from_env(store=store)
     if not isinstance(model, str):
         return model
-    return _from_string(model, os.environ)
+    return _from_string(model, os.environ, store)
 
 
-def model_from_env(env: Mapping[str, str] | None = None) -> Any:
+def model_from_env(env: Mapping[str, str] | None = None, *, store: ModelStore) -> Any:
     """The default model: STRUCKDOWN_MODEL (or DEFAULT_LLM), LLM_API_BASE, then the config's `model`."""
     env = os.environ if env is None else env
+    models = store
     name = env.get("STRUCKDOWN_MODEL") or env.get("DEFAULT_LLM")
     if name:
-        return _from_string(name, env)
+        return _from_string(name, env, models)
     base = env.get("LLM_API_BASE")
     if base:
         # llama.cpp serves whatever it loaded, so the name does not matter there;
         # vLLM checks it, hence STRUCKDOWN_MODEL=<served name> in the docs.
-        return openai_compatible("default", base, env.get("LLM_API_KEY"), env=env)
+        return openai_compatible("default", base, env.get("LLM_API_KEY"), env=env, store=models)
     default = load_config().model
     if default:
-        return _from_string(default, env)
+        return _from_string(default, env, models)
     raise ConfigurationError(MISSING_MODEL)
 
 
@@ -105,49 +107,46 @@ def openai_compatible(
     timeout: float | None = None,
     retries: int | None = None,
     env: Mapping[str, str] | None = None,
+    store: ModelStore,
 ) -> Any:
     """A chat-completions endpoint (llama.cpp, vLLM, Ollama, proxies) as an `OpenAIChatModel`.
 
     A placeholder key is sent when none is given, so a real OPENAI_API_KEY from
     the environment never leaks to a third-party server.
     """
-    return _openai_compatible(
+    args = (
         _strip_provider(name),
         base_url.rstrip("/"),
         api_key or "not-needed",
         request_timeout(env) if timeout is None else timeout,
         max_retries(env) if retries is None else retries,
     )
+    return store.get(("openai-compatible", *args), lambda: _openai_compatible(*args))
 
 
-def clear_model_cache() -> None:
-    """Forget resolved models (after changing provider keys in a long-lived process, or in tests)."""
-    _openai_compatible.cache_clear()
-    _inferred.cache_clear()
-    _test_model.cache_clear()
-    _from_factory.cache_clear()
-
-
-def _from_string(name: str, env: Mapping[str, str], *, aliases: bool = True) -> Any:
+def _from_string(name: str, env: Mapping[str, str], store: ModelStore, *, aliases: bool = True) -> Any:
     name = name.strip()
     if not name:
         raise ConfigurationError("empty model name: " + MISSING_MODEL)
     if name == "test":
-        return _test_model()
+        return store.get("test", _test_model)
     factory = factory_reference(name) if ":" in name else None
     if factory is not None:
-        return _from_factory(factory)
+        return store.get(("factory", factory), lambda: _from_factory(factory))
     if aliases:
         target = load_config().alias(name)
         if isinstance(target, EndpointAlias):
-            return openai_compatible(target.name, target.base_url, target.key(env), env=env)
+            return openai_compatible(target.name, target.base_url, target.key(env), env=env, store=store)
         if isinstance(target, str):
-            return _from_string(target, env, aliases=False)
+            return _from_string(target, env, store, aliases=False)
     base = env.get("LLM_API_BASE")
     if base and (":" not in name or name.startswith(_OPENAI_PREFIXES)):
-        return openai_compatible(name, base, env.get("LLM_API_KEY"), env=env)
-    explicit_timeout = request_timeout(env) if env.get("STRUCKDOWN_TIMEOUT") else None
-    return _inferred(name, max_retries(env), explicit_timeout)
+        return openai_compatible(name, base, env.get("LLM_API_KEY"), env=env, store=store)
+    defaults: dict[str, Any] = {"max_retries": max_retries(env)}
+    if env.get("STRUCKDOWN_TIMEOUT"):
+        defaults["timeout"] = request_timeout(env)
+    key = ("inferred", name, *sorted(defaults.items()))
+    return store.get(key, lambda: _inferred(name), _supported(defaults))
 
 
 def config_origin(model: str | None, env: Mapping[str, str] | None = None) -> str | None:
@@ -189,7 +188,6 @@ def _strip_provider(name: str) -> str:
     return name
 
 
-@lru_cache(maxsize=64)
 def _from_factory(reference: str) -> Any:
     """`package.module:factory` → the Model it returns (called once per process)."""
     from .toolfiles import import_name
@@ -203,14 +201,12 @@ def _from_factory(reference: str) -> Any:
     return factory()
 
 
-@lru_cache(maxsize=1)
 def _test_model() -> Any:
     from pydantic_ai.models.test import TestModel
 
     return TestModel()
 
 
-@lru_cache(maxsize=64)
 def _openai_compatible(name: str, base_url: str, api_key: str, timeout: float, retries: int) -> Any:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
@@ -221,36 +217,27 @@ def _openai_compatible(name: str, base_url: str, api_key: str, timeout: float, r
     return OpenAIChatModel(name, provider=provider, settings={"timeout": timeout, "max_retries": retries})
 
 
-@lru_cache(maxsize=64)
-def _inferred(name: str, retries: int, timeout: float | None) -> Any:
+def _inferred(name: str) -> Any:
     from pydantic_ai.models import infer_model
 
     try:
-        model = infer_model(name)
+        return infer_model(name)
     except Exception as exc:  # unknown provider, missing key, missing extra: say what to do
         raise ConfigurationError(
             f"cannot use model {name!r}: {exc} (model strings look like 'openai-chat:gpt-4o-mini'; "
             "for a local server set LLM_API_BASE)"
         ) from exc
-    defaults: dict[str, Any] = {"max_retries": retries}
-    if timeout is not None:
-        defaults["timeout"] = timeout
-    _set_default_settings(model, defaults)
-    return model
 
 
-def _set_default_settings(model: Any, defaults: dict[str, Any]) -> None:
-    """Give a model built from a string our retry budget (and timeout) as default settings.
+def _supported(defaults: dict[str, Any]) -> Callable[[Any], Mapping[str, Any]]:
+    """The run defaults the built model's class accepts (an unsupported setting would
+    warn on every request)."""
 
-    `infer_model` takes no settings, so the model-level defaults are set after
-    construction; settings the model already has win. Settings the model class
-    declares unsupported are skipped (they would warn on every request).
-    """
-    if not hasattr(model, "_settings"):
-        return
-    unsupported: frozenset[str] = getattr(type(model), "unsupported_settings", frozenset())
-    wanted = {k: v for k, v in defaults.items() if k not in unsupported}
-    model._settings = {**wanted, **(model._settings or {})}
+    def accepted(model: Any) -> Mapping[str, Any]:
+        unsupported: frozenset[str] = getattr(type(model), "unsupported_settings", frozenset())
+        return {k: v for k, v in defaults.items() if k not in unsupported}
+
+    return accepted
 
 
 def endpoint_of(model: Any) -> str:

@@ -146,9 +146,9 @@ def _model(name: str | None, program: Any) -> Any:
     if not program.slots():
         return model
     show_config_models(program, model)
-    from ..models import resolve_model
+    from ..environment import default_environment
 
-    return resolve_model(model)
+    return default_environment().resolve_model(model)
 
 
 def _local_runner(request: BatchRequest, program: Any) -> Any:

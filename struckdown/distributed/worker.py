@@ -137,11 +137,11 @@ def _quiet_retry_logs() -> None:
 
 async def probe_worker(job: dict[str, Any]) -> tuple[Any, ...] | None:
     """Resolve the model, tools and deps here; the packed error, or None when all is well."""
-    from ..models import resolve_model
+    from ..environment import default_environment
 
     try:
         kwargs = _worker_kwargs(job["kwargs"])
-        resolve_model(kwargs["model"])
+        default_environment().resolve_model(kwargs["model"])
     except Exception as exc:  # noqa: BLE001 - handed back to the caller
         return pack_error(exc)
     return None

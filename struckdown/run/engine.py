@@ -85,9 +85,9 @@ class Run:
 
         def model_for(name: str | None) -> Any:
             if name:
-                return resolve_model(name)
+                return resolve_model(name, environment.models)
             if not resolved_default:
-                resolved_default.append(resolve_model(default_model))
+                resolved_default.append(resolve_model(default_model, environment.models))
             return resolved_default[0]
 
         if self.options.stop_at is not None and self.options.stop_at not in self.program.keys:

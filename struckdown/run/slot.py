@@ -129,8 +129,12 @@ def output_for(plan: SlotPlan, resolved: Resolved, types: TypeRegistry) -> Outpu
         raise TemplateRuntimeError(f"slot {plan.key!r}: {exc}") from exc
 
 
-def model_settings(base: Mapping[str, Any] | None, slot: Mapping[str, Any]) -> ModelSettings:
-    merged: dict[str, Any] = dict(base or {})
+def model_settings(
+    base: Mapping[str, Any] | None, slot: Mapping[str, Any], model_defaults: Mapping[str, Any] | None = None
+) -> ModelSettings:
+    """The run's settings: struckdown's defaults for a model it built (retries, timeout),
+    under the caller's settings, under the slot's options."""
+    merged: dict[str, Any] = {**(model_defaults or {}), **(base or {})}
     for key in ("temperature", "max_tokens", "seed", "top_p"):
         if key in slot:
             merged[key] = slot[key]
@@ -182,7 +186,7 @@ async def run_model_slot(
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
     model = env.resolve_model(resolved.settings.get("model"))
-    settings = model_settings(env.settings, resolved.settings)
+    settings = model_settings(env.settings, resolved.settings, env.environment.models.defaults(model))
     cache_run = None
     served_by = model
     if env.cache is not None and not use_tools:  # agent slots are never served from the cache

@@ -24,7 +24,7 @@ class Refused(Exception):
 def resolve_model(name: str | None) -> Any:
     """The `model=` a run gets for the name the page picked (None: the environment's
     default). The one place the playground turns a model name into a model; the CLI's
-    rule applies (including its test hook)."""
+    rule applies (a model string, an alias or `module:factory`)."""
     from ..cli import loading
 
     return loading.resolve_cli_model(name)

@@ -16,7 +16,7 @@ import pytest
 
 from cli_support import plain_environment, sd  # noqa: F401
 from struckdown.errors import ConfigurationError
-from struckdown.models import clear_model_cache, resolve_model
+from model_support import clear_model_cache, resolve_model
 
 CLOSED = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, the connection is refused at once
 

@@ -20,7 +20,7 @@ from cli_support import plain_environment, sd  # noqa: F401
 from struckdown import complete
 from struckdown.errors import StruckdownError
 from struckdown.model_errors import ModelError
-from struckdown.models import clear_model_cache
+from model_support import clear_model_cache
 
 EMPTY = {
     "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "fake", "choices": [],

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 
+import struckdown as sd
 from struckdown.errors import StruckdownError
 from struckdown.model_errors import (
     AuthenticationError,
@@ -27,7 +28,8 @@ from struckdown.model_errors import (
     RateLimitError,
     map_model_error,
 )
-from struckdown.models import clear_model_cache, model_label, openai_compatible
+from model_support import clear_model_cache, openai_compatible
+from struckdown.models import model_label
 
 
 def completion(text: str = "hello", finish_reason: str = "stop") -> dict[str, Any]:
@@ -324,3 +326,19 @@ def test_errors_from_below_pydantic_ai() -> None:
     assert isinstance(map_model_error(httpx2.ConnectError("refused"), "m"), ModelConnectionError)
     assert isinstance(map_model_error(ConnectionRefusedError("refused"), "m"), ModelConnectionError)
     assert isinstance(map_model_error(TimeoutError(), "m"), ModelConnectionError)
+
+
+@pytest.mark.parametrize(("retries", "attempts"), [("0", 1), ("2", 3)])
+def test_retries_reach_a_model_built_from_a_provider_string_as_run_settings(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch, retries: str, attempts: int
+) -> None:
+    """`openai-chat:…` is built by pydantic-ai's infer_model; struckdown's retry budget
+    reaches its requests as run settings (the model object is never written to)."""
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("STRUCKDOWN_MAX_RETRIES", retries)
+    server.play(Reply(503, error("overloaded", type_="server_error")))
+    with pytest.raises(ModelError) as info:
+        sd.complete("Q [[a]]", model="openai-chat:fake-model")
+    assert info.value.status == 503
+    assert len(server.requests) == attempts

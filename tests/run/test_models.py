@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
@@ -14,16 +15,15 @@ from pydantic_ai.models.instrumented import InstrumentedModel
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.models.test import TestModel
 
+import struckdown as sd
 from struckdown.errors import ConfigurationError
-from struckdown.models import (
-    MISSING_MODEL,
-    clear_model_cache,
-    endpoint_of,
-    model_from_env,
-    model_label,
-    openai_compatible,
-    resolve_model,
-)
+from model_support import clear_model_cache, openai_compatible, resolve_model
+from struckdown.models import MISSING_MODEL, endpoint_of, model_label
+from struckdown.models import model_from_env as _model_from_env
+
+
+def model_from_env(env: Any = None) -> Any:
+    return _model_from_env(env, store=sd.default_environment().models)
 
 BASE = "http://127.0.0.1:8765/v1"
 ENV_VARS = (
@@ -59,12 +59,18 @@ def test_model_instances_pass_through_unchanged() -> None:
     assert model.settings is None
 
 
+def run_defaults(model: Any) -> dict[str, Any]:
+    """The run settings the default Environment gives a model it built from a string."""
+    return dict(sd.default_environment().models.defaults(model))
+
+
 def test_provider_string_is_inferred_and_cached() -> None:
     chat = resolve_model("openai-chat:gpt-4o-mini")
     assert isinstance(chat, OpenAIChatModel)
     assert chat.model_name == "gpt-4o-mini"
     assert resolve_model("openai-chat:gpt-4o-mini") is chat
-    assert chat.settings == {"max_retries": 2}
+    assert chat.settings is None  # never written: struckdown's retries are run settings
+    assert run_defaults(chat) == {"max_retries": 2}
 
 
 def test_plain_openai_prefix_is_the_responses_api_without_a_base_url() -> None:
@@ -73,7 +79,7 @@ def test_plain_openai_prefix_is_the_responses_api_without_a_base_url() -> None:
 
 def test_max_retries_env_reaches_inferred_models(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRUCKDOWN_MAX_RETRIES", "5")
-    assert resolve_model("openai-chat:gpt-4o-mini").settings == {"max_retries": 5}
+    assert run_defaults(resolve_model("openai-chat:gpt-4o-mini")) == {"max_retries": 5}
 
 
 @pytest.mark.parametrize("name", ["qwen", "openai:qwen", "openai-chat:qwen"])
@@ -225,6 +231,6 @@ def test_model_label() -> None:
 
 
 def test_explicit_timeout_reaches_inferred_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "timeout" not in resolve_model("openai-chat:gpt-4o").settings  # the client's own 600 s
+    assert "timeout" not in run_defaults(resolve_model("openai-chat:gpt-4o"))  # the client's own 600 s
     monkeypatch.setenv("STRUCKDOWN_TIMEOUT", "45")
-    assert resolve_model("openai-chat:gpt-4o").settings == {"max_retries": 2, "timeout": 45.0}
+    assert run_defaults(resolve_model("openai-chat:gpt-4o")) == {"max_retries": 2, "timeout": 45.0}
