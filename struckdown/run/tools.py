@@ -138,7 +138,9 @@ class SlotToolset(WrapperToolset[Any]):
             future = asyncio.get_running_loop().create_future()
             state.inflight[key] = future
             await self._execute(future, key, name, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool))
-        output, ok, error = await asyncio.shield(future)
+        # a finished call (a later identical one) needs no shield; an in-flight one is shielded,
+        # so a cancelled waiter does not cancel the call the others wait for
+        output, ok, error = future.result() if future.done() else await asyncio.shield(future)
         elapsed = (time.perf_counter() - started) * 1000
         state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
         await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached))
