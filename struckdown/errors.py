@@ -22,7 +22,15 @@ E = TypeVar("E", bound=BaseException)
 
 
 class StruckdownError(Exception):
-    """Base class of every error struckdown raises on purpose."""
+    """Base class of every error struckdown raises on purpose.
+
+    `slot` names the slot (or action) the error came from, when it came from one; the
+    engine fills it in as the error leaves the slot. An exception that is not
+    struckdown's passes through as it is, with only a PEP 678 note naming its slot
+    (`error_slot` reads either).
+    """
+
+    slot: str | None = None
 
 
 class TemplateSyntaxError(StruckdownError):
@@ -112,6 +120,29 @@ class Halted(StruckdownError):
         from .results import Result
 
         return Result(self._finished, self._order, halted=self)
+
+
+_NOTE = "struckdown: raised in slot "
+
+
+def slot_note(slot: str) -> str:
+    """The note (PEP 678) a foreign error gets as it leaves a slot; tracebacks show it."""
+    return f"{_NOTE}{slot!r}"
+
+
+def slot_of_note(exc: BaseException) -> str | None:
+    for note in getattr(exc, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(_NOTE):
+            return note[len(_NOTE) + 1 : -1]
+    return None
+
+
+def error_slot(exc: BaseException) -> str | None:
+    """The slot (or action) an error came from: `.slot` of struckdown's errors, the
+    note of any other."""
+    if isinstance(exc, StruckdownError):
+        return exc.slot
+    return slot_of_note(exc)
 
 
 def find_error(exc: BaseException, kind: type[E]) -> E | None:

@@ -45,7 +45,9 @@ def describe(exc: BaseException) -> str:
     else:
         text = str(exc).strip()
         message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    slot = getattr(exc, "struckdown_slot", None)  # the engine tags errors with their slot
+    from ..errors import error_slot
+
+    slot = error_slot(exc)  # the slot it came from
     if slot and repr(slot) not in message:
         message = f"slot {slot!r}: {message}"
     return message

@@ -14,7 +14,7 @@ from typing import Any
 
 import cloudpickle
 
-from ..errors import StruckdownError
+from ..errors import SlotError, StruckdownError, error_slot
 from ..results import Result
 
 
@@ -46,7 +46,7 @@ def pack_error(exc: BaseException) -> tuple[Any, ...]:
     that does not pickle."""
     text = str(exc).strip()
     text = text if isinstance(exc, StruckdownError) or not text else f"{type(exc).__name__}: {text}"
-    slot = getattr(exc, "struckdown_slot", None)
+    slot = error_slot(exc)
     try:
         blob: bytes | None = _dumps(exc)
     except Exception:  # noqa: BLE001 - fall back to the text
@@ -71,7 +71,5 @@ def unpack(packed: Any) -> Any:
         except Exception:  # noqa: BLE001 - an exception class only the worker knows
             error = None
     if not isinstance(error, BaseException):
-        error = RuntimeError(text)
-        if slot is not None:
-            error.struckdown_slot = slot  # type: ignore[attr-defined]
+        error = RuntimeError(text) if slot is None else SlotError(slot, text)
     return error

@@ -21,7 +21,16 @@ from anyio.abc import TaskGroup
 
 from ..actions import call_action
 from ..codec import as_text
-from ..errors import Halted, TemplateRuntimeError, find_error, first_error
+from ..errors import (
+    Halted,
+    StruckdownError,
+    TemplateRuntimeError,
+    error_slot,
+    find_error,
+    first_error,
+    slot_note,
+    slot_of_note,
+)
 from ..incremental import (
     CheckpointReached,
     ProcessingComplete,
@@ -139,19 +148,22 @@ class Run:
 
     def slot_of(self, error: BaseException) -> str | None:
         """The slot (or action) an error came from."""
-        return getattr(error, "struckdown_slot", None)
+        return error_slot(error)
 
     @contextmanager
     def blaming(self, slot: str) -> Iterator[None]:
-        """Tag an error with the slot it came from (for ProcessingError.slot and the CLI)."""
+        """struckdown's own errors leaving a slot name it in `.slot`. Any other error (from
+        the model library, a provider SDK, the caller's model function) passes through
+        as it is, with only a PEP 678 note naming the slot (`slot_note`)."""
         try:
             yield
+        except StruckdownError as exc:
+            if exc.slot is None:
+                exc.slot = slot
+            raise
         except Exception as exc:
-            if getattr(exc, "struckdown_slot", None) is None:
-                try:
-                    exc.struckdown_slot = slot  # type: ignore[attr-defined]
-                except AttributeError:
-                    pass
+            if slot_of_note(exc) is None:
+                exc.add_note(slot_note(slot))
             raise
 
     def _segments_to_run(self) -> list[Segment]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
-from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     ModelMessage,
@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
-from ..errors import TemplateRuntimeError
+from ..errors import StruckdownError, TemplateRuntimeError
 from ..incremental import SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
 from ..plan import SlotPlan
@@ -32,7 +32,7 @@ from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
-from .tools import CURRENT_WRAP, ToolBox, ToolLimitExceeded, ToolWrap
+from .tools import CURRENT_WRAP, BadModelOutput, ToolBox, ToolLimitExceeded, ToolWrap
 
 if TYPE_CHECKING:
     from ..environment import Environment
@@ -213,7 +213,9 @@ async def run_model_slot(
         from ..model_errors import map_model_error
         from ..models import model_label
 
-        mapped = map_model_error(exc, model_label(model))
+        mapped: StruckdownError | None = map_model_error(exc, model_label(model))
+        if mapped is None and isinstance(exc, UnexpectedModelBehavior) and not isinstance(exc, StruckdownError):
+            mapped = BadModelOutput(key, model_label(model), exc)
         if mapped is None:
             raise
         raise mapped from exc

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ToolFailed, UsageLimitExceeded
+from pydantic_ai.exceptions import ToolFailed, UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.toolsets import WrapperToolset
 
 from ..errors import StruckdownError
@@ -44,6 +44,34 @@ class ToolLimitExceeded(UsageLimitExceeded, StruckdownError):
         self.args = (slot, message)  # what pickling passes back to __init__
         self.slot = slot
         self.detail = message
+
+
+class BadModelOutput(StruckdownError, UnexpectedModelBehavior):
+    """The model kept answering in a form the slot cannot accept (invalid JSON, a value
+    its type refuses, a malformed tool call) after pydantic-ai sent it back the
+    validation error each time. Also a pydantic-ai `UnexpectedModelBehavior`."""
+
+    def __init__(self, slot: str, model: str, error: UnexpectedModelBehavior | str) -> None:
+        detail = error if isinstance(error, str) else error.message
+        reason = "" if isinstance(error, str) else _last_reason(error)
+        super().__init__(
+            f"slot {slot!r}: model {model} gave no usable answer: {detail}"
+            + (f" (last problem: {reason})" if reason else "")
+            + ". Hint: make the question clearer about the form of the answer, try a stronger model, "
+            "or loosen the slot's options"
+        )
+        self.args = (slot, model, detail if not reason else f"{detail} (last problem: {reason})")
+        self.slot = slot
+        self.model = model
+        self.detail = detail
+
+
+def _last_reason(error: BaseException) -> str:
+    """The last validation problem behind a failed answer, on one line, if pydantic-ai kept it."""
+    cause = error.__cause__ or error.__context__
+    if cause is None:
+        return ""
+    return " ".join(str(cause).split())[:300]
 
 
 def readonly(tool: T) -> T:

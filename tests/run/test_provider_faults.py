@@ -242,3 +242,28 @@ def test_a_batch_where_every_row_fails_still_returns_every_row() -> None:
     script = failing(ModelHTTPError(429, "scripted", "slow down"))
     results = sd.complete_batch("Q {{ i }} [[a]]", [{"i": i} for i in range(4)], model=script.model())
     assert [type(r) for r in results] == [RateLimitError] * 4
+
+
+def test_a_persistently_invalid_answer_is_a_struckdown_error_naming_slot_model_and_problem() -> None:
+    script = Script(lambda call: "five")
+    with pytest.raises(sd.StruckdownError) as info:
+        sd.complete("Q [[int:n]]", model=script.model())
+    error = info.value
+    assert isinstance(error, UnexpectedModelBehavior) and type(error).__name__ == "BadModelOutput"
+    assert error.slot == "n" and "function:" in str(error) and "Hint:" in str(error)
+    assert "valid integer" in str(error)  # the last validation problem
+
+
+def test_errors_name_their_slot_and_foreign_ones_pass_through_with_only_a_note() -> None:
+    class Boom(Exception):
+        pass
+
+    def explode(call: Call) -> str:
+        raise Boom("provider exploded")
+
+    with pytest.raises(Boom) as foreign:
+        sd.complete("A [[a]]", model=Script(explode).model())
+    assert type(foreign.value) is Boom and vars(foreign.value) == {"__notes__": ["struckdown: raised in slot 'a'"]}
+    with pytest.raises(sd.TemplateRuntimeError) as ours:
+        sd.complete("A [[a|temperature={{ 1 / 0 }}]]", model=Script(lambda c: "x").model())
+    assert ours.value.slot == "a"
