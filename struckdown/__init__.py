@@ -35,6 +35,7 @@ _EXPORTS = {
     "TemplateRuntimeError": "errors",
     "TemplateSyntaxError": "errors",
     "ToolLimitExceeded": "run.tools",
+    "BadModelOutput": "run.tools",
     "ModelError": "model_errors",
     "RateLimitError": "model_errors",
     "AuthenticationError": "model_errors",

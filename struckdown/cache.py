@@ -424,8 +424,6 @@ class ResponseCache:
         log.warning("struckdown response cache %s failed (%s): %s", what, self.path, exc)
 
 
-_defaults: dict[Path, ResponseCache] = {}
-_defaults_lock = threading.Lock()
 _live_caches: weakref.WeakSet[ResponseCache] = weakref.WeakSet()
 
 
@@ -439,21 +437,20 @@ def flush_all(timeout: float = EXIT_FLUSH_S) -> None:
 atexit.register(flush_all)
 
 
-def resolve_cache(cache: Any) -> Any:
+def resolve_cache(cache: Any, stores: dict[Path, ResponseCache]) -> Any:
     """The cache a run should use.
 
     None/False → no cache; True → the default on-disk cache; a directory path →
-    a cache there (both shared per process and directory, so counters and
+    a cache there (one per directory in `stores`, an Environment's, so counters and
     connections are reused); any object with `aget`/`aput` → itself.
     """
     if cache is None or cache is False:
         return None
     if cache is True or isinstance(cache, str | os.PathLike):
         directory = default_cache_dir() if cache is True else Path(cache).expanduser()
-        with _defaults_lock:
-            found = _defaults.get(directory)
-            if found is None:
-                found = _defaults[directory] = ResponseCache(directory)
+        found = stores.get(directory)
+        if found is None:  # a racing twin is dropped unopened: a ResponseCache opens on first use
+            found = stores.setdefault(directory, ResponseCache(directory))
         return found
     if callable(getattr(cache, "aget", None)) and callable(getattr(cache, "aput", None)):
         return cache

@@ -105,6 +105,7 @@ class Environment:
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
         self.models = ModelStore()  # models built from strings, and their run defaults
+        self.response_caches: dict[Any, Any] = {}  # on-disk response caches by directory
         self._programs = _ProgramCache(_PROGRAM_CACHE_SIZE)
         self._engine_caches: Any = None
         self._lock = threading.Lock()

@@ -114,7 +114,7 @@ class Run:
             environment=environment,
             # the "second model call after a guard started" join point, for every slot but a guard
             capabilities=(ModelCallHook(self.guards.before_model_call),) if self.program.guards else (),
-            cache=_cache(self.options.cache),
+            cache=_cache(self.options.cache, environment.response_caches),
         )
 
     # -- the run -------------------------------------------------------------
@@ -470,10 +470,10 @@ async def events(program: Program, context: Mapping[str, Any] | None, options: R
                 pass
 
 
-def _cache(cache: Any) -> Any:
+def _cache(cache: Any, stores: dict[Any, Any]) -> Any:
     """The run's response cache; the sqlite-backed module loads only when one is asked for."""
     if cache is None or cache is False:
         return None
     from ..cache import resolve_cache
 
-    return resolve_cache(cache)
+    return resolve_cache(cache, stores)

@@ -277,17 +277,19 @@ def test_threads_and_processes_share_one_store(tmp_path: Path) -> None:
 def test_resolve_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from struckdown.errors import ConfigurationError
 
-    assert resolve_cache(None) is None and resolve_cache(False) is None
+    stores: dict[Path, ResponseCache] = {}  # an Environment's
+
+    assert resolve_cache(None, stores) is None and resolve_cache(False, stores) is None
     monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "default"))
-    default = resolve_cache(True)
+    default = resolve_cache(True, stores)
     assert isinstance(default, ResponseCache)
     assert default.path == tmp_path / "default" / "responses.sqlite3"
-    assert resolve_cache(True) is default
+    assert resolve_cache(True, stores) is default
     monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path / "other"))
-    assert resolve_cache(True) is not default
-    assert resolve_cache(str(tmp_path / "default")) is default
+    assert resolve_cache(True, stores) is not default
+    assert resolve_cache(str(tmp_path / "default"), stores) is default
     mine = ResponseCache(tmp_path)
-    assert resolve_cache(mine) is mine
+    assert resolve_cache(mine, stores) is mine
 
     class Memory:
         async def aget(self, key: str) -> dict[str, Any] | None:
@@ -297,9 +299,9 @@ def test_resolve_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             pass
 
     memory = Memory()
-    assert resolve_cache(memory) is memory
+    assert resolve_cache(memory, stores) is memory
     with pytest.raises(ConfigurationError, match="aget"):
-        resolve_cache(42)
+        resolve_cache(42, stores)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
