@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
 from .actions import ActionRegistry, builtin_actions
+from .lru import LRU
 from .model_store import ModelStore
 from .plan import Program
 from .render import Renderer
@@ -106,7 +106,7 @@ class Environment:
         self.renderer = Renderer()
         self.models = ModelStore()  # models built from strings, and their run defaults
         self.response_caches: dict[Any, Any] = {}  # on-disk response caches by directory
-        self._programs = _ProgramCache(_PROGRAM_CACHE_SIZE)
+        self._programs: LRU[Program] = LRU(_PROGRAM_CACHE_SIZE)
         self._engine_caches: Any = None
         self._lock = threading.Lock()
 
@@ -171,7 +171,7 @@ class Environment:
         if program is not None and not _includes_changed(program):
             return program
         program = self._build(template, path, roots)
-        self._programs.put(key, program)
+        self._programs.put(key, program, replace=True)  # replaces one whose includes changed
         return program
 
     def _build(self, source: str, path: str | None, roots: tuple[str, ...]) -> Program:
@@ -348,32 +348,6 @@ class Environment:
                 template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
             )
         )
-
-
-class _ProgramCache:
-    """A small thread-safe LRU of Programs by (text, path, include roots, base folder)."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[Any, Program] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Program | None:
-        with self._lock:
-            program = self._items.get(key)
-            if program is not None:
-                self._items.move_to_end(key)
-            return program
-
-    def put(self, key: Any, program: Program) -> None:
-        with self._lock:
-            self._items[key] = program
-            if len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
 
 
 def _includes_changed(program: Program) -> bool:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
+from ..lru import LRU
 from .builtin import BUILTIN_OPTIONS, BUILTIN_TYPES, POSITIONAL_TYPES
 from .custom import CustomType, check_type_name, make_preset
 from .spec import OPTION_NAMES, OutputSpec, TypeBuildError
@@ -38,44 +38,13 @@ _CACHE_SIZE = 4096
 TypeFactory = Callable[[Mapping[str, Any], tuple[int, int | None] | None, bool], Any]
 
 
-class _SpecCache:
-    """A small thread-safe LRU: batch runs rebuild the same slots thousands of times,
-    while choices rendered from data could otherwise grow the cache without bound."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[Hashable, OutputSpec] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> OutputSpec | None:
-        with self._lock:
-            spec = self._items.get(key)
-            if spec is not None:
-                self._items.move_to_end(key)
-            return spec
-
-    def put(self, key: Hashable, spec: OutputSpec) -> OutputSpec:
-        with self._lock:
-            existing = self._items.get(key)
-            if existing is not None:  # another thread won the race: keep one model class
-                return existing
-            self._items[key] = spec
-            if len(self._items) > self._size:
-                self._items.popitem(last=False)
-            return spec
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
 class TypeRegistry:
     """Builtin types plus the custom types registered on this instance."""
 
     def __init__(self) -> None:
         self._custom: dict[str, CustomType] = {}
         self._lock = threading.Lock()
-        self._specs = _SpecCache(_CACHE_SIZE)
+        self._specs: LRU[OutputSpec] = LRU(_CACHE_SIZE)  # batch runs rebuild the same slots thousands of times
 
     # -- registration -----------------------------------------------------
     def register(
