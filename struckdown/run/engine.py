@@ -137,7 +137,7 @@ class Run:
                 await self._finish_halted(halted)
                 return
             error = first_error(exc)
-            if isinstance(error, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
+            if isinstance(error, (KeyboardInterrupt, SystemExit, anyio.get_cancelled_exc_class())):
                 raise
             await self._retract("errored")
             await self.emit(ProcessingError(self.slot_of(error), error))
@@ -447,7 +447,11 @@ async def run_to_result(program: Program, context: Mapping[str, Any] | None, opt
 async def events(program: Program, context: Mapping[str, Any] | None, options: RunSettings) -> AsyncGenerator[Any, None]:
     """The event stream of one run, through a bounded stream (a slow consumer holds
     the run back instead of letting events pile up). Closing it cancels everything
-    the run started."""
+    the run started.
+
+    Everything inside the run is anyio (task groups, cancel scopes, events). The run
+    itself is the one task this generator owns: an async generator cannot keep a task
+    group open across its `yield`s, since its consumer may resume it from another task."""
     send, receive = anyio.create_memory_object_stream[Any](EVENT_BUFFER)
     run = Run(program, dict(context or {}), options, send.send)
 

@@ -11,7 +11,6 @@ back as a retry before the call) and runs sync tools in a worker thread.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -19,6 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import anyio
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ToolFailed, UnexpectedModelBehavior, UsageLimitExceeded
@@ -117,6 +117,16 @@ class ToolBox:
 Emit = Callable[[Any], Awaitable[None]]
 
 
+@dataclass
+class Flight:
+    """One tool call that identical calls of the same slot share (single flight):
+    `done` is set when it has an outcome, or when the task running it was cancelled."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    outcome: tuple[Any, bool, str | None] | None = None  # (output, ok, error)
+    retry: ModelRetry | None = None  # a retry is re-raised to every waiter, never cached
+
+
 def _canonical(arguments: Any) -> str:
     return json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":"))
 
@@ -131,7 +141,7 @@ class ToolWrap:
     readonly_names: frozenset[str] = frozenset()
     last_request: int | None = None  # with max_iter: this request offers no tools
     calls: list[ToolCall] = field(default_factory=list)
-    inflight: dict[tuple[str, str], asyncio.Future[tuple[Any, bool, str | None]]] = field(default_factory=dict)
+    inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
 
 @dataclass
@@ -160,15 +170,20 @@ class SlotToolset(WrapperToolset[Any]):
         key = (name, _canonical(arguments))
         await state.emit(ToolStarted(state.slot, name, arguments))
         started = time.perf_counter()
-        future = state.inflight.get(key)
-        was_cached = future is not None
-        if future is None:
-            future = asyncio.get_running_loop().create_future()
-            state.inflight[key] = future
-            await self._execute(future, key, name, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool))
-        # a finished call (a later identical one) needs no shield; an in-flight one is shielded,
-        # so a cancelled waiter does not cancel the call the others wait for
-        output, ok, error = future.result() if future.done() else await asyncio.shield(future)
+        was_cached = key in state.inflight
+        while True:
+            flight = state.inflight.get(key)
+            if flight is None:
+                flight = state.inflight[key] = Flight()
+                await self._execute(flight, key, name, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool))
+            # waiting is not sharing: a cancelled waiter leaves the call the others wait for alone
+            await flight.done.wait()
+            if flight.retry is not None:
+                raise flight.retry
+            if flight.outcome is not None:
+                break
+            # the task running the shared call was cancelled (not this one): run it here
+        output, ok, error = flight.outcome
         elapsed = (time.perf_counter() - started) * 1000
         state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
         await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached))
@@ -179,30 +194,25 @@ class SlotToolset(WrapperToolset[Any]):
         return output
 
     async def _execute(
-        self,
-        future: asyncio.Future[tuple[Any, bool, str | None]],
-        key: tuple[str, str],
-        name: str,
-        call: Callable[[], Awaitable[Any]],
+        self, flight: Flight, key: tuple[str, str], name: str, call: Callable[[], Awaitable[Any]]
     ) -> None:
         assert self.state is not None
         inflight = self.state.inflight
         try:
             if name not in self.state.readonly_names:
                 await self.state.join_guards()
-            output = await call()
-            future.set_result((output, True, None))
+            flight.outcome = (await call(), True, None)
         except ModelRetry as exc:
             del inflight[key]  # a retry is not an answer to cache
-            future.set_exception(exc)
-            future.exception()  # mark retrieved; waiters re-raise it
+            flight.retry = exc
         except Exception as exc:  # a failing tool is information for the model
             error = f"{type(exc).__name__}: {exc}"
-            future.set_result((error, False, error))
+            flight.outcome = (error, False, error)
         except BaseException:
-            del inflight[key]
-            future.cancel()
+            del inflight[key]  # cancelled: a waiter runs the call itself
             raise
+        finally:
+            flight.done.set()
 
 
 #: The tool state of the slot run in progress in this task (set around `agent.run`).
