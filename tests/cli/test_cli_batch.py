@@ -56,10 +56,19 @@ def test_output_keeps_input_order_when_rows_finish_out_of_order(
     tmp_path: Path, template: Path, use_model: Any
 ) -> None:
     n = 5
+    journal = tmp_path / "out.journal.jsonl"
+
+    def journaled(row: int) -> bool:
+        return journal.exists() and any(e["index"] == row for e in read_jsonl(journal))
 
     async def slower_for_earlier_rows(messages: list[Any], info: Any) -> ModelResponse:
+        """The gate: a row answers once the row after it is in the journal (the loop
+        only yields to the other rows; it never waits on the clock)."""
         row = row_of(last_prompt(messages))
-        await asyncio.sleep((n - row) * 0.03)
+        for _ in range(100_000):
+            if row == n - 1 or journaled(row + 1):
+                break
+            await asyncio.sleep(0)
         return ModelResponse(parts=[TextPart(f"answer {row}")])
 
     use_model(FunctionModel(slower_for_earlier_rows))
@@ -67,8 +76,8 @@ def test_output_keeps_input_order_when_rows_finish_out_of_order(
     out = tmp_path / "out.jsonl"
     result = sd("batch", template, inputs, "-o", out, "-j", n, "--keep-journal")
     assert result.exit_code == 0, result.output
-    finished = [e["index"] for e in read_jsonl(tmp_path / "out.journal.jsonl")]
-    assert finished != sorted(finished)  # they really did finish out of order
+    finished = [e["index"] for e in read_jsonl(journal)]
+    assert finished == list(reversed(range(n)))  # they really did finish out of order
     assert read_jsonl(out) == [{"id": i, "text": f"t{i}", "answer": f"answer {i}"} for i in range(n)]
 
 

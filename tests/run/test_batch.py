@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -17,15 +18,27 @@ def test_batch_keeps_input_order_and_records_failed_rows() -> None:
             raise RuntimeError("provider exploded")
         return call.last_user.upper()
 
-    # later rows answer faster, so rows finish out of order
-    script = Script(answer, latency=lambda c: 0.002 * (10 - int(c.last_user.split()[-1])))
+    # gates: each of the first rows answers only once the row after it has finished,
+    # so rows 3, 2, 1, 0 finish in that order
+    finished: defaultdict[int, asyncio.Event] = defaultdict(asyncio.Event)
+
+    async def after_the_next_row(call: Call) -> None:
+        row = int(call.last_user.split()[-1])
+        if row < 3:
+            await finished[row + 1].wait()
+
+    def record(index: int, outcome: Any) -> None:
+        seen.append(index)
+        finished[index].set()
+
+    script = Script(answer, gate=after_the_next_row)
     seen: list[int] = []
     results = sd.complete_batch(
         "Say row {{ n }} [[a]]",
         [{"n": i} for i in range(10)],
         model=script.model(),
         concurrency=4,
-        on_result=lambda index, outcome: seen.append(index),
+        on_result=record,
     )
     assert len(results) == 10
     assert isinstance(results[3], RuntimeError) and "provider exploded" in str(results[3])
@@ -33,11 +46,11 @@ def test_batch_keeps_input_order_and_records_failed_rows() -> None:
         if i != 3:
             assert isinstance(outcome, sd.Result) and outcome["a"] == f"SAY ROW {i}"
     assert sorted(seen) == list(range(10))
-    assert seen != list(range(10))  # finished out of order, returned in order
+    assert seen.index(3) < seen.index(2) < seen.index(1) < seen.index(0)  # finished out of order, returned in order
 
 
 def test_batch_concurrency_is_bounded_by_the_batch() -> None:
-    script = Script(lambda c: "ok", latency=0.01)
+    script = Script(lambda c: "ok", meet=3)  # the first requests wait until three are in flight
     asyncio.run(
         sd.complete_batch_async("Q {{ n }} [[a]]", [{"n": i} for i in range(20)], model=script.model(), concurrency=3)
     )
@@ -46,7 +59,7 @@ def test_batch_concurrency_is_bounded_by_the_batch() -> None:
 
 
 def test_batch_with_together_does_not_deadlock() -> None:
-    script = Script(lambda c: "ok", latency=0.001)
+    script = Script(lambda c: "ok")
     template = "<together>A {{ n }} [[a]] B {{ n }} [[b]]</together> C [[c]]"
     results = sd.complete_batch(template, [{"n": i} for i in range(6)], model=script.model(), concurrency=1)
     assert [dict(r) for r in results] == [{"a": "ok", "b": "ok", "c": "ok"}] * 6  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +80,7 @@ class Script:
     chunk: int = 0  # stream text in pieces of this many characters (0 = words)
     meet: int = 0  # hold each request until this many are in flight together (bounded wait)
     meet_when: Callable[[Call], bool] = lambda call: True  # which requests the meeting is for
+    gate: Callable[[Call], Awaitable[None]] | None = None  # awaited before answering: the test releases it
     in_flight: int = 0
     peak: int = 0
     _met: asyncio.Event | None = None
@@ -107,6 +108,8 @@ class Script:
                     await asyncio.wait_for(self._met.wait(), timeout=2.0)
                 except asyncio.TimeoutError:
                     pass
+            if self.gate is not None:
+                await self.gate(call)
             delay = self.latency(call) if callable(self.latency) else self.latency
             if delay:
                 await asyncio.sleep(delay)
