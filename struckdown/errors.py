@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from .results import Result, SlotResult
+    from .results import Result, SlotResult, Usage
 
 E = TypeVar("E", bound=BaseException)
 
@@ -103,15 +103,17 @@ class Halted(StruckdownError):
         self.reason = reason
         self._finished: Mapping[str, SlotResult] | None = None
         self._order: tuple[str, ...] = ()
+        self._discarded: Usage | None = None
         if results is not None:
             self.keep(results.results, results.order)
 
     def __str__(self) -> str:
         return f"halted by guard {self.slot!r}: {self.reason}"
 
-    def keep(self, finished: Mapping[str, SlotResult], order: tuple[str, ...]) -> None:
-        """Hold the slots that finished before the trip (the engine calls this)."""
-        self._finished, self._order = dict(finished), tuple(order)
+    def keep(self, finished: Mapping[str, SlotResult], order: tuple[str, ...], discarded: Usage | None = None) -> None:
+        """Hold the slots that finished before the trip, and what the discarded ones
+        cost (the engine calls this)."""
+        self._finished, self._order, self._discarded = dict(finished), tuple(order), discarded
 
     @property
     def results(self) -> Result | None:
@@ -119,7 +121,7 @@ class Halted(StruckdownError):
             return None
         from .results import Result
 
-        return Result(self._finished, self._order, halted=self)
+        return Result(self._finished, self._order, halted=self, discarded=self._discarded)
 
 
 _NOTE = "struckdown: raised in slot "

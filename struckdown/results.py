@@ -95,19 +95,22 @@ class Result(Mapping[str, Any]):
     `result["a"]`, `result.a`, `dict(result)`; `result.results[key]` is the SlotResult.
     """
 
-    __slots__ = ("results", "halted", "_order")
+    __slots__ = ("results", "halted", "_order", "_discarded")
 
     def __init__(
         self,
         results: Mapping[str, SlotResult],
         order: tuple[str, ...] = (),
         halted: Halted | None = None,
+        discarded: Usage | None = None,
     ) -> None:
         rank = {k: i for i, k in enumerate(order)}
         ordered = sorted(results, key=lambda k: rank.get(k, len(rank)))
         object.__setattr__(self, "results", {k: results[k] for k in ordered})
         object.__setattr__(self, "halted", halted)
         object.__setattr__(self, "_order", order)
+        # what answers computed beside a tripped guard cost: they are not delivered, but billed
+        object.__setattr__(self, "_discarded", discarded or Usage())
 
     def __getitem__(self, key: str) -> Any:
         return self.results[key].output
@@ -132,7 +135,7 @@ class Result(Mapping[str, Any]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # read-only slots: rebuilt through the constructor (Halted holds no Result, so no cycle)
-        return (Result, (self.results, self._order, self.halted))
+        return (Result, (self.results, self._order, self.halted, self._discarded))
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -149,7 +152,8 @@ class Result(Mapping[str, Any]):
 
     @property
     def usage(self) -> Usage:
-        total = Usage()
+        """Every request the run made, those of answers discarded by a guard trip included."""
+        total: Usage = self._discarded
         for slot in self.results.values():
             total = total + slot.usage
         return total

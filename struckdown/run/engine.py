@@ -40,7 +40,7 @@ from ..incremental import (
 )
 from ..models import resolve_model
 from ..plan import Program, Segment
-from ..results import Result, SlotResult
+from ..results import Result, SlotResult, Usage
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
@@ -178,9 +178,19 @@ class Run:
         return [s for s in self.program.segments if s.index <= last]
 
     async def _finish_halted(self, halted: Halted) -> None:
+        """SPEC §4: the slots before the tripping guard and its verdict are the result; an
+        answer computed beside the guard (after it in the template) is discarded, never
+        delivered, though its requests count in the usage."""
         await self._retract("halted")
-        halted.keep(self.results, self.program.keys)
-        result = Result(self.results, self.program.keys, halted=halted)
+        keys = self.program.keys
+        guard_at = keys.index(halted.slot) if halted.slot in keys else len(keys)
+        kept = {k: r for k, r in self.results.items() if k not in keys or keys.index(k) <= guard_at}
+        discarded = Usage()
+        for key, slot in self.results.items():
+            if key not in kept:
+                discarded = discarded + slot.usage
+        halted.keep(kept, keys, discarded)
+        result = Result(kept, keys, halted=halted, discarded=discarded)
         await self.emit(ProcessingComplete(result, early_termination=True))
         if self.options.on_halt != "return":
             raise halted

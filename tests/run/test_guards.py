@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from typing import Any
 
 import pytest
 
@@ -234,3 +235,33 @@ def test_a_guard_may_use_tools_without_waiting_on_itself() -> None:
         sd.complete("Is bob blocked? [[halt:blocked|use_tools=true, max_iter=2]] Next [[b]]",
                     model=script.model(), tools=[check_blocklist])
     assert checked == ["bob"]
+
+
+def test_the_answer_beside_a_tripped_guard_is_never_delivered_but_is_billed() -> None:
+    """SPEC §4: the answer computed beside the guard is discarded from the Result (and
+    so from --json, -o and batch outputs); its request still counts in the usage.
+    Gate: the guard's verdict waits until the answer beside it has completed."""
+
+    async def run() -> list[Any]:
+        answered = asyncio.Event()
+
+        async def verdict_after_the_answer(call: Call) -> None:
+            if is_guard(call):
+                await answered.wait()
+
+        script = Script(guarded(TRIP), gate=verdict_after_the_answer)
+        events: list[Any] = []
+        async for event in sd.complete_incremental_async(
+            "Judge {{ x }} [[halt:g]] Answer {{ x }} [[a]]", {"x": 1}, model=script.model(), on_halt="return",
+            stream=False,
+        ):
+            events.append(event)
+            if event.type == "slot_completed" and event.slot == "a":
+                answered.set()
+        return events
+
+    events = asyncio.run(run())
+    assert [e.slot for e in events if e.type == "slot_completed"] == ["a", "g"]  # it was computed
+    result = events[-1].result
+    assert dict(result) == {"g": TRIP} and result.halted.results is not None and "a" not in result.halted.results
+    assert result.usage.requests == 2  # the guard's request and the discarded answer's
