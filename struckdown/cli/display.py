@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
@@ -65,10 +65,13 @@ def stats_line(result: Any, elapsed_s: float) -> str:
 class RunDisplay:
     """Feed it every event of a run (`handle`), then `summary` the Result."""
 
-    def __init__(self, console: Console, guards: Mapping[str, bool]) -> None:
+    def __init__(self, console: Console, guards: Mapping[str, bool], order: Sequence[str] = ()) -> None:
         self.console = console
         self.live_mode = console.is_terminal
         self.guards = guards  # guard key → its `when` value
+        self.rank = {key: i for i, key in enumerate(order)}  # template order of the answers
+        self.verdicts: set[str] = set()  # guards whose verdict has been shown
+        self.held_answers: list[Any] = []  # SlotCompleted events waiting for a guard above them
         self.streams: dict[str, str] = {}  # slot → text streamed so far, while it streams
         self.running: dict[str, list[str]] = {}  # slot → tools it is running now
         self.answers = 0
@@ -157,15 +160,47 @@ class RunDisplay:
 
     def _on_slot_completed(self, event: Any) -> None:
         slot = event.slot
-        self.answers += 1
         self.streams.pop(slot, None)
         self.running.pop(slot, None)
         if event.result.type == "halt":
+            self.answers += 1
+            self.verdicts.add(slot)
             self._line(self._verdict(slot, event.result.output))
+            if not self._tripped(slot, event.result.output):
+                self._release()
             return
+        if self._waits_for_a_guard(slot):
+            # computed beside a guard above it: shown only once that guard has passed
+            # (an answer beside a guard that trips is never shown, SPEC §4)
+            self.held_answers.append(event)
+            return
+        self.answers += 1
         if self.owner == slot:
             self._finish_owner()
             return
+        self._show_answer(event)
+
+    def _waits_for_a_guard(self, slot: str) -> bool:
+        position = self.rank.get(slot)
+        if position is None:
+            return False
+        return any(g not in self.verdicts and self.rank.get(g, position) < position for g in self.guards)
+
+    def _tripped(self, slot: str, output: Any) -> bool:
+        verdict = output if isinstance(output, Mapping) else {}
+        return bool(verdict.get("triggered")) == self.guards.get(slot, True)
+
+    def _release(self) -> None:
+        waiting, self.held_answers = self.held_answers, []
+        for event in waiting:
+            if self._waits_for_a_guard(event.slot):
+                self.held_answers.append(event)
+            else:
+                self.answers += 1
+                self._show_answer(event)
+
+    def _show_answer(self, event: Any) -> None:
+        slot = event.slot
         value = answer_text(event.result.output)
         if self.live_mode:
             head = Text(slot, style="bold cyan")
@@ -185,7 +220,7 @@ class RunDisplay:
 
     def _verdict(self, slot: str, output: Any) -> Text:
         verdict = output if isinstance(output, Mapping) else {}
-        tripped = bool(verdict.get("triggered")) == self.guards.get(slot, True)
+        tripped = self._tripped(slot, output)
         reason = visible(str(verdict.get("reason") or ""))
         line = Text(f"guard {slot}: ")
         line.append("TRIPPED" if tripped else "passed", style="bold red" if tripped else "green")
@@ -195,6 +230,12 @@ class RunDisplay:
 
     # -- output ----------------------------------------------------------------
     def summary(self, result: Any, elapsed_s: float) -> None:
+        # answers still held (their guard's branch never ran): shown if the run delivered them
+        for event in self.held_answers:
+            if event.slot in result.results:
+                self.answers += 1
+                self._show_answer(event)
+        self.held_answers = []
         stats = stats_line(result, elapsed_s)
         if result.halted is not None:
             line = Text(f"halted by guard {result.halted.slot!r}", style="bold red")

@@ -46,10 +46,8 @@ def run_command(request: RunRequest) -> int:
         show_config_models(program, model)
     # --json keeps stdout for the answers alone; the live display moves to stderr.
     console = make_console(sys.stderr if request.as_json else sys.stdout)
-    guards = {
-        slot.key: bool(program.plans[slot].control.get("when", True)) for slot in program.slots() if slot.is_guard
-    }
-    display = RunDisplay(console, guards)
+    guards = {slot.key: program.plans[slot].when for slot in program.slots() if slot.is_guard}
+    display = RunDisplay(console, guards, program.keys)
     started = time.perf_counter()
     result = asyncio.run(_drive(program, context, display, request, model=model, tools=tools))
     display.summary(result, time.perf_counter() - started)

@@ -402,3 +402,42 @@ def test_a_tools_file_runs_without_struckdowns_future_flags(tmp_path: Path) -> N
     path.write_text('def lookup(word: str, n: int = 1) -> str:\n    """Look up."""\n    return word\n')
     (tool,) = load_tools(path)
     assert tool.__annotations__ == {"word": str, "n": int, "return": str}
+
+
+def test_the_answer_beside_a_tripped_guard_is_never_shown_or_written(
+    tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC §4 in the CLI (issue 24 item 6): with --no-stream, --json and -o. Gate: the
+    guard's verdict comes only after the display has received the reply beside it."""
+    import asyncio
+
+    from pydantic_ai.models.function import FunctionModel
+
+    from struckdown.cli.display import RunDisplay
+
+    reply_seen = asyncio.Event()
+    original = RunDisplay._on_slot_completed
+
+    def seen(self: RunDisplay, event: Any) -> None:
+        original(self, event)
+        if event.slot == "reply":
+            reply_seen.set()
+
+    monkeypatch.setattr(RunDisplay, "_on_slot_completed", seen)
+    base = scripted(lambda prompt, info: {"triggered": True, "reason": "insulting"} if info.output_tools else "a reply")
+
+    async def judge_after_the_reply(messages: Any, info: Any) -> Any:
+        if info.output_tools:
+            await reply_seen.wait()
+        return base.function(messages, info)  # type: ignore[misc]
+
+    use_model(FunctionModel(judge_after_the_reply, model_name="scripted"))
+    template = write(tmp_path / "t.sd", "Message: {{ msg }}\n[[halt:rude]]\nReply to {{ msg }}. [[reply]]\n")
+    out = tmp_path / "out.json"
+    result = sd("run", template, "-c", "msg=you idiot", "--no-stream", "--json", "-o", out)
+    assert result.exit_code == 3
+    assert "a reply" not in result.stdout and "a reply" not in result.stderr
+    assert json.loads(result.stdout) == {"rude": {"triggered": True, "reason": "insulting"}}
+    record = json.loads(out.read_text())
+    assert record["answers"] == {"rude": {"triggered": True, "reason": "insulting"}}
+    assert record["usage"]["requests"] == 2  # the discarded reply was still paid for
