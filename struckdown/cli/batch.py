@@ -55,8 +55,32 @@ def batch_command(request: BatchRequest) -> int:
             lock.release()
 
 
+def job_fingerprint(request: BatchRequest, program: Any) -> str:
+    """What decides a row's answer besides the row: the template and every file it
+    includes, the model (the flag, else the environment that picks it), the tools file.
+    `--resume` reuses a journaled row only when this is unchanged (issue 24 item 4)."""
+    import os
+
+    includes = []
+    for name, _ in program.template.included_files:
+        try:
+            includes.append((name, content_hash(Path(name).read_text(encoding="utf-8", errors="replace"))))
+        except OSError:
+            includes.append((name, "unreadable"))
+    tools = None
+    if request.tools_file is not None:
+        try:
+            tools = content_hash(request.tools_file.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            tools = "unreadable"
+    model_env = {k: os.environ.get(k) for k in ("STRUCKDOWN_MODEL", "DEFAULT_LLM", "LLM_API_BASE") if os.environ.get(k)}
+    return content_hash(
+        {"template": program.template.source, "includes": includes, "model": request.model or model_env, "tools": tools}
+    )
+
+
 def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) -> int:
-    template_hash = content_hash(program.template.source)
+    template_hash = job_fingerprint(request, program)
     input_hashes = [content_hash(row) for row in rows]
     console = make_console(sys.stderr)
     entries, journal = _open_journal(request, rows, input_hashes, template_hash, console)
@@ -133,7 +157,7 @@ def _open_journal(
         if failed:
             note += f", {failed} failed rows run again"
         if stale:
-            note += f", {stale} rows whose input or template changed run again"
+            note += f", {stale} rows whose input or job (template, includes, model, tools) changed run again"
         if bad:
             note += f" ({bad} unreadable journal lines ignored)"
         console.file.write(note + "\n")

@@ -258,3 +258,62 @@ def test_killed_batch_resumes_without_losing_or_repeating_rows(
     assert all(made[i] == 1 for i in done_before)  # rows finished before the kill never ran again
     assert set(made) == set(range(n))
     assert not journal.exists()  # every row ok now
+
+
+@pytest.mark.parametrize("change", ["model", "include", "tools"])
+def test_resume_reruns_rows_when_the_job_changed(tmp_path: Path, use_model: Any, change: str) -> None:
+    """A journaled row is reused only by the same job: another --model, an edited
+    <include>d file or tools file makes every row run again, and the note says why."""
+    called: list[int] = []
+    first_run = [True]
+
+    def counting(prompt: str, info: Any) -> str:
+        row = row_of(prompt)
+        called.append(row)
+        if row == 1 and first_run[0]:
+            raise RuntimeError("first run fails row 1")  # so the journal stays for --resume
+        return f"answer {row}"
+
+    use_model(scripted(counting))
+    (tmp_path / "part.sd").write_text("Row {{ id }}: {{ text }}\n", encoding="utf-8")
+    template = tmp_path / "t.sd"
+    template.write_text('<include src="part.sd"/> [[answer]]\n', encoding="utf-8")
+    tools = tmp_path / "tools.py"
+    tools.write_text("def lookup(q: str) -> str:\n    return q\n", encoding="utf-8")
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": "x"} for i in range(3)])
+    out = tmp_path / "out.jsonl"
+    args = ["batch", template, inputs, "-o", out, "--no-cache", "--tools", tools, "-j", "1"]
+    assert sd(*args, "--model", "first").exit_code == 1
+    called.clear()
+    first_run[0] = False
+    model = "first"
+    if change == "model":
+        model = "second"
+    elif change == "include":
+        (tmp_path / "part.sd").write_text("Row {{ id }} (edited): {{ text }}\n", encoding="utf-8")
+    else:
+        tools.write_text("def lookup(q: str) -> str:\n    return q.upper()\n", encoding="utf-8")
+    result = sd(*args, "--model", model, "--resume")
+    assert result.exit_code == 0, result.output
+    assert sorted(called) == [0, 1, 2]  # nothing reused
+    assert "2 rows whose input or job (template, includes, model, tools) changed run again" in result.stderr
+
+
+def test_resume_reuses_rows_of_the_same_job(tmp_path: Path, template: Path, use_model: Any) -> None:
+    called: list[int] = []
+    first_run = [True]
+
+    def counting(prompt: str, info: Any) -> str:
+        called.append(row_of(prompt))
+        if row_of(prompt) == 1 and first_run[0]:
+            raise RuntimeError("first run fails row 1")
+        return f"answer {row_of(prompt)}"
+
+    use_model(scripted(counting))
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": "x"} for i in range(3)])
+    out = tmp_path / "out.jsonl"
+    assert sd("batch", template, inputs, "-o", out, "--no-cache", "--model", "m", "-j", "1").exit_code == 1
+    called.clear()
+    first_run[0] = False
+    assert sd("batch", template, inputs, "-o", out, "--no-cache", "--model", "m", "--resume").exit_code == 0
+    assert called == [1]
