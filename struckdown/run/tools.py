@@ -144,6 +144,23 @@ class ToolWrap:
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
 
+def _unsendable(name: str, output: Any) -> str | None:
+    """The error string for a tool result that cannot travel to the model as JSON
+    (issue 24 item 12: it used to fail the whole slot without naming the tool)."""
+    if output is None or isinstance(output, (str, int, float, bool)):
+        return None
+    from pydantic_core import to_jsonable_python
+
+    try:
+        to_jsonable_python(output)
+    except Exception:  # noqa: BLE001 - pydantic raises several serialisation errors
+        return (
+            f"TypeError: tool {name!r} returned a {type(output).__name__}, which cannot be sent to the model "
+            "as JSON; return text, numbers, lists, dicts, dataclasses or pydantic models"
+        )
+    return None
+
+
 @dataclass
 class SlotToolset(WrapperToolset[Any]):
     """Per-slot tool interception: events, single-flight cache, guard join, errors.
@@ -201,7 +218,9 @@ class SlotToolset(WrapperToolset[Any]):
         try:
             if name not in self.state.readonly_names:
                 await self.state.join_guards()
-            flight.outcome = (await call(), True, None)
+            output = await call()
+            problem = _unsendable(name, output)
+            flight.outcome = (output, True, None) if problem is None else (problem, False, problem)
         except ModelRetry as exc:
             del inflight[key]  # a retry is not an answer to cache
             flight.retry = exc

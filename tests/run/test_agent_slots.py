@@ -293,3 +293,19 @@ def test_tool_slots_running_together_keep_their_own_calls_and_cache() -> None:
             ({"city": city}, f"sunny in {city}", False),
             ({"city": city}, f"sunny in {city}", True),
         ]
+
+
+def test_a_tool_result_that_is_not_json_is_an_error_naming_the_tool() -> None:
+    class Thing:
+        pass
+
+    def make() -> object:
+        """Make a thing."""
+        return Thing()
+
+    script = Script(lambda call: Tools([("make", {})]) if len(script.calls) == 1 else "recovered")
+    result = sd.complete("Go [[w|use_tools=true]]", model=script.model(), tools=[make])
+    assert result["w"] == "recovered"
+    (call,) = result.results["w"].tool_calls
+    assert not call.ok and call.error is not None and "tool 'make' returned a Thing" in call.error
+    assert ("return", call.error) in script.calls[1].turns
