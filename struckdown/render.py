@@ -193,7 +193,7 @@ class Renderer:
         return template.render(variables)
 
     def evaluate(self, expression: str, variables: Mapping[str, Any]) -> Any:
-        return self.compile_expression(expression)(**variables)
+        return self.compile_expression(expression)(dict(variables))  # positional: a context key "self" is fine
 
 
 class _SafeTracking(meta.TrackingCodeGenerator, _RuntimeOnlyCodeGenerator):

@@ -311,3 +311,13 @@ def test_runtime_errors_keep_their_cause() -> None:
     with pytest.raises(sd.TemplateRuntimeError) as info:
         sd.complete("{{ ''.__class__.__mro__ }} [[a]]", model=Script(lambda c: "x").model())
     assert isinstance(info.value.__cause__, jinja2.exceptions.SecurityError)
+
+
+def test_a_context_key_named_self_breaks_no_expression() -> None:
+    """Issue 24 item 13: {{ }} options, actions and {% if %} around slots are evaluated
+    with the context as one mapping, so a key named `self` is just a key."""
+    script = Script(lambda call: "ok")
+    template = "{% if x > 1 %}Q [[a|temperature={{ x / 10 }}]]{% endif %} [[@set:b|{{ x }}]]"
+    result = sd.complete(template, {"self": "me", "x": 2}, model=script.model())
+    assert dict(result) == {"a": "ok", "b": 2}
+    assert script.calls[0].info.model_settings is not None and script.calls[0].info.model_settings["temperature"] == 0.2
