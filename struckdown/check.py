@@ -21,7 +21,7 @@ from .syntax.nodes import Action, If, JinjaValue, NodeVisitor, Option, Pos, Slot
 from .syntax.source import SourceMap
 
 if TYPE_CHECKING:
-    from .environment import Environment
+    from .env_view import EnvironmentView
 
 _JINJA_NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -31,7 +31,7 @@ _JINJA_NEWLINE = re.compile(r"\r\n|\r|\n")
 _COMPILE_AT = 10
 
 
-def check_template(template: Template, env: Environment) -> None:
+def check_template(template: Template, env: EnvironmentView) -> None:
     """Raise the first problem of `template` (in document order) as a TemplateSyntaxError."""
     _Checker(template, env).visit_all(template.nodes)
 
@@ -46,7 +46,7 @@ def close_match(word: str, choices: list[str], label: str) -> str:
 
 
 class _Checker(NodeVisitor):
-    def __init__(self, template: Template, env: Environment) -> None:
+    def __init__(self, template: Template, env: EnvironmentView) -> None:
         self.src = SourceMap(template.source, template.filename)
         self.env = env
 

@@ -314,8 +314,6 @@ class Environment:
         `struckdown.distributed.DaskExecutor`) receives the template text and the
         row contexts and must honour the same contract.
         """
-        from .batch import run_local_batch
-
         program = self.program(template, options)
         if executor is not None:
             kwargs = {k: v for k, v in options.items() if k not in ("template_path", "include_paths")}
@@ -328,7 +326,42 @@ class Environment:
                 include_paths=options.get("include_paths", self.include_paths),
                 **kwargs,
             )
-        return await run_local_batch(self, program, contexts, concurrency, on_result, options)
+        return await self._local_batch(program, contexts, concurrency, on_result, options)
+
+    async def _local_batch(
+        self,
+        program: Program,
+        contexts: Iterable[Mapping[str, Any]],
+        concurrency: int,
+        on_result: Callable[[int, Result | BaseException], Any] | None,
+        options: RunOptions,
+    ) -> list[Result | BaseException]:
+        """Rows on this event loop, in input order; a failing row is its exception and the
+        others go on. Workers share one iterator (no task per row, no global semaphore)."""
+        import asyncio
+
+        import anyio
+
+        results: list[Result | BaseException | None] = []
+        rows = iter(enumerate(contexts))
+
+        async def worker() -> None:
+            for index, context in rows:
+                results.extend([None] * (index + 1 - len(results)))
+                try:
+                    outcome: Result | BaseException = await self.complete_async(program, context, **options)
+                except Exception as exc:  # noqa: BLE001 - recorded per row
+                    outcome = exc
+                results[index] = outcome
+                if on_result is not None:
+                    maybe = on_result(index, outcome)
+                    if asyncio.iscoroutine(maybe):
+                        await maybe
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(max(1, concurrency)):
+                tg.start_soon(worker)
+        return results  # type: ignore[return-value]
 
     def complete_batch(
         self,

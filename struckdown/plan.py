@@ -20,7 +20,7 @@ from .syntax.nodes import Action, Checkpoint, If, Instructions, JinjaValue, Node
 from .syntax.source import SourceMap
 
 if TYPE_CHECKING:
-    from .environment import Environment
+    from .env_view import EnvironmentView
     from .render import Renderer
     from .types import OutputSpec
 
@@ -72,7 +72,7 @@ class Program:
     segments: tuple[Segment, ...]
     keys: tuple[str, ...]  # every answer key in template order
     plans: dict[Slot, SlotPlan] = field(repr=False)
-    environment: Environment = field(repr=False, compare=False)
+    environment: EnvironmentView = field(repr=False, compare=False)
     compiled: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # text → Jinja template
 
     def plan(self, slot: Slot) -> SlotPlan:
@@ -97,7 +97,7 @@ class Program:
         return tuple(key for segment in self.segments for key in segment.guards)
 
 
-def plan_slot(slot: Slot, env: Environment, src: SourceMap) -> SlotPlan:
+def plan_slot(slot: Slot, env: EnvironmentView, src: SourceMap) -> SlotPlan:
     """Options split by family, the output type built now when no option waits for
     `{{ … }}` (so a bad combination, such as min > max, a bad pattern or max=ten on an
     int, fails at parse time), and the limits clamped against the Environment's ceiling."""
@@ -119,7 +119,7 @@ def plan_slot(slot: Slot, env: Environment, src: SourceMap) -> SlotPlan:
 
 
 def _output_type(
-    slot: Slot, positional: tuple[Any, ...], type_options: dict[str, Any], env: Environment, src: SourceMap
+    slot: Slot, positional: tuple[Any, ...], type_options: dict[str, Any], env: EnvironmentView, src: SourceMap
 ) -> OutputSpec:
     from .types import TypeBuildError, TypeRequest, build_output
 
@@ -186,7 +186,7 @@ def carried_instructions(nodes: Sequence[Node]) -> tuple[Node, ...]:
     return tuple(out)
 
 
-def plan_program(template: Template, env: Environment) -> Program:
+def plan_program(template: Template, env: EnvironmentView) -> Program:
     segments: list[Segment] = []
     keys: list[str] = []
     plans: dict[Slot, SlotPlan] = {}

@@ -35,7 +35,7 @@ from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
 from .tools import CURRENT_WRAP, BadModelOutput, ToolBox, ToolLimitExceeded, ToolWrap
 
 if TYPE_CHECKING:
-    from ..environment import Environment
+    from ..env_view import EnvironmentView
 
 @dataclass
 class SlotEnv:
@@ -49,7 +49,7 @@ class SlotEnv:
     limits: Any  # the caller's ceiling (pydantic_ai UsageLimits or None)
     settings: Mapping[str, Any] | None
     stream: bool
-    environment: Environment
+    environment: EnvironmentView
     capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
     streaming_now: set[str] = field(default_factory=set)

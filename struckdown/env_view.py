@@ -1,0 +1,28 @@
+"""What the stages and the engine read from the Environment that runs them.
+
+A Protocol, so that `check`, `plan` and `run/` depend on this small surface and not on
+`environment.py` (the front door imports them; nothing imports it back, not even for
+type annotations).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .actions import ActionRegistry
+    from .model_store import ModelStore
+    from .render import Renderer
+    from .types import TypeRegistry
+
+
+class EnvironmentView(Protocol):
+    types: TypeRegistry
+    actions: ActionRegistry
+    renderer: Renderer
+    models: ModelStore
+    response_caches: dict[Path, Any]
+    limits: Any  # the per-slot ceiling (pydantic_ai UsageLimits or None)
+
+    def engine_caches(self) -> Any: ...
