@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
-    from .errors import Halted
+
+class HaltInfo(Protocol):
+    """What `Result.halted` holds: the `struckdown.Halted` error of the tripping guard
+    (a Protocol here, so that results.py needs nothing from errors.py)."""
+
+    slot: str | None
+    reason: str
+
+    @property
+    def results(self) -> Result | None: ...
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,7 @@ class Result(Mapping[str, Any]):
         self,
         results: Mapping[str, SlotResult],
         order: tuple[str, ...] = (),
-        halted: Halted | None = None,
+        halted: HaltInfo | None = None,
         discarded: Usage | None = None,
     ) -> None:
         rank = {k: i for i, k in enumerate(order)}
