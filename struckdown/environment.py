@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
 from .actions import ActionRegistry, builtin_actions
@@ -165,7 +164,9 @@ class Environment:
         """
         path = str(template_path) if template_path is not None else None
         roots = tuple(str(p) for p in (self.include_paths if include_paths is None else include_paths))
-        base = str(Path(path).resolve().parent) if path else os.getcwd()
+        # a relative path (or none) resolves against the working directory; an absolute one
+        # names its folder already (a changed include is caught by its mtime on a hit)
+        base = "" if path is not None and os.path.isabs(path) else os.getcwd()
         key = (template, path, roots, base)
         program = self._programs.get(key)
         if program is not None and not _includes_changed(program):

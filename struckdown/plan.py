@@ -105,17 +105,12 @@ def plan_slot(slot: Slot, env: EnvironmentView, src: SourceMap) -> SlotPlan:
     spec = None if dynamic else _output_type(slot, positional, families["type"], env, src)
     control = families["control"]
     max_iter, max_calls = _literal(control.get("max_iter")), _literal(control.get("max_calls"))
-    return SlotPlan(
-        slot,
-        positional,
-        families["type"],
-        families["settings"],
-        control,
-        dynamic,
-        spec,
-        clamp_limits(env.limits, max_iter, max_calls, slot.key, warn=False),
-        asks_above(env.limits, max_iter, max_calls),
-    )
+    if max_iter is None and max_calls is None:  # most slots: the ceiling as it is
+        limits, above = Limits.of(env.limits), False
+    else:
+        limits = clamp_limits(env.limits, max_iter, max_calls, slot.key, warn=False)
+        above = asks_above(env.limits, max_iter, max_calls)
+    return SlotPlan(slot, positional, families["type"], families["settings"], control, dynamic, spec, limits, above)
 
 
 def _output_type(
