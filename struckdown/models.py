@@ -107,7 +107,7 @@ def openai_compatible(
     timeout: float | None = None,
     retries: int | None = None,
     env: Mapping[str, str] | None = None,
-    store: ModelStore,
+    store: ModelStore | None = None,
 ) -> Any:
     """A chat-completions endpoint (llama.cpp, vLLM, Ollama, proxies) as an `OpenAIChatModel`.
 
@@ -121,6 +121,8 @@ def openai_compatible(
         request_timeout(env) if timeout is None else timeout,
         max_retries(env) if retries is None else retries,
     )
+    if store is None:  # a model of your own, to pass as model=
+        return _openai_compatible(*args)
     return store.get(("openai-compatible", *args), lambda: _openai_compatible(*args))
 
 
