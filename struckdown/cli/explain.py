@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
+from ..describe import limit_text, quantity
 from .errors import EXIT_OK
 from .loading import describe_tool, load_program, load_tools
 
@@ -32,17 +33,6 @@ def explain_command(template: Path, tools_file: Path | None, include_paths: Sequ
 def preview(source: str) -> str:
     text = " ".join(source.split())
     return '"' + (text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…") + '"'
-
-
-def quantity(quantifier: tuple[int, int | None] | None) -> str:
-    if quantifier is None:
-        return "one answer"
-    low, high = quantifier
-    if high is None:
-        return "a list of any length" if low == 0 else f"a list of {low} or more"
-    if low == high:
-        return f"a list of exactly {low}"
-    return f"a list of {low} to {high}"
 
 
 def option_value(value: Any) -> str:
@@ -186,12 +176,7 @@ class PlanTree:
 
     @staticmethod
     def _clamped(ceiling: int | None, limit: int | None, asked: Any, option: str, unit: str) -> str:
-        """The plan's clamped limit, saying where it came from."""
-        if asked is None or not isinstance(asked, int):
-            return f"{limit} {unit}"
-        if ceiling is not None and asked > ceiling:
-            return f"{limit} {unit} ({option}={asked}, clamped to the ceiling)"
-        return f"{limit} {unit} ({option})"
+        return limit_text(ceiling, limit, asked, option, unit, show_asked=False)
 
     def _guard(self, parent: Tree, slot: Any, reads: list[str], in_together: bool) -> None:
         when = self.program.plans[slot].when

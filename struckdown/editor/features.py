@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..describe import limit_text, quantity
 from . import core
 from .pygments_lexer import scan
 from .roles import ROLES, SEMANTIC_TYPES
@@ -336,21 +337,7 @@ def hover(analysis: Analysis, offset: int) -> Hover | None:
 
 
 def clamp(ceiling: int | None, limit: int | None, asked: Any, option: str, unit: str) -> str:
-    """The plan's clamped `limit`, saying where it came from."""
-    if asked is None or isinstance(asked, bool) or not isinstance(asked, int):
-        return f"{limit} {unit}"
-    if ceiling is not None and asked > ceiling:
-        return f"{limit} {unit} ({option}={asked}, clamped to the ceiling)"
-    return f"{limit} {unit} ({option}={asked})"
-
-
-def quantity(quantifier: tuple[int, int | None] | None) -> str:
-    if quantifier is None:
-        return "one answer"
-    low, high = quantifier
-    if high is None:
-        return "a list of any length" if low == 0 else f"a list of {low} or more"
-    return f"a list of exactly {low}" if low == high else f"a list of {low} to {high}"
+    return limit_text(ceiling, limit, asked, option, unit, show_asked=True)
 
 
 def plan_markdown(view: core.SlotView, analysis: Analysis, earlier_guards: Sequence[str] = ()) -> str:
