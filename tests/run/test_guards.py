@@ -99,13 +99,17 @@ def test_trip_prevents_the_write_tool_body() -> None:
 
 
 def test_readonly_tool_runs_beside_the_guard() -> None:
-    reads: list[float] = []
-    guard_done: list[float] = []
+    """Gate: the guard's verdict waits until the read-only tool has run. Were the tool
+    held for the verdict, the two would wait for each other (the bounded wait only
+    turns that into a failure instead of a hang; it decides nothing)."""
+    import threading
+
+    searched = threading.Event()
 
     @sd.readonly
     def search(q: str) -> str:
         """Search (read only)."""
-        reads.append(time.perf_counter())
+        searched.set()
         return "found"
 
     def answer(call: Call) -> object:
@@ -113,15 +117,14 @@ def test_readonly_tool_runs_beside_the_guard() -> None:
             return TRIP
         return Tools([("search", {"q": "x"})]) if call.turns[-1][0] == "user" else "done"
 
-    async def latency(call: Call) -> float:
-        return 0.2 if is_guard(call) else 0.0
+    async def verdict_after_the_search(call: Call) -> None:
+        if is_guard(call):
+            await asyncio.to_thread(searched.wait, 20)
 
-    script = Script(answer, latency=lambda c: 0.2 if is_guard(c) else 0.0)
-    started = time.perf_counter()
+    script = Script(answer, gate=verdict_after_the_search)
     with pytest.raises(sd.Halted) as info:
         sd.complete("Judge [[halt:g]] Look [[look|use_tools=true]]", model=script.model(), tools=[search])
-    guard_done.append(time.perf_counter())
-    assert len(reads) == 1 and reads[0] - started < 0.15  # ran while the guard was pending
+    assert searched.is_set()  # ran while the guard was pending
     assert info.value.results is not None and info.value.results["g"] == TRIP
     # the second model call of the slot waited for the verdict and never happened
     assert [c.turns[-1][0] for c in script.calls if not is_guard(c)] == ["user"]
