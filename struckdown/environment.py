@@ -37,6 +37,9 @@ OnHalt = Literal["raise", "return"]
 
 _PROGRAM_CACHE_SIZE = 256
 
+#: Seconds one tool call may take unless the host says otherwise (None: no limit).
+DEFAULT_TOOL_TIMEOUT = 60.0
+
 
 class ResponseCache(Protocol):
     """What a response cache object must offer (`cache=` accepts one, or True/a path)."""
@@ -55,6 +58,7 @@ class RunOptions(TypedDict, total=False):
     deps: Any  # handed to tools as RunContext.deps
     deps_type: type[Any] | None
     limits: UsageLimits | None  # the per-slot ceiling
+    tool_timeout: float | None  # seconds one tool call may take (the ceiling `tool_timeout=` options lower)
     on_halt: OnHalt
     settings: Mapping[str, Any] | None  # pydantic_ai ModelSettings for every request
     cache: ResponseCache | bool | str | None
@@ -92,6 +96,7 @@ class Environment:
         settings: Mapping[str, Any] | None = None,
         cache: ResponseCache | bool | str | None = None,
         include_paths: Sequence[PathLike] = (),
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
     ) -> None:
         self.model = model
         self.tools = tuple(tools)
@@ -100,6 +105,7 @@ class Environment:
         self.settings = settings
         self.cache = cache
         self.include_paths = tuple(include_paths)
+        self.tool_timeout = tool_timeout
         self.types = TypeRegistry()
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
@@ -241,6 +247,7 @@ class Environment:
             cache=options.get("cache", self.cache),
             stop_at=options.get("stop_at"),
             stream=stream,
+            tool_timeout=options.get("tool_timeout", self.tool_timeout),
         )
 
     async def complete_async(

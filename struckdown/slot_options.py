@@ -36,6 +36,12 @@ def _integer(lo: int | None = None) -> Callable[[Any], int]:
     return check
 
 
+def _positive(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError("expected a positive number of seconds")
+    return float(value)
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError("expected true or false")
@@ -77,6 +83,7 @@ CONTROL_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
     "use_tools": _boolean,
     "max_iter": _integer(1),
     "max_calls": _integer(0),
+    "tool_timeout": _positive,
     "when": _boolean,
 }
 
@@ -94,7 +101,7 @@ def check_option(key: str, value: Any) -> Any:
 def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     """Every keyed option a slot of this type accepts (for messages and hints)."""
     keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
-    keys += ["use_tools", "max_iter", "max_calls"]
+    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout"]
     if type_name == "halt":
         keys.append("when")
     return keys

@@ -56,6 +56,10 @@ OPTION_DOCS: dict[str, str] = {
     "use_tools": "`use_tools=true`: an agent slot that may call the run's tools.",
     "max_iter": "Most model requests for this slot; lowers the caller's ceiling, never raises it.",
     "max_calls": "Most tool calls for this slot; lowers the caller's ceiling, never raises it.",
+    "tool_timeout": (
+        "Seconds one tool call may take before it is cancelled (the model reads a TimeoutError); "
+        "lowers the caller's ceiling, never raises it."
+    ),
     "when": "A guard halts the run when `triggered` equals this (default true).",
 }
 

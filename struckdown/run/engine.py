@@ -64,6 +64,7 @@ class RunSettings:
     cache: Any = None
     stop_at: str | None = None
     stream: bool = True
+    tool_timeout: float | None = None
 
 
 @dataclass
@@ -111,6 +112,7 @@ class Run:
             limits=self.options.limits,
             settings=self.options.settings,
             stream=self.options.stream,
+            tool_timeout=self.options.tool_timeout,
             environment=environment,
             # the "second model call after a guard started" join point, for every slot but a guard
             capabilities=(ModelCallHook(self.guards.before_model_call),) if self.program.guards else (),

@@ -50,6 +50,7 @@ class SlotEnv:
     settings: Mapping[str, Any] | None
     stream: bool
     environment: EnvironmentView
+    tool_timeout: float | None = None  # the host's ceiling for one tool call
     capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
     streaming_now: set[str] = field(default_factory=set)
@@ -182,6 +183,7 @@ async def run_model_slot(
             slot=key, emit=env.emit, join_guards=env.join_guards,
             readonly_names=env.toolbox.readonly_names,
             last_request=limits.request_limit if max_iter is not None else None,
+            timeout=_tool_timeout(env.tool_timeout, resolved.control.get("tool_timeout"), key),
         )
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
@@ -240,6 +242,21 @@ async def run_model_slot(
         cached=hits > 0,
         tool_calls=tuple(wrap.calls) if wrap else (),
     )
+
+
+def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> float | None:
+    """The host's tool timeout, lowered (never raised) by the slot's `tool_timeout=`."""
+    if asked is None:
+        return ceiling
+    if ceiling is not None and asked > ceiling:
+        import logging
+        import warnings
+
+        message = f"template asked for tool_timeout={asked:g} but the caller's ceiling is {ceiling:g}; using {ceiling:g}"
+        logging.getLogger("struckdown").warning("slot %s: %s", slot, message)
+        warnings.warn(message, UserWarning, stacklevel=2)
+        return ceiling
+    return asked
 
 
 def _limits(env: SlotEnv, plan: SlotPlan, resolved: Resolved) -> Limits:

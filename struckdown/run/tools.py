@@ -140,6 +140,7 @@ class ToolWrap:
     join_guards: Callable[[], Awaitable[None]]
     readonly_names: frozenset[str] = frozenset()
     last_request: int | None = None  # with max_iter: this request offers no tools
+    timeout: float | None = None  # seconds one call may take
     calls: list[ToolCall] = field(default_factory=list)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
@@ -218,8 +219,14 @@ class SlotToolset(WrapperToolset[Any]):
         try:
             if name not in self.state.readonly_names:
                 await self.state.join_guards()
-            output = await call()
-            problem = _unsendable(name, output)
+            timeout = self.state.timeout
+            problem: str | None = None
+            with anyio.move_on_after(timeout) as deadline:
+                output = await call()
+            if deadline.cancelled_caught:  # SPEC §14: cancelled at its deadline, the model reads why
+                output, problem = None, f"TimeoutError: tool {name!r} took longer than {timeout:g} s"
+            else:
+                problem = _unsendable(name, output)
             flight.outcome = (output, True, None) if problem is None else (problem, False, problem)
         except ModelRetry as exc:
             del inflight[key]  # a retry is not an answer to cache

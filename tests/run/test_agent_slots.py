@@ -309,3 +309,38 @@ def test_a_tool_result_that_is_not_json_is_an_error_naming_the_tool() -> None:
     (call,) = result.results["w"].tool_calls
     assert not call.ok and call.error is not None and "tool 'make' returned a Thing" in call.error
     assert ("return", call.error) in script.calls[1].turns
+
+
+def test_a_tool_past_its_timeout_is_cancelled_and_the_model_reads_why() -> None:
+    """SPEC §14 / issue 24 item 8: the host's tool_timeout, lowered by the slot option."""
+    import asyncio
+
+    cancelled: list[str] = []
+
+    async def slow(q: str) -> str:
+        """Never finishes by itself."""
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(q)
+            raise
+        return "never"
+
+    script = Script(lambda call: Tools([("slow", {"q": "x"})]) if len(script.calls) == 1 else "gave up")
+    result = sd.complete("Go [[w|use_tools=true, tool_timeout=0.2]]", model=script.model(), tools=[slow])
+    assert result["w"] == "gave up" and cancelled == ["x"]
+    (call,) = result.results["w"].tool_calls
+    assert (call.ok, call.error) == (False, "TimeoutError: tool 'slow' took longer than 0.2 s")
+    assert ("return", "TimeoutError: tool 'slow' took longer than 0.2 s") in script.calls[1].turns
+
+
+def test_a_template_cannot_raise_the_hosts_tool_timeout() -> None:
+    async def quick(q: str) -> str:
+        """Answers at once."""
+        return "ok"
+
+    script = Script(lambda call: Tools([("quick", {"q": "x"})]) if len(script.calls) == 1 else "done")
+    env = sd.Environment(tool_timeout=5)
+    with pytest.warns(UserWarning, match="tool_timeout=600 but the caller's ceiling is 5; using 5"):
+        env.complete("Go [[w|use_tools=true, tool_timeout=600]]", model=script.model(), tools=[quick])
+    assert sd.Environment().tool_timeout == 60.0  # the documented default
