@@ -59,6 +59,7 @@ class RunOptions(TypedDict, total=False):
     deps_type: type[Any] | None
     limits: UsageLimits | None  # the per-slot ceiling
     tool_timeout: float | None  # seconds one tool call may take (the ceiling `tool_timeout=` options lower)
+    max_requests: int | None  # most model requests in flight at once, across the run (or the whole batch)
     on_halt: OnHalt
     settings: Mapping[str, Any] | None  # pydantic_ai ModelSettings for every request
     cache: ResponseCache | bool | str | None
@@ -230,7 +231,7 @@ class Environment:
                     self._engine_caches = EngineCaches()
         return self._engine_caches
 
-    def run_settings(self, options: RunOptions, *, stream: bool) -> Any:
+    def run_settings(self, options: RunOptions, *, stream: bool, requests: Any = None) -> Any:
         """The call's options over this Environment's defaults, as the engine takes them."""
         from .run import RunSettings
 
@@ -248,6 +249,7 @@ class Environment:
             stop_at=options.get("stop_at"),
             stream=stream,
             tool_timeout=options.get("tool_timeout", self.tool_timeout),
+            requests=requests if requests is not None else _request_limiter(options.get("max_requests")),
         )
 
     async def complete_async(
@@ -258,6 +260,14 @@ class Environment:
 
         program = self.program(template, options)
         return await run_to_result(program, context, self.run_settings(options, stream=False))
+
+    async def _complete_row(
+        self, program: Program, context: Mapping[str, Any], options: RunOptions, requests: Any
+    ) -> Result:
+        """One batch row: its requests share the batch's limiter."""
+        from .run import run_to_result
+
+        return await run_to_result(program, context, self.run_settings(options, stream=False, requests=requests))
 
     async def complete_incremental_async(
         self,
@@ -352,12 +362,13 @@ class Environment:
 
         results: list[Result | BaseException | None] = []
         rows = iter(enumerate(contexts))
+        requests = _request_limiter(options.get("max_requests"))  # one cap for every row
 
         async def worker() -> None:
             for index, context in rows:
                 results.extend([None] * (index + 1 - len(results)))
                 try:
-                    outcome: Result | BaseException = await self.complete_async(program, context, **options)
+                    outcome: Result | BaseException = await self._complete_row(program, context, options, requests)
                 except Exception as exc:  # noqa: BLE001 - recorded per row
                     outcome = exc
                 results[index] = outcome
@@ -389,6 +400,17 @@ class Environment:
                 template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
             )
         )
+
+
+def _request_limiter(max_requests: int | None) -> Any:
+    """A cap on the model requests in flight at once (None: no cap)."""
+    if max_requests is None:
+        return None
+    if isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1:
+        raise ValueError(f"max_requests must be a whole number of at least 1, not {max_requests!r}")
+    import anyio
+
+    return anyio.CapacityLimiter(max_requests)
 
 
 def _includes_changed(program: Program) -> bool:

@@ -201,6 +201,16 @@ def batch(
         ),
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Rows run at the same time.")] = 8,
+    max_requests: Annotated[
+        Optional[int],
+        typer.Option(
+            "--max-requests",
+            min=1,
+            help="Most model requests in flight at once across all rows (a row's independent segments, "
+            "<together> members and guards run beside each other). Default: 2 x -j.",
+            show_default=False,
+        ),
+    ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue from OUTPUT's journal: rows it holds as done are not run again.")
     ] = False,
@@ -261,6 +271,7 @@ def batch(
                 inputs=inputs,
                 output=output,
                 jobs=jobs,
+                max_requests=max_requests,
                 resume=resume,
                 model=model,
                 tools_file=tools,

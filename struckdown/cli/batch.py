@@ -29,6 +29,7 @@ class BatchRequest:
     inputs: Sequence[str]
     output: Path | None = None
     jobs: int = 8
+    max_requests: int | None = None  # None: 2 x jobs
     resume: bool = False
     model: str | None = None
     tools_file: Path | None = None
@@ -194,6 +195,7 @@ def _local_runner(request: BatchRequest, program: Any) -> Any:
             tools=tools,
             cache=request.cache,
             on_halt="return",
+            max_requests=request.max_requests or 2 * request.jobs,
         )
 
     return run

@@ -45,7 +45,7 @@ from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Tex
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
-from .tools import ModelCallHook
+from .tools import ModelCallHook, RequestLimit
 
 #: Events a run may have produced ahead of a slow consumer before it waits for it.
 EVENT_BUFFER = 256
@@ -65,6 +65,7 @@ class RunSettings:
     stop_at: str | None = None
     stream: bool = True
     tool_timeout: float | None = None
+    requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
 
 
 @dataclass
@@ -90,6 +91,7 @@ class Run:
         self.guards = GuardBoard({seg.index: list(seg.guards) for seg in self.program.segments})
         environment = self.program.environment
         self.renderer = environment.renderer
+        self._limit: tuple[Any, ...] = (RequestLimit(self.options.requests),) if self.options.requests else ()
         default_model = self.options.model
         resolved_default: list[Any] = []
 
@@ -115,7 +117,10 @@ class Run:
             tool_timeout=self.options.tool_timeout,
             environment=environment,
             # the "second model call after a guard started" join point, for every slot but a guard
-            capabilities=(ModelCallHook(self.guards.before_model_call),) if self.program.guards else (),
+            capabilities=(
+                *((ModelCallHook(self.guards.before_model_call),) if self.program.guards else ()),
+                *self._limit,
+            ),
             cache=_cache(self.options.cache, environment.response_caches),
         )
 
@@ -350,7 +355,7 @@ class Run:
         """A guard neither streams nor waits before its model call (its calls never count
         as "beside" a guard), and its own tools do not wait for its verdict."""
         return replace(
-            self.env, join_guards=partial(self.guards.join, segment, key), stream=False, capabilities=()
+            self.env, join_guards=partial(self.guards.join, segment, key), stream=False, capabilities=self._limit
         )
 
     def _after(self, key: str) -> None:

@@ -208,6 +208,9 @@ def test_run_and_batch_pass_the_cache_flag_to_the_library(
     assert sd("batch", template, rows, "--model", "test", "-j", "3", *flags).exit_code == 0
     assert seen["run"]["cache"] is cache and seen["run"]["model"] == "test"
     assert seen["batch"]["cache"] is cache and seen["batch"]["concurrency"] == 3
+    assert seen["batch"]["max_requests"] == 6  # the default request cap: 2 x -j
+    assert sd("batch", template, rows, "--model", "test", "-j", "3", "--max-requests", "4", *flags).exit_code == 0
+    assert seen["batch"]["max_requests"] == 4
 
 
 def test_terminal_gets_the_live_display(tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:

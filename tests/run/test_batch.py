@@ -117,3 +117,37 @@ def test_halted_and_its_result_form_no_reference_cycle() -> None:
     assert halted is not None and halted.results is not None and halted.results.halted is halted
     assert not any(isinstance(value, sd.Result) for value in vars(halted).values())
     assert halted.results["g"] == {"triggered": True, "reason": "no"}
+
+
+def _peak_requests(max_requests: int | None, *, batch: bool) -> int:
+    """Ten independent segments (three rows of them in a batch); each request yields a
+    few times, so every segment reaches its request while the first are in flight."""
+
+    async def let_the_others_in(call: Call) -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)  # a yield to the other tasks, not a wait on the clock
+
+    script = Script(lambda c: "ok", gate=let_the_others_in)
+    template = "<checkpoint>".join(f"Q{i} [[s{i}]]" for i in range(10))
+    limit = {} if max_requests is None else {"max_requests": max_requests}
+    if batch:
+        results = sd.complete_batch(template, [{}, {}, {}], model=script.model(), concurrency=3, **limit)
+        assert all(isinstance(r, sd.Result) for r in results)
+    else:
+        sd.complete(template, model=script.model(), **limit)
+    return script.peak
+
+
+def test_max_requests_bounds_the_requests_of_independent_segments() -> None:
+    assert _peak_requests(None, batch=False) == 10  # the test can see the overlap
+    assert _peak_requests(2, batch=False) == 2
+
+
+def test_max_requests_is_one_cap_for_a_whole_batch() -> None:
+    assert _peak_requests(None, batch=True) == 30
+    assert _peak_requests(4, batch=True) == 4
+
+
+def test_max_requests_must_be_a_positive_whole_number() -> None:
+    with pytest.raises(ValueError, match="max_requests"):
+        sd.complete("Q [[a]]", model=Script(lambda c: "x").model(), max_requests=0)
