@@ -15,6 +15,11 @@ from pathlib import Path
 
 from .nodes import Node
 
+#: Bounds on what includes may inline into one template (issue 24 item 7: a few files
+#: that include each other ten times each would otherwise multiply without end).
+MAX_INCLUDES = 1_000
+MAX_INCLUDED_BYTES = 10_000_000
+
 #: Parses one included file's text: (source, filename, resolver) → its nodes.
 ParseFile = Callable[[str, str, "IncludeResolver"], tuple[Node, ...]]
 
@@ -40,6 +45,7 @@ class IncludeResolver:
         self._template_path = template_path
         self._include_paths = include_paths
         self.files: list[tuple[str, int]] = []
+        self.inlined_bytes = 0  # text inlined so far, counting each inclusion
 
     # Paths are resolved on the first include: most templates have none, and
     # resolving costs a system call per path component.
@@ -79,10 +85,21 @@ class IncludeResolver:
         )
 
     def _parse_file(self, path: Path) -> tuple[Node, ...]:
+        if len(self.files) >= MAX_INCLUDES:
+            raise IncludeError(
+                f"more than {MAX_INCLUDES:,} includes in one template",
+                "files that include each other many times multiply; include each part once",
+            )
         try:
             stamp, text = path.stat().st_mtime_ns, path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise IncludeError(f"cannot read included file {path.name!r}: {exc}") from None
+        self.inlined_bytes += len(text)
+        if self.inlined_bytes > MAX_INCLUDED_BYTES:
+            raise IncludeError(
+                f"includes inline more than {MAX_INCLUDED_BYTES // 1_000_000} MB of text",
+                "files that include each other many times multiply; include each part once",
+            )
         self.stack.append(path)
         self.files.append((str(path), stamp))
         try:

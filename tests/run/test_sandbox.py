@@ -321,3 +321,16 @@ def test_a_context_key_named_self_breaks_no_expression() -> None:
     result = sd.complete(template, {"self": "me", "x": 2}, model=script.model())
     assert dict(result) == {"a": "ok", "b": 2}
     assert script.calls[0].info.model_settings is not None and script.calls[0].info.model_settings["temperature"] == 0.2
+
+
+def test_an_include_bomb_is_a_positioned_error_not_a_hang(tmp_path: Path) -> None:
+    """Issue 24 item 7: six small files that each include the next ten times would inline
+    a million copies; the parse stops at the include cap, at the <include> tag."""
+    for level in range(6):
+        body = "x" if level == 5 else "".join(f'<include src="f{level + 1}.sd"/>' for _ in range(10))
+        (tmp_path / f"f{level}.sd").write_text(body, encoding="utf-8")
+    main = tmp_path / "main.sd"
+    main.write_text('Top\n<include src="f0.sd"/> [[a]]\n', encoding="utf-8")
+    with pytest.raises(sd.TemplateSyntaxError, match="more than 1,000 includes") as info:
+        sd.Environment().parse(main.read_text(encoding="utf-8"), template_path=main)
+    assert info.value.line >= 1 and info.value.hint is not None
