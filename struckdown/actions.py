@@ -95,35 +95,68 @@ FETCH_TIMEOUT_S = 10.0
 FETCH_MAX_BYTES = 1_000_000
 
 
-def _fetch(url: str, timeout: float = FETCH_TIMEOUT_S, max_bytes: int = FETCH_MAX_BYTES) -> str:
-    """HTTP GET a page and return it as plain markdown-ish text (opt-in)."""
+def _fetch(url: str) -> str:
+    """HTTP GET a page and return it as plain markdown-ish text (opt-in). The time and
+    size caps are the host's (FETCH_TIMEOUT_S, FETCH_MAX_BYTES): a template cannot raise them."""
     if os.environ.get("STRUCKDOWN_ALLOW_FETCH") != "1":
         raise PermissionError("@fetch is disabled; set STRUCKDOWN_ALLOW_FETCH=1 to allow it")
     if not re.match(r"https?://", url):
         raise ValueError("@fetch takes http:// or https:// URLs only")
     import urllib.request
 
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - scheme checked above
-        raw = response.read(max_bytes + 1)[:max_bytes]
+    with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310 - scheme checked above
+        raw = response.read(FETCH_MAX_BYTES + 1)[:FETCH_MAX_BYTES]
         charset = response.headers.get_content_charset() or "utf-8"
     return html_to_text(raw.decode(charset, errors="replace"))
 
 
 def html_to_text(html: str) -> str:
-    text = re.sub(r"(?is)<(script|style|noscript)\b.*?</\1>", "", html)
-    text = re.sub(r"(?i)<h([1-6])[^>]*>", lambda m: "\n" + "#" * int(m.group(1)) + " ", text)
-    text = re.sub(r"(?i)<(br|/p|/div|/li|/h[1-6]|/tr)[^>]*>", "\n", text)
-    text = re.sub(r"(?i)<li[^>]*>", "- ", text)
-    text = re.sub(r"<[^>]+>", "", text)
-    import html as _html
+    """Readable text of a page, in one pass (Python's HTMLParser, linear in the page):
+    headings as `#`, list items as `- `, block ends as line breaks; script and style dropped."""
+    from html.parser import HTMLParser
 
-    text = _html.unescape(text)
-    return re.sub(r"\n\s*\n+", "\n\n", text).strip()
+    class _Text(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.parts: list[str] = []
+            self.hidden = 0  # inside <script>, <style>, <noscript>
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag in _HIDDEN:
+                self.hidden += 1
+            elif tag in _HEADINGS:
+                self.parts.append("\n" + "#" * int(tag[1]) + " ")
+            elif tag == "li":
+                self.parts.append("- ")
+            elif tag == "br":
+                self.parts.append("\n")
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in _HIDDEN:
+                self.hidden = max(0, self.hidden - 1)
+            elif tag in _BLOCKS or tag in _HEADINGS:
+                self.parts.append("\n")
+
+        def handle_data(self, data: str) -> None:
+            if not self.hidden:
+                self.parts.append(data)
+
+    parser = _Text()
+    parser.feed(html)
+    parser.close()
+    return re.sub(r"\n\s*\n+", "\n\n", "".join(parser.parts)).strip()
+
+
+_HIDDEN = frozenset({"script", "style", "noscript"})
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+_BLOCKS = frozenset({"p", "div", "li", "tr"})
 
 
 def _check_fetch(node: Action) -> None:
     if not node.options:
         raise ValueError('needs a URL: [[@fetch:page|url="https://…"]]')
+    if any(o.key not in (None, "url") for o in node.options):
+        raise ValueError('takes only a URL: [[@fetch:page|url="https://…"]] (its time and size caps are the host\'s)')
 
 
 def builtin_actions() -> ActionRegistry:

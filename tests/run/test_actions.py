@@ -68,3 +68,22 @@ def test_a_failing_action_names_itself() -> None:
     sd.register_action("broken_test", broken)
     with pytest.raises(sd.TemplateRuntimeError, match="action @broken_test failed: OSError: disk full"):
         sd.complete("[[@broken_test:x]]")
+
+
+def test_fetch_limits_are_the_hosts_not_the_templates() -> None:
+    with pytest.raises(sd.TemplateSyntaxError, match="takes only a URL"):
+        sd.Environment().parse('[[@fetch:page|url="https://example.org", max_bytes=999999999]]')
+    with pytest.raises(sd.TemplateSyntaxError, match="takes only a URL"):
+        sd.Environment().parse('[[@fetch:page|url="https://example.org", timeout=3600]]')
+
+
+def test_the_html_cleaner_is_linear_in_the_page() -> None:
+    """Issue 24 item 7: 20,000 unclosed <script tags made the regex cleaner quadratic (it
+    rescanned the rest of the page from each one: minutes for this page); the one-pass
+    parser reads it once."""
+    from struckdown.actions import html_to_text
+
+    assert html_to_text("<h1>T</h1><p>a &amp; b</p><script>x()</script><ul><li>one</li></ul>") == "# T\na & b\n- one"
+    small, large = "<script " * 2_000 + "<p>end</p>", "<script " * 20_000 + "<p>end</p>"
+    assert html_to_text(small) == html_to_text(large)  # a hostile page still gives an answer
+    assert html_to_text("<p>" + "word " * 100_000 + "</p>").count("word") == 100_000
