@@ -132,10 +132,6 @@ def _response_of(stored: Any) -> ModelResponse | None:
     return message
 
 
-def is_hit(message: ModelMessage) -> bool:
-    return isinstance(message, ModelResponse) and bool((message.provider_details or {}).get(HIT_MARK))
-
-
 @dataclass
 class _Replay(StreamedResponse):
     """A stored response streamed back as the provider would stream it."""
