@@ -12,6 +12,7 @@ The states follow the grammar's contextual lexer: `text` is the template body,
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -129,13 +130,13 @@ RUNS_UNTIL: dict[str, tuple[str, str | None]] = {
 # regex plumbing: alternatives of a terminal, lookarounds, multi-line splits
 
 
-def split_alternatives(regex: str) -> list[str]:
-    """The top-level alternatives of `regex`, after unwrapping one `(?:…)` or `(?:…)+`
-    group that spans all of it (how Lark writes `/a/ | /b/` and TEXT's repetition)."""
-    inner = _unwrap(regex)
-    parts, depth, start, i, in_class = [], 0, 0, 0, False
-    while i < len(inner):
-        ch = inner[i]
+def _structure(regex: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """(index, character, depth after it) for each `(`, `)` and `|` of `regex` from
+    `start` that is structure: not escaped and not inside a character class (where a
+    leading `]` or `^]` is a literal)."""
+    depth, i, in_class = 0, start, False
+    while i < len(regex):
+        ch = regex[i]
         if ch == "\\":
             i += 2
             continue
@@ -143,17 +144,24 @@ def split_alternatives(regex: str) -> list[str]:
             in_class = ch != "]"
         elif ch == "[":
             in_class = True
-            if inner[i + 1 : i + 2] == "]" or inner[i + 1 : i + 3] == "^]":
-                i += 2 if inner[i + 1] == "]" else 3
+            if regex[i + 1 : i + 2] == "]" or regex[i + 1 : i + 3] == "^]":
+                i += 2 if regex[i + 1] == "]" else 3
                 continue
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "|" and depth == 0:
+        elif ch in "()|":
+            depth += {"(": 1, ")": -1, "|": 0}[ch]
+            yield i, ch, depth
+        i += 1
+
+
+def split_alternatives(regex: str) -> list[str]:
+    """The top-level alternatives of `regex`, after unwrapping one `(?:…)` or `(?:…)+`
+    group that spans all of it (how Lark writes `/a/ | /b/` and TEXT's repetition)."""
+    inner = _unwrap(regex)
+    parts, start = [], 0
+    for i, ch, depth in _structure(inner):
+        if ch == "|" and depth == 0:
             parts.append(inner[start:i])
             start = i + 1
-        i += 1
     parts.append(inner[start:])
     return parts
 
@@ -167,26 +175,7 @@ def _unwrap(regex: str) -> str:
 
 def _closing(regex: str, open_at: int) -> int:
     """Index of the `)` that closes the group opened at `open_at`."""
-    depth, i, in_class = 0, open_at, False
-    while i < len(regex):
-        ch = regex[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-            if regex[i + 1 : i + 2] == "]":
-                i += 1
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
+    return next((i for i, ch, depth in _structure(regex, open_at) if ch == ")" and depth == 0), -1)
 
 
 @dataclass(frozen=True)
