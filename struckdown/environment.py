@@ -66,6 +66,7 @@ class RunOptions(TypedDict, total=False):
     template_path: PathLike | None
     include_paths: Sequence[PathLike]
     stop_at: str | None
+    strict_undefined: bool  # a variable neither in the context nor answered before: an error, not a warning
 
 
 class BatchExecutor(Protocol):
@@ -247,6 +248,7 @@ class Environment:
             settings=options.get("settings", self.settings),
             cache=options.get("cache", self.cache),
             stop_at=options.get("stop_at"),
+            strict_undefined=bool(options.get("strict_undefined", False)),
             stream=stream,
             tool_timeout=options.get("tool_timeout", self.tool_timeout),
             requests=requests if requests is not None else _request_limiter(options.get("max_requests")),

@@ -73,6 +73,11 @@ class TemplateRuntimeError(StruckdownError):
     expression failed, an option rendered to a bad value, an action failed)."""
 
 
+class UndefinedVariableError(TemplateRuntimeError):
+    """With `strict_undefined=True`: the template reads a name that is neither in the
+    context nor answered before it (raised before any model call)."""
+
+
 class ConfigurationError(StruckdownError):
     """Missing or inconsistent configuration, e.g. no model configured."""
 

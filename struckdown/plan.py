@@ -74,6 +74,7 @@ class Program:
     plans: dict[Slot, SlotPlan] = field(repr=False)
     environment: EnvironmentView = field(repr=False, compare=False)
     compiled: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # text → Jinja template
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # facts computed on first use
 
     def plan(self, slot: Slot) -> SlotPlan:
         return self.plans[slot]

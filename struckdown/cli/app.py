@@ -119,6 +119,14 @@ def run(
         Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
     ] = None,
     include_path: IncludeOpt = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="A variable the template reads that is neither in the context nor answered before is an error "
+            "(before any model call), not a warning.",
+        ),
+    ] = False,
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
@@ -137,6 +145,7 @@ def run(
                 cache=not no_cache,
                 stop_at=stop_at,
                 include_paths=include_path or (),
+                strict=strict,
             )
         )
     raise typer.Exit(code)

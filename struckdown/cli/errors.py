@@ -59,9 +59,9 @@ def exit_code(exc: BaseException) -> int:
         return exc.code
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
-    from ..errors import Halted, TemplateSyntaxError
+    from ..errors import Halted, TemplateSyntaxError, UndefinedVariableError
 
-    if isinstance(exc, TemplateSyntaxError):
+    if isinstance(exc, (TemplateSyntaxError, UndefinedVariableError)):
         return EXIT_TEMPLATE
     if isinstance(exc, Halted):
         return EXIT_HALTED

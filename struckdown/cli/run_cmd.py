@@ -31,6 +31,7 @@ class RunRequest:
     cache: bool = True
     stop_at: str | None = None
     include_paths: Sequence[Path] = field(default_factory=tuple)
+    strict: bool = False  # undefined variables are an error, not a warning
 
 
 def run_command(request: RunRequest) -> int:
@@ -75,6 +76,7 @@ async def _drive(
             on_halt="return",
             cache=request.cache,
             stop_at=request.stop_at,
+            strict_undefined=request.strict,
         ):
             display.handle(event)
             if event.type == "processing_complete":

@@ -121,7 +121,7 @@ def check_source(
     except TemplateSyntaxError as exc:
         elsewhere = exc.filename if exc.filename and path and Path(exc.filename).resolve() != path.resolve() else None
         return None, [Problem(exc.line, exc.column, "error", exc.message, exc.hint, elsewhere)]
-    linter = _Linter(str(path) if path else "<template>", program)
+    linter = _Linter(str(path) if path else "<template>", program, source)
     if context_names is not None:
         linter.undefined_variables(context_names)
     for segment in program.segments:

@@ -42,6 +42,7 @@ from ..models import resolve_model
 from ..plan import Program, Segment
 from ..results import Result, SlotResult, Usage
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
+from ..variables import check_context
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
@@ -63,6 +64,7 @@ class RunSettings:
     settings: Mapping[str, Any] | None = None
     cache: Any = None
     stop_at: str | None = None
+    strict_undefined: bool = False
     stream: bool = True
     tool_timeout: float | None = None
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
@@ -104,6 +106,7 @@ class Run:
 
         if self.options.stop_at is not None and self.options.stop_at not in self.program.keys:
             raise ValueError(f"stop_at={self.options.stop_at!r} is not a slot of this template")
+        check_context(self.program, self.context, strict=self.options.strict_undefined)
         self.model_for = model_for
         self.env = SlotEnv(
             emit=self.emit,

@@ -146,6 +146,9 @@ def _described(plan: ItemPlan) -> Any:
     return Annotated[plan.item, Field(description=plan.description)]
 
 
+_REASONING = "Your reasoning in a sentence or two, written before the answer"
+
+
 def _single_value(convert: Callable[[Any], Any], raw: Any) -> Any:
     value = raw.response
     return None if value is None else convert(value)
@@ -165,7 +168,10 @@ def _assemble(
     if quantifier is None and is_text:
         text_schema = TypeAdapter(_described(plan)).json_schema(schema_generator=AnswerSchemaGenerator)
         return OutputSpec(str, True, text_schema, _text_rules=plan.text)
+    fields: dict[str, Any] = {}
     if quantifier is None:
+        if plan.reasoning_first:
+            fields["reasoning"] = (str, Field(default="", description=_REASONING))
         if required or not plan.nullable:
             annotation = plan.item
         else:
@@ -179,11 +185,8 @@ def _assemble(
         annotation = list[_described(plan)]  # type: ignore[misc]
         field = Field(min_length=low or None, max_length=high)
         convert = partial(_list_value, plan.convert)
-    model = create_model(
-        _model_name(name, quantifier is not None),
-        __config__=ANSWER_MODEL_CONFIG,
-        response=(annotation, field),
-    )
+    fields["response"] = (annotation, field)
+    model = create_model(_model_name(name, quantifier is not None), __config__=ANSWER_MODEL_CONFIG, **fields)
     full = model.model_json_schema(schema_generator=AnswerSchemaGenerator)
     schema: dict[str, Any] = dict(full["properties"]["response"])
     if "$defs" in full:

@@ -25,10 +25,10 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from ..codec import iso_duration
 from .options import (
     check_bounds_order,
     comparable,
-    iso_duration,
     parse_length,
     parse_number,
     parse_pattern,
@@ -125,6 +125,9 @@ class ItemPlan:
     schema: dict[str, Any] | None = None
     text: TextRules | None = None
     allows_quantifier: bool = True
+    #: Ask for a short ``reasoning`` before the answer (a single answer only):
+    #: a model writes properties in schema order, so it reasons before the number.
+    reasoning_first: bool = False
 
 
 # A guard must always explain itself so that a stop can be logged and shown to
@@ -134,8 +137,10 @@ class HaltVerdict(BaseModel):
 
     model_config = ANSWER_MODEL_CONFIG
 
+    # The reason comes first: a model writes properties in schema order, so it
+    # reasons before it commits to a verdict.
+    reason: str = Field(description="Short explanation of the verdict, written before it")
     triggered: bool = Field(description="True if the guard condition is met and processing must stop")
-    reason: str = Field(description="Short explanation of the verdict")
 
 
 def _dump_verdict(value: HaltVerdict) -> dict[str, Any]:
@@ -246,11 +251,13 @@ def _score_plan(type_name: str, levels: tuple[str, ...], options: Mapping[str, A
         description = ", ".join(f"{index}={level}" for index, level in enumerate(levels))
         # Field before the validator: the other order hides ge/le from the JSON schema.
         item = Annotated[int, Field(ge=0, le=len(levels) - 1), BeforeValidator(_matcher(levels, index=True))]
-        return ItemPlan(item=item, description=description)
+        return ItemPlan(item=item, description=description, reasoning_first=True)
     low = parse_number(type_name, "min", options["min"], integer=True) if "min" in options else 0
     high = parse_number(type_name, "max", options["max"], integer=True) if "max" in options else 10
     check_bounds_order(type_name, "min", low, "max" if "max" in options else "max (default)", high)
-    return ItemPlan(item=Annotated[int, Field(ge=low, le=high)], description=f"Score from {low} to {high}")
+    return ItemPlan(
+        item=Annotated[int, Field(ge=low, le=high)], description=f"Score from {low} to {high}", reasoning_first=True
+    )
 
 
 def plan_builtin(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from struckdown.types import BUILTIN_TYPES, TypeRequest, build_output
-from struckdown.types.options import iso_duration
+from struckdown.codec import iso_duration
 from types_support import NON_NULL_JSON, nullable, rejects, spec_of, value, value_json
 
 
@@ -122,7 +122,10 @@ def test_single_answer_schema(req: TypeRequest, model_name: str, schema: dict[st
     spec = build_output(req)
     assert not spec.is_text
     assert spec.output_type.__name__ == model_name
-    assert list(spec.output_type.model_fields) == ["response"]
+    # a score asks for its reasoning first: the model writes it before the number
+    first = ["reasoning"] if req.type_name == "score" else []
+    assert list(spec.output_type.model_fields) == [*first, "response"]
+    assert list(spec.output_type.model_json_schema()["properties"]) == [*first, "response"]
     assert spec.answer_schema == schema
     # the object schema pydantic-ai turns into the output tool
     full = spec.output_type.model_json_schema()
@@ -140,24 +143,34 @@ def test_halt_schema_and_value() -> None:
                 "additionalProperties": False,
                 "description": "Verdict of a guard check.",
                 "properties": {
+                    "reason": {"description": "Short explanation of the verdict, written before it", "type": "string"},
                     "triggered": {
                         "description": "True if the guard condition is met and processing must stop",
                         "type": "boolean",
                     },
-                    "reason": {"description": "Short explanation of the verdict", "type": "string"},
                 },
-                "required": ["triggered", "reason"],
+                "required": ["reason", "triggered"],
                 "title": "HaltVerdict",
                 "type": "object",
             }
         },
     }
+    # reason before verdict, so a model reasons before it commits
+    assert list(spec.answer_schema["$defs"]["HaltVerdict"]["properties"]) == ["reason", "triggered"]
     result = value(spec, {"triggered": True, "reason": "asks for a password"})
     assert result == {"triggered": True, "reason": "asks for a password"}
     assert type(result) is dict
     rejects(spec, None)  # a verdict is never null, even without !
     rejects(spec, {"triggered": False})
     assert spec_of("halt", required=True).answer_schema == spec.answer_schema
+
+
+def test_score_reasoning_comes_first_and_is_dropped_from_the_answer() -> None:
+    spec = spec_of("score", "poor", "good", required=True)
+    assert spec.to_value(spec.output_type.model_validate_json('{"reasoning": "clear and kind", "response": "good"}')) == 1
+    assert value_json(spec, '{"response": 0}') == 0  # reasoning is asked for, not demanded
+    listed = spec_of("score", quantifier=(1, 3))
+    assert list(listed.output_type.model_fields) == ["response"]  # a list answer has no single reasoning
 
 
 def test_answer_schema_json_is_canonical() -> None:
