@@ -278,6 +278,31 @@ def _function_name(model: Any) -> str:
     return f"{module}.{qualname}" if module else qualname
 
 
+def model_display(model: Any) -> str:
+    """How errors and the CLI name a model: its name and, for a served model, where it runs
+    (`'qwen3:8b' at http://127.0.0.1:8080/v1`); pydantic-ai's `provider:name` otherwise."""
+    if isinstance(model, str):
+        return model
+    from pydantic_ai.models.function import FunctionModel
+
+    if isinstance(model, FunctionModel):
+        return model_label(model)
+    name = getattr(model, "model_name", "") or type(model).__name__
+    base = str(getattr(model, "base_url", None) or "").rstrip("/")
+    if base and not _is_provider_home(base):
+        return f"{name!r} at {base}"
+    system = getattr(model, "system", "") or ""
+    return f"{system}:{name}" if system else str(name)
+
+
+def _is_provider_home(base: str) -> bool:
+    """Whether `base` is a provider's own API (named by the provider, not the URL)."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(base).hostname or ""
+    return host.endswith(("api.openai.com", "api.anthropic.com", "googleapis.com", "api.mistral.ai", "api.groq.com"))
+
+
 def model_label(model: Any) -> str:
     """A short human name for a model (error messages, cache keys): `system:name[@base_url]`."""
     if isinstance(model, str):

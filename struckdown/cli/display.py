@@ -65,13 +65,28 @@ def stats_line(result: Any, elapsed_s: float) -> str:
 class RunDisplay:
     """Feed it every event of a run (`handle`), then `summary` the Result."""
 
-    def __init__(self, console: Console, guards: Mapping[str, bool], order: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        console: Console,
+        guards: Mapping[str, bool],
+        order: Sequence[str] = (),
+        settles: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
         self.console = console
         self.live_mode = console.is_terminal
         self.guards = guards  # guard key → its `when` value
-        self.rank = {key: i for i, key in enumerate(order)}  # template order of the answers
+        # Answers are shown in template order: one that finishes early waits until every
+        # answer above it is shown or will never come (`settles`: the keys a key's
+        # completion proves finished or skipped, see `answer_order`).
+        self.order = tuple(order)
+        self.rank = {key: i for i, key in enumerate(order)}
+        self.settles = settles or {}
+        self.resolved: set[str] = set()  # keys that finished (or were skipped): nothing more comes
+        self.shown: set[str] = set()  # keys whose answer (or verdict) has been shown, or never will be
+        self.frontier = 0  # every key ranked below it is shown
+        self.stop_rank: int | None = None  # a guard tripped here: nothing ranked after it is shown live
         self.verdicts: set[str] = set()  # guards whose verdict has been shown
-        self.held_answers: list[Any] = []  # SlotCompleted events waiting for a guard above them
+        self.held_answers: dict[str, Any] = {}  # SlotCompleted events waiting for the answers above them
         self.streams: dict[str, str] = {}  # slot → text streamed so far, while it streams
         self.running: dict[str, list[str]] = {}  # slot → tools it is running now
         self.answers = 0
@@ -162,42 +177,51 @@ class RunDisplay:
         slot = event.slot
         self.streams.pop(slot, None)
         self.running.pop(slot, None)
+        self.resolved.add(slot)
+        for earlier in self.settles.get(slot, ()):
+            self.resolved.add(earlier)
+            if earlier not in self.held_answers:
+                self.shown.add(earlier)  # finished and shown, or skipped: nothing to wait for
         if event.result.type == "halt":
             self.answers += 1
             self.verdicts.add(slot)
+            self.shown.add(slot)
             self._line(self._verdict(slot, event.result.output))
-            if not self._tripped(slot, event.result.output):
-                self._release()
+            if self._tripped(slot, event.result.output):
+                # an answer beside a guard that trips is never shown (SPEC §4)
+                self.stop_rank = min(self.stop_rank or len(self.order), self.rank.get(slot, len(self.order)))
+            self._release()
             return
-        if self._waits_for_a_guard(slot):
-            # computed beside a guard above it: shown only once that guard has passed
-            # (an answer beside a guard that trips is never shown, SPEC §4)
-            self.held_answers.append(event)
-            return
-        self.answers += 1
-        if self.owner == slot:
+        if self.owner == slot:  # its tokens are on the screen already
+            self.answers += 1
+            self.shown.add(slot)
             self._finish_owner()
+            self._release()
             return
-        self._show_answer(event)
-
-    def _waits_for_a_guard(self, slot: str) -> bool:
-        position = self.rank.get(slot)
-        if position is None:
-            return False
-        return any(g not in self.verdicts and self.rank.get(g, position) < position for g in self.guards)
+        if slot not in self.rank:
+            self.answers += 1
+            self.shown.add(slot)
+            self._show_answer(event)
+            return
+        self.held_answers[slot] = event
+        self._release()
 
     def _tripped(self, slot: str, output: Any) -> bool:
         verdict = output if isinstance(output, Mapping) else {}
         return bool(verdict.get("triggered")) == self.guards.get(slot, True)
 
     def _release(self) -> None:
-        waiting, self.held_answers = self.held_answers, []
-        for event in waiting:
-            if self._waits_for_a_guard(event.slot):
-                self.held_answers.append(event)
-            else:
+        """Show the held answers whose turn has come, in template order."""
+        order, stop = self.order, self.stop_rank if self.stop_rank is not None else len(self.order)
+        while self.frontier < min(len(order), stop):
+            key = order[self.frontier]
+            if key in self.held_answers:
                 self.answers += 1
-                self._show_answer(event)
+                self.shown.add(key)
+                self._show_answer(self.held_answers.pop(key))
+            elif key not in self.shown:
+                return  # still running (or not reached yet)
+            self.frontier += 1
 
     def _show_answer(self, event: Any) -> None:
         slot = event.slot
@@ -230,12 +254,13 @@ class RunDisplay:
 
     # -- output ----------------------------------------------------------------
     def summary(self, result: Any, elapsed_s: float) -> None:
-        # answers still held (their guard's branch never ran): shown if the run delivered them
-        for event in self.held_answers:
-            if event.slot in result.results:
+        # answers still held (something above them never ran): shown, in template order,
+        # if the run delivered them
+        for key in sorted(self.held_answers, key=lambda k: self.rank.get(k, len(self.order))):
+            if key in result.results:
                 self.answers += 1
-                self._show_answer(event)
-        self.held_answers = []
+                self._show_answer(self.held_answers[key])
+        self.held_answers = {}
         stats = stats_line(result, elapsed_s)
         if result.halted is not None:
             line = Text(f"halted by guard {result.halted.slot!r}", style="bold red")
@@ -277,3 +302,37 @@ class RunDisplay:
         self.console.file.write(visible(text))
         self.console.file.flush()
         self.midline = not text.endswith("\n")
+
+
+def answer_order(program: Any) -> dict[str, frozenset[str]]:
+    """For each answer key, the earlier keys its completion settles: those before it in
+    its own segment (slots of a segment run one after another, so they finished or were
+    skipped), except the other members of its `<together>` block and guards (which run
+    beside the slots after them and settle only with their own verdict)."""
+    from ..syntax.nodes import Action, If, Slot, Together, walk
+
+    settles: dict[str, frozenset[str]] = {}
+    for segment in program.segments:
+        seen: list[str] = []
+
+        def visit(nodes: Sequence[Any], seen: list[str] = seen) -> None:
+            for node in nodes:
+                if isinstance(node, Together):
+                    members = [n.key for n in walk(node.body) if isinstance(n, (Slot, Action)) and n.key is not None]
+                    before = frozenset(seen)
+                    settles.update({key: before for key in members})
+                    seen.extend(k for k in members if not _is_guard(program, k))
+                elif isinstance(node, If):
+                    for branch in node.branches:
+                        visit(branch.body)
+                elif isinstance(node, (Slot, Action)) and node.key is not None:
+                    settles[node.key] = frozenset(seen)
+                    if not _is_guard(program, node.key):
+                        seen.append(node.key)
+
+        visit(segment.nodes)
+    return settles
+
+
+def _is_guard(program: Any, key: str) -> bool:
+    return key in program.guards

@@ -38,10 +38,12 @@ def describe(exc: BaseException) -> str:
     exc = unwrap(exc)
     if isinstance(exc, CliError):
         return exc.message
-    from ..errors import StruckdownError
+    from ..errors import ConfigurationError, StruckdownError, TemplateSyntaxError
 
-    if isinstance(exc, StruckdownError):
-        message = str(exc)
+    if isinstance(exc, (TemplateSyntaxError, ConfigurationError)):
+        message = str(exc)  # positioned, with its source line and hint; or what to set
+    elif isinstance(exc, StruckdownError):
+        message = f"{type(exc).__name__}: {exc}"  # the class says what kind of failure it was
     else:
         text = str(exc).strip()
         message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__

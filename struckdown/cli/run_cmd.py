@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import loading
-from .display import RunDisplay, make_console
+from .display import RunDisplay, answer_order, make_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, load_context, write_json
 from .loading import load_program, load_tools
@@ -48,7 +48,7 @@ def run_command(request: RunRequest) -> int:
     # --json keeps stdout for the answers alone; the live display moves to stderr.
     console = make_console(sys.stderr if request.as_json else sys.stdout)
     guards = {slot.key: program.plans[slot].when for slot in program.slots() if slot.is_guard}
-    display = RunDisplay(console, guards, program.keys)
+    display = RunDisplay(console, guards, program.keys, answer_order(program))
     started = time.perf_counter()
     result = asyncio.run(_drive(program, context, display, request, model=model, tools=tools))
     display.summary(result, time.perf_counter() - started)

@@ -213,11 +213,11 @@ async def run_model_slot(
         raise ToolLimitExceeded(key, str(exc)) from exc
     except Exception as exc:
         from ..model_errors import map_model_error
-        from ..models import model_label
+        from ..models import model_display
 
-        mapped: StruckdownError | None = map_model_error(exc, model_label(model))
+        mapped: StruckdownError | None = map_model_error(exc, model_display(model))
         if mapped is None and isinstance(exc, UnexpectedModelBehavior) and not isinstance(exc, StruckdownError):
-            mapped = BadModelOutput(key, model_label(model), exc)
+            mapped = BadModelOutput(key, model_display(model), exc)
         if mapped is None:
             raise
         raise mapped from exc

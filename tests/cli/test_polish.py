@@ -124,3 +124,95 @@ def test_sd_run_prints_one_line_per_undefined_name(tmp_path: Path, use_model: An
     strict = sd("run", template, "-c", "name=Ann", "--strict")
     assert strict.exit_code == 2
     assert f"undefined variable 'nme' (line 1 of {template})" in strict.stderr and "Traceback" not in strict.stderr
+
+
+# -- answers print in template order ------------------------------------------------------
+
+
+def test_answers_print_in_template_order_whatever_order_they_finish(tmp_path: Path) -> None:
+    """Two independent segments; the second finishes first (the model holds the first
+    until the consumer has seen the second's answer). The display still prints a, then b."""
+    import asyncio
+    import io
+
+    from rich.console import Console
+
+    from struckdown.cli.display import RunDisplay, answer_order
+
+    template = "First [[a]]\n<checkpoint>\nSecond [[b]]\nThird [[c]]\n"
+    second_done = asyncio.Event()
+
+    async def gate(call: Any) -> None:
+        if "First" in call.last_user:
+            await second_done.wait()
+
+    script = Script(lambda call: call.last_user.split()[0].lower(), gate=gate)
+
+    async def collect() -> list[Any]:
+        events = []
+        async for event in sd_api.complete_incremental_async(template, {}, model=script.model(), stream=False):
+            events.append(event)
+            if event.type == "slot_completed" and event.slot == "c":
+                second_done.set()
+        return events
+
+    events = asyncio.run(collect())
+    assert [e.slot for e in events if e.type == "slot_completed"] == ["b", "c", "a"]
+    program = sd_api.default_environment().parse(template)
+    out = io.StringIO()
+    display = RunDisplay(Console(file=out, force_terminal=False), {}, program.keys, answer_order(program))
+    with display:
+        for event in events:
+            display.handle(event)
+    display.summary(events[-1].result, 0.0)
+    assert out.getvalue().splitlines()[:3] == ["a: first", "b: second", "c: third"]
+
+
+def test_an_answer_after_a_skipped_branch_is_not_held(tmp_path: Path) -> None:
+    """`answer_order`: a slot's completion settles the slots before it in its segment,
+    taken branch or not, so nothing waits for a slot that never runs."""
+    import io
+
+    from rich.console import Console
+
+    from struckdown.cli.display import RunDisplay, answer_order
+
+    template = "Go [[a]]\n{% if a == 'never' %}Maybe [[m]]{% endif %}\nThen [[b]]\n"
+    script = Script(lambda call: "yes")
+    events = list(sd_api.complete_incremental(template, {}, model=script.model(), stream=False))
+    program = sd_api.default_environment().parse(template)
+    assert answer_order(program) == {"a": frozenset(), "m": frozenset({"a"}), "b": frozenset({"a", "m"})}
+    out = io.StringIO()
+    display = RunDisplay(Console(file=out, force_terminal=False), {}, program.keys, answer_order(program))
+    shown_before_the_end = []
+    with display:
+        for event in events:
+            display.handle(event)
+            if event.type == "slot_completed":
+                shown_before_the_end.append(out.getvalue())
+    assert shown_before_the_end == ["a: yes\n", "a: yes\nb: yes\n"]
+
+
+# -- errors say what failed: the class, the model's name and where it runs, the hint --------
+
+
+def test_a_runtime_error_shows_its_class_model_and_hint(tmp_path: Path, use_model: Any) -> None:
+    use_model(scripted(lambda prompt, info: "many"))  # never a whole number
+    template = write(tmp_path / "t.sd", "How many? [[int:n]]\n")
+    result = sd("run", template)
+    assert result.exit_code == 1
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: BadModelOutput: slot 'n': model function:respond gave no usable answer: ")
+    assert "Hint: make the question clearer" in line
+
+
+def test_a_served_model_is_named_by_its_name_and_endpoint() -> None:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from struckdown.models import model_display
+
+    local = OpenAIChatModel("qwen3:8b", provider=OpenAIProvider(base_url="http://127.0.0.1:8080/v1", api_key="x"))
+    assert model_display(local) == "'qwen3:8b' at http://127.0.0.1:8080/v1"
+    hosted = OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(api_key="x"))
+    assert model_display(hosted) == "openai:gpt-4o-mini"
