@@ -68,7 +68,7 @@ class BadModelOutput(StruckdownError, UnexpectedModelBehavior):
 
 def _last_reason(error: BaseException) -> str:
     """The last validation problem behind a failed answer, on one line, if pydantic-ai kept it."""
-    cause = error.__cause__ or error.__context__
+    cause = error.__cause__  # the explicit cause only: __context__ may be any error handled nearby
     if cause is None:
         return ""
     return " ".join(str(cause).split())[:300]
