@@ -7,7 +7,7 @@ traceback: the message goes to stderr and the exception picks the exit code.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 EXIT_OK = 0
@@ -75,6 +75,48 @@ def print_error(message: str) -> None:
 
     sys.stderr.write(f"error: {visible(message)}\n")
     sys.stderr.flush()
+
+
+@contextmanager
+def interrupts_end_the_process(note: Callable[[], str] = lambda: "interrupted") -> Iterator[None]:
+    """Inside a running event loop: the first Ctrl-C ends the process at once (exit 130,
+    the note on stderr, no traceback). A cancelled run would otherwise wait for a blocking
+    sync tool's thread, so a second Ctrl-C was needed and the tool's side effect happened
+    after the user was told the run stopped. Everything a run keeps is crash-safe (the
+    batch journal is append-only, its lock a kernel flock), so ending at once loses
+    nothing a crash would not.
+
+    The handler goes through the loop (`add_signal_handler`): the signal may be delivered
+    to a tool's thread, and only the loop's wake-up pipe then wakes the main thread.
+    Outside the main thread, or with SIGINT ignored (a background job), it does nothing."""
+    import asyncio
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    loop.add_signal_handler(signal.SIGINT, _end_now, note)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
+
+
+def _end_now(note: Callable[[], str]) -> None:
+    import os
+
+    try:
+        if sys.stdout.isatty():
+            sys.stdout.write("\x1b[?25h\n")  # a live display hid the cursor: give it back
+        sys.stdout.flush()
+        sys.stderr.write(f"{note()}\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(EXIT_INTERRUPTED)
 
 
 @contextmanager

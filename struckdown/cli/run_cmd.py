@@ -12,7 +12,7 @@ from typing import Any
 
 from . import loading
 from .display import RunDisplay, answer_order, make_console
-from .errors import EXIT_HALTED, EXIT_OK, CliError
+from .errors import EXIT_HALTED, EXIT_OK, CliError, interrupts_end_the_process
 from .io import dumps, load_context, write_json
 from .loading import load_program, load_tools
 from .model_notes import show_config_models
@@ -66,7 +66,7 @@ async def _drive(
     from ..api import complete_incremental_async
 
     result = None
-    with display:
+    with interrupts_end_the_process(), display:
         async for event in complete_incremental_async(
             program,
             context,
