@@ -14,10 +14,10 @@ from functools import partial
 from types import MappingProxyType
 from typing import Annotated, Any, Optional
 
-from pydantic import Field, TypeAdapter, WithJsonSchema, create_model
+from pydantic import Field, TypeAdapter, WithJsonSchema
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
-from .builtin import ANSWER_MODEL_CONFIG, TEXT_TYPES, ItemPlan, plan_builtin
+from .builtin import BACKTRACKING_ANSWER_CONFIG, TEXT_TYPES, ItemPlan, answer_model, plan_builtin
 from .options import parse_quantifier
 from .registry import CustomType, TypeRegistry
 from .spec import OPTION_NAMES, OutputSpec, TypeBuildError, TypeRequest
@@ -166,7 +166,9 @@ def _assemble(
     is_text: bool,
 ) -> OutputSpec:
     if quantifier is None and is_text:
-        text_schema = TypeAdapter(_described(plan)).json_schema(schema_generator=AnswerSchemaGenerator)
+        # only the schema is wanted here (TextRules checks the answer), so any regex engine will do
+        adapter = TypeAdapter(_described(plan), config=BACKTRACKING_ANSWER_CONFIG)
+        text_schema = adapter.json_schema(schema_generator=AnswerSchemaGenerator)
         return OutputSpec(str, True, text_schema, _text_rules=plan.text)
     fields: dict[str, Any] = {}
     if quantifier is None:
@@ -186,7 +188,7 @@ def _assemble(
         field = Field(min_length=low or None, max_length=high)
         convert = partial(_list_value, plan.convert)
     fields["response"] = (annotation, field)
-    model = create_model(_model_name(name, quantifier is not None), __config__=ANSWER_MODEL_CONFIG, **fields)
+    model = answer_model(_model_name(name, quantifier is not None), **fields)
     full = model.model_json_schema(schema_generator=AnswerSchemaGenerator)
     schema: dict[str, Any] = dict(full["properties"]["response"])
     if "$defs" in full:

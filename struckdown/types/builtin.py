@@ -38,6 +38,8 @@ from .spec import TextRules, TypeBuildError
 
 __all__ = [
     "ANSWER_MODEL_CONFIG",
+    "answer_model",
+    "BACKTRACKING_ANSWER_CONFIG",
     "BUILTIN_OPTIONS",
     "BUILTIN_TYPES",
     "POSITIONAL_TYPES",
@@ -50,7 +52,23 @@ __all__ = [
 #: ``extra="forbid"`` puts ``additionalProperties: false`` in the schema (what strict
 #: tool-calling modes want); the Python ``re`` engine makes ``pattern`` behave exactly
 #: like ``TextRules.check`` and accept any regex that ``re`` compiles.
-ANSWER_MODEL_CONFIG = ConfigDict(extra="forbid", regex_engine="python-re")
+# Patterns run on pydantic-core's Rust engine: linear time, so no answer can make a
+# `pattern=` backtrack for seconds (issue 24). A pattern that needs look-around or
+# backreferences gets Python's `re` (`spec.is_linear` tells which).
+ANSWER_MODEL_CONFIG = ConfigDict(extra="forbid", regex_engine="rust-regex")
+BACKTRACKING_ANSWER_CONFIG = ConfigDict(extra="forbid", regex_engine="python-re")
+
+
+def answer_model(model_name: str, /, **definitions: Any) -> type[BaseModel]:
+    """`create_model` with the answer config: the linear-time regex engine when every
+    pattern fits it, else Python's `re` (look-around, backreferences)."""
+    from pydantic import create_model
+    from pydantic_core import SchemaError
+
+    try:
+        return create_model(model_name, __config__=ANSWER_MODEL_CONFIG, **definitions)
+    except SchemaError:
+        return create_model(model_name, __config__=BACKTRACKING_ANSWER_CONFIG, **definitions)
 
 TEXT_TYPES: frozenset[str] = frozenset({"respond", "extract", "think", "speak"})
 _TEXT_OPTIONS = frozenset({"min_length", "max_length", "pattern"})

@@ -65,7 +65,7 @@ def parse_length(type_name: str, option: str, value: Any) -> int:
 
 
 def parse_pattern(type_name: str, value: Any) -> str:
-    """Check the regex compiles with Python's ``re`` (the engine the models use too)."""
+    """Check the regex compiles (see `pattern_matcher` for the engine that runs it)."""
     if not isinstance(value, str):
         raise TypeBuildError(f"{type_name}: option pattern= must be a string, not {value!r}")
     try:
