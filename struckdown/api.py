@@ -59,11 +59,13 @@ async def complete_batch_async(
     concurrency: int = 8,
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
+    provider_batch: Any = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
     """Run one template over many contexts; results in input order."""
     return await default_environment().complete_batch_async(
-        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+        provider_batch=provider_batch, **options,
     )
 
 
@@ -74,11 +76,13 @@ def complete_batch(
     concurrency: int = 8,
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
+    provider_batch: Any = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
     """Sync `complete_batch_async`."""
     return default_environment().complete_batch(
-        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+        provider_batch=provider_batch, **options,
     )
 
 
