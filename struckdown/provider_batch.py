@@ -42,6 +42,7 @@ import asyncio
 import hashlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from contextvars import ContextVar
@@ -73,6 +74,8 @@ RowRecords = dict[str, dict[str, Any]]
 OnRecord = Callable[[dict[int, RowRecords]], Any]
 
 State = Literal["queued", "running", "ready"]
+#: Ended rows whose records `records_of` can still give (at least).
+_LEFT_KEPT = 1_000
 #: Checks in a row of a batch found ended at submission (the submission, and resubmissions).
 _READS_AT_ONCE = 8
 
@@ -191,6 +194,7 @@ class ProviderBatch:
         self._ended: set[str] = set()
         self._unpriced: set[tuple[str | None, str | None]] = set()
         self._rows: dict[int, _Row] = {}
+        self._left: OrderedDict[int, RowRecords] = OrderedDict()  # records of rows that ended, for records_of
         self._workers = 0
         self._in_flight = 0
         self._blocked = 0
@@ -282,14 +286,20 @@ class ProviderBatch:
             for request in list(row.open):
                 self._close(request)
             self._rows.pop(index, None)
+            if row.records:
+                self._left[index] = row.records
+                while len(self._left) > max(_LEFT_KEPT, 2 * self.max_requests):
+                    self._left.popitem(last=False)
             self._in_flight -= 1
             self.counts.rows_done += 1
             self._check_idle()
 
     def records_of(self, index: int) -> RowRecords:
-        """What the journal should keep for row `index` (its batch requests so far)."""
+        """The batch requests of row `index`, which ended (asked once, right after it ended):
+        what a journal keeps for a row that failed or halted, so that running it again
+        collects them instead of submitting them again."""
         row = self._rows.get(index)
-        return dict(row.records) if row is not None else {}
+        return dict(row.records) if row is not None else self._left.pop(index, {})
 
     # -- request states -------------------------------------------------------
     def _open(self, row: _Row, key: str) -> _Request:
@@ -603,8 +613,12 @@ class _Tracked(WrapperModel):
                 if _ticket_status(response) != "ended":
                     break
                 pending = response
-        except BaseException:
+        except Exception:
+            request.row.records.pop(request.key, None)  # its answer is an error: a rerun sends it again
             batch._close(request)
+            raise
+        except BaseException:
+            batch._close(request)  # cancelled: the batch keeps running for a resumed job
             raise
         finally:
             _CURRENT_REQUEST.reset(token)

@@ -41,6 +41,8 @@ class LoggedBatches(FunctionModel):
 
     async def batch_status(self, batch: Batch) -> Batch:
         self.script.checked.append(batch.id)
+        if self.script.on_check is not None:
+            self.script.on_check(batch.id)
         return await super().batch_status(batch)
 
 
@@ -48,7 +50,8 @@ class LoggedBatches(FunctionModel):
 class BatchScript(Script):
     """A `Script` whose model has a batch API: `batches[i]` are the calls batch i ran,
     `outside` the calls made without a batch. `after_create(n)` runs after the n-th batch
-    is created (a test's deterministic kill switch)."""
+    is created, `on_check(batch_id)` before each check of a batch (a test's deterministic
+kill switches)."""
 
     batches: list[list[Call]] = field(default_factory=list)
     batch_ids: list[str] = field(default_factory=list)
@@ -56,6 +59,7 @@ class BatchScript(Script):
     outside: list[Call] = field(default_factory=list)
     creating: list[Call] | None = None
     after_create: Callable[[int], None] | None = None
+    on_check: Callable[[str], None] | None = None  # runs before each check of a batch
     name: str = "scripted"
     system: str | None = None
 
