@@ -220,8 +220,9 @@ class ProviderBatch:
             from .models import model_label
 
             raise ConfigurationError(
-                f"provider batching needs a model with a batch API (OpenAI, Anthropic, Google; "
-                f"FunctionModel and TestModel in tests); {model_label(model)} has none"
+                f"provider batching needs a model with a batch API: OpenAI's Responses models "
+                f"(openai:… or openai-responses:…, not openai-chat:…), Anthropic, Google (FunctionModel "
+                f"and TestModel in tests); {model_label(model)} has none"
             )
         batched = self.batching.get_wrapper_model(_Counted(model, self))
         wrapper = _Tracked(batched if batched is not None else model, self)

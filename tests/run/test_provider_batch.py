@@ -15,7 +15,7 @@ from pydantic_ai.messages import ModelResponse
 import struckdown as sd
 from batch_models import BatchScript
 from scripted import Call, Tools
-from struckdown.provider_batch import BatchCounts, ProviderBatch
+from struckdown import BatchCounts, ProviderBatch
 
 THREE = "First {{ n }} [[a]]\nSecond {{ n }} [[b]]\nThird {{ n }} [[c]]"
 TRIP = {"triggered": True, "reason": "flagged"}
