@@ -24,9 +24,11 @@ from .types import TypeFactory, TypeRegistry
 
 if TYPE_CHECKING:
     from pydantic_ai import Tool
+    from pydantic_ai.capabilities import BatchModelRequests
     from pydantic_ai.models import Model
     from pydantic_ai.usage import UsageLimits
 
+    from .provider_batch import ProviderBatch
     from .results import Result
 
     ModelLike = Model | str | None  # a Model, a model string or `module:factory`, None: environment/config
@@ -327,7 +329,7 @@ class Environment:
         concurrency: int = 8,
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
-        provider_batch: Any = None,
+        provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
         **options: Unpack[RunOptions],
     ) -> list[Result | BaseException]:
         """Run one template over many contexts; results in input order.
@@ -414,7 +416,7 @@ class Environment:
         concurrency: int = 8,
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
-        provider_batch: Any = None,
+        provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
         **options: Unpack[RunOptions],
     ) -> list[Result | BaseException]:
         """Sync `complete_batch_async`."""

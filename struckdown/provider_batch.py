@@ -76,6 +76,8 @@ OnRecord = Callable[[dict[int, RowRecords]], Any]
 State = Literal["queued", "running", "ready"]
 #: Ended rows whose records `records_of` can still give (at least).
 _LEFT_KEPT = 1_000
+#: Event-loop steps the rows-advance-together rule waits for the loop to get quiet.
+_MAX_TICKS = 10_000
 #: Checks in a row of a batch found ended at submission (the submission, and resubmissions).
 _READS_AT_ONCE = 8
 
@@ -201,6 +203,7 @@ class ProviderBatch:
         self._queued = 0
         self._flush: asyncio.Task[None] | None = None
         self._tick_pending = False
+        self._ticks = 0
 
     @property
     def max_requests(self) -> int:
@@ -375,11 +378,16 @@ class ProviderBatch:
     def _idle_tick(self) -> None:
         self._tick_pending = False
         if not self._idle():
+            self._ticks = 0
             return
         loop = asyncio.get_running_loop()
-        if getattr(loop, "_ready", None):  # asyncio's runnable callbacks: the loop is not quiet yet
+        # asyncio's runnable callbacks: the loop is not quiet yet (unless it never gets
+        # quiet, as with a task that keeps yielding: then after `_MAX_TICKS` steps anyway)
+        if getattr(loop, "_ready", None) and self._ticks < _MAX_TICKS:
+            self._ticks += 1
             self._later_check()
             return
+        self._ticks = 0
         self._flush = loop.create_task(self.batching.flush())
 
     # -- events from the wrappers --------------------------------------------

@@ -179,7 +179,7 @@ def test_a_model_without_a_batch_api_is_one_configuration_error() -> None:
 
 def test_provider_batch_arguments() -> None:
     with pytest.raises(TypeError, match="provider_batch must be"):
-        sd.complete_batch("Q [[a]]", [{}], model=BatchScript(done).model(), provider_batch="yes")
+        sd.complete_batch("Q [[a]]", [{}], model=BatchScript(done).model(), provider_batch="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="executor"):
         sd.complete_batch("Q [[a]]", [{}], model=BatchScript(done).model(), provider_batch=True, executor=object())  # type: ignore[arg-type]
     with pytest.warns(UserWarning, match="concurrency=1000"):
