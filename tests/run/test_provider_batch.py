@@ -164,6 +164,22 @@ def test_an_interrupted_job_resumes_without_submitting_a_request_again() -> None
     assert resumed.counts.submitted == len(script.batches) - len(batches_before)
 
 
+def test_a_batch_still_running_is_checked_again_until_it_ends() -> None:
+    from datetime import timedelta
+
+    script = BatchScript(done, running_checks=2)  # "in progress" when created and at two checks
+    tiny = timedelta(microseconds=1)  # pydantic-ai's wait between checks
+    pb = ProviderBatch(BatchModelRequests(max_requests=10, max_wait=None, poll_interval=tiny, max_poll_interval=tiny))
+    results = sd.complete_batch(
+        "First {{ n }} [[a]]\nSecond {{ n }} [[b]]", [{"n": i} for i in range(4)],
+        model=script.model(), concurrency=4, provider_batch=pb,
+    )  # fmt: skip
+    assert script.sizes == [4, 4]
+    assert Counter(script.checked) == {batch_id: 3 for batch_id in script.batch_ids}  # shared by the rows
+    assert [r["b"] for r in results] == [f"Second {i} done" for i in range(4)]  # type: ignore[index]
+    assert pb.counts.done == 2 and pb.counts.answered == 8
+
+
 def test_a_model_without_a_batch_api_is_one_configuration_error() -> None:
     script = BatchScript(done)
 

@@ -8,7 +8,7 @@ uses the same instance collects the batches an interrupted one created.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic_ai.models.batch import Batch, EncodedBatchRequest
@@ -37,13 +37,17 @@ class LoggedBatches(FunctionModel):
         script.batch_ids.append(batch.id)
         if script.after_create is not None:
             script.after_create(len(script.batches))
-        return batch
+        return replace(batch, status="in_progress") if script.running_checks else batch
 
     async def batch_status(self, batch: Batch) -> Batch:
-        self.script.checked.append(batch.id)
-        if self.script.on_check is not None:
-            self.script.on_check(batch.id)
-        return await super().batch_status(batch)
+        script = self.script
+        script.checked.append(batch.id)
+        if script.on_check is not None:
+            script.on_check(batch.id)
+        status = await super().batch_status(batch)
+        if script.checked.count(batch.id) <= script.running_checks:
+            return replace(status, status="in_progress")
+        return status
 
 
 @dataclass
@@ -60,6 +64,7 @@ kill switches)."""
     creating: list[Call] | None = None
     after_create: Callable[[int], None] | None = None
     on_check: Callable[[str], None] | None = None  # runs before each check of a batch
+    running_checks: int = 0  # the provider says "in progress" at creation and at this many checks
     name: str = "scripted"
     system: str | None = None
 
