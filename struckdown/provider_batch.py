@@ -151,10 +151,11 @@ class ProviderBatch:
     `batching`: a `pydantic_ai.capabilities.BatchModelRequests` (its `max_requests`,
     `max_wait`, `poll_interval`, …), or None for one built from `max_requests` and
     `max_wait` (seconds; None: only full batches and the rows-advance-together rule
-    submit). `records`: by row position, what an earlier run's `on_record` received for
-    rows that did not finish. `on_record(records)`: called when a batch is created, with
-    the new records of every row that has a request in it (row position → that row's
-    records). `on_progress(counts)`: called when a batch is submitted, resumed or done.
+    submit; both are the given batching's own when there is one).
+    `records`: by row position, what an earlier run's `on_record` received for rows that
+    did not finish. `on_record(records)`: called when a batch is created, with the new
+    records of every row that has a request in it (row position → that row's records).
+    `on_progress(counts)`: called when a batch is submitted, resumed or done.
     `discount`: the batch price against the list price where the price data has none.
 
     One job at a time: the counts and the rows in flight belong to the `complete_batch`

@@ -180,6 +180,28 @@ def test_a_batch_still_running_is_checked_again_until_it_ends() -> None:
     assert pb.counts.done == 2 and pb.counts.answered == 8
 
 
+def test_a_cached_answer_never_enters_a_batch() -> None:
+    class Memory:
+        def __init__(self) -> None:
+            self.store: dict[str, Any] = {}
+
+        async def aget(self, key: str) -> Any:
+            return self.store.get(key)
+
+        async def aput(self, key: str, value: Any) -> None:
+            self.store[key] = value
+
+    script, cache = BatchScript(done), Memory()
+    model, rows = script.model(), [{"n": i} for i in range(3)]
+    first = sd.complete_batch("Q {{ n }} [[a]]", rows, model=model, cache=cache, concurrency=3, provider_batch=True)
+    assert script.sizes == [3] and len(cache.store) == 3  # batched answers are stored like any other
+    again = batching(10)
+    second = sd.complete_batch("Q {{ n }} [[a]]", rows, model=model, cache=cache, concurrency=3, provider_batch=again)
+    assert script.sizes == [3] and again.counts.submitted == 0  # served from the cache: no batch at all
+    assert [r["a"] for r in second] == [r["a"] for r in first] == [f"Q {i} done" for i in range(3)]  # type: ignore[index]
+    assert all(r.results["a"].cached for r in second)  # type: ignore[union-attr]
+
+
 def test_a_model_without_a_batch_api_is_one_configuration_error() -> None:
     script = BatchScript(done)
 
