@@ -58,14 +58,14 @@ def test_rows_times_slots_make_slots_times_rows_over_batch_size_batches() -> Non
 
 
 def test_a_part_batch_goes_as_soon_as_every_row_waits_for_it() -> None:
-    # max_wait=None: only a full batch or every row waiting submits, so 30 rows cannot hang
+    # max_wait=None: only a full batch or every row waiting submits, so 12 rows cannot hang
     script = BatchScript(done)
     results = sd.complete_batch(
-        "First {{ n }} [[a]]\nSecond {{ n }} [[b]]", [{"n": i} for i in range(30)],
-        model=script.model(), concurrency=30, provider_batch=batching(100),
+        "First {{ n }} [[a]]\nSecond {{ n }} [[b]]", [{"n": i} for i in range(12)],
+        model=script.model(), concurrency=12, provider_batch=batching(100),
     )  # fmt: skip
-    assert script.sizes == [30, 30]
-    assert [r["b"] for r in results] == [f"Second {i} done" for i in range(30)]  # type: ignore[index]
+    assert script.sizes == [12, 12]
+    assert [r["b"] for r in results] == [f"Second {i} done" for i in range(12)]  # type: ignore[index]
 
 
 def test_a_guard_still_halts_the_right_rows() -> None:
@@ -75,12 +75,12 @@ def test_a_guard_still_halts_the_right_rows() -> None:
         return f"reply to {call.last_user}"
 
     script = BatchScript(answer)
-    rows = [{"msg": f"m{i} bad" if i % 4 == 0 else f"m{i}"} for i in range(20)]
+    rows = [{"msg": f"m{i} bad" if i % 4 == 0 else f"m{i}"} for i in range(12)]
     results = sd.complete_batch(
         "Judge: {{ msg }}\n[[halt:bad]]\nReply to {{ msg }} [[reply]]", rows,
-        model=script.model(), concurrency=20, provider_batch=batching(100), on_halt="return",
+        model=script.model(), concurrency=12, provider_batch=batching(100), on_halt="return",
     )  # fmt: skip
-    assert script.sizes == [40]  # each row's guard and its speculative reply share one batch
+    assert script.sizes == [24]  # each row's guard and its speculative reply share one batch
     for i, result in enumerate(results):
         assert isinstance(result, sd.Result)
         if i % 4 == 0:
@@ -126,7 +126,7 @@ def test_the_request_cap_is_not_held_while_a_request_waits_for_its_batch() -> No
 
 def test_an_interrupted_job_resumes_without_submitting_a_request_again() -> None:
     template = "First {{ n }} [[a]]\nSecond {{ n }} [[b]]"
-    rows = [{"n": i} for i in range(20)]
+    rows = [{"n": i} for i in range(12)]
     script = BatchScript(done)
     model = script.model()
     journal: dict[int, dict[str, Any]] = {}
@@ -134,9 +134,9 @@ def test_an_interrupted_job_resumes_without_submitting_a_request_again() -> None
     async def killed_after_the_first_batch() -> None:
         with anyio.CancelScope() as scope:
             script.after_create = lambda n: scope.cancel() if n == 1 else None  # the kill switch
-            first = batching(10)
+            first = batching(6)
             first.on_record = journal.update
-            await sd.complete_batch_async(template, rows, model=model, concurrency=20, provider_batch=first)
+            await sd.complete_batch_async(template, rows, model=model, concurrency=12, provider_batch=first)
         assert scope.cancelled_caught
 
     asyncio.run(killed_after_the_first_batch())
@@ -147,18 +147,18 @@ def test_an_interrupted_job_resumes_without_submitting_a_request_again() -> None
     recorded = sum(len(entries) for entries in journal.values())
     assert recorded == len(submitted_before)  # every submitted request is in its row's journal entry
 
-    resumed = batching(10)
+    resumed = batching(6)
     resumed.records = dict(journal)
-    results = sd.complete_batch(template, rows, model=model, concurrency=20, provider_batch=resumed)
+    results = sd.complete_batch(template, rows, model=model, concurrency=12, provider_batch=resumed)
 
     submitted_after = [call.last_user for batch in script.batches[len(batches_before):] for call in batch]
     assert not submitted_before & set(submitted_after)  # no new batch for a request already submitted
     assert set(batches_before) <= set(script.checked)  # the resumed job waited for the earlier batches
     asked = Counter(call.last_user for call in script.calls)
-    assert set(asked.values()) == {1} and len(asked) == 40  # every row answered exactly once
+    assert set(asked.values()) == {1} and len(asked) == 24  # every row answered exactly once
     assert script.outside == []
     assert [(r["a"], r["b"]) for r in results] == [  # type: ignore[index]
-        (f"First {i} done", f"Second {i} done") for i in range(20)
+        (f"First {i} done", f"Second {i} done") for i in range(12)
     ]
     assert resumed.counts.continued == recorded and resumed.counts.resumed == len(batches_before)
     assert resumed.counts.submitted == len(script.batches) - len(batches_before)
