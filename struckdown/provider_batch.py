@@ -192,7 +192,6 @@ class ProviderBatch:
         self.limiter: Any = None  # the job's request cap (anyio.CapacityLimiter), around batch API calls
         self._wrapped: dict[int, tuple[Any, Any]] = {}  # id(model) → (model, its batched wrapper)
         self._encoded: dict[tuple[str, str], list[_Request]] = {}
-        self._created: set[str] = set()
         self._known: set[str] = set()
         self._ended: set[str] = set()
         self._unpriced: set[tuple[str | None, str | None]] = set()
@@ -403,7 +402,6 @@ class ProviderBatch:
     def _batch_created(self, batch: Batch, requests: Sequence[EncodedBatchRequest]) -> None:
         self.counts.submitted += 1
         self.counts.requests += len(requests)
-        self._created.add(batch.id)
         self._known.add(batch.id)
         changed: dict[int, RowRecords] = {}
         entry_batch = _batch_json(batch)
