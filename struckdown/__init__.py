@@ -49,6 +49,8 @@ _EXPORTS = {
     "Usage": "results",
     "readonly": "run.tools",
     "Safe": "safe",
+    "ProviderBatch": "provider_batch",
+    "BatchCounts": "provider_batch",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -140,6 +142,8 @@ if TYPE_CHECKING:
         RateLimitError as RateLimitError,
     )
     from .plan import Program as Program
+    from .provider_batch import BatchCounts as BatchCounts
+    from .provider_batch import ProviderBatch as ProviderBatch
     from .results import Result as Result
     from .results import SlotResult as SlotResult
     from .results import ToolCall as ToolCall

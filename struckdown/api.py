@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .environment import BatchExecutor, PathLike, RunOptions, default_environment
 from .plan import Program
 from .results import Result
 from .types import TypeFactory
+
+if TYPE_CHECKING:
+    from pydantic_ai.capabilities import BatchModelRequests
+
+    from .provider_batch import ProviderBatch
 
 __all__ = [
     "complete",
@@ -59,11 +64,13 @@ async def complete_batch_async(
     concurrency: int = 8,
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
+    provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
     """Run one template over many contexts; results in input order."""
     return await default_environment().complete_batch_async(
-        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+        provider_batch=provider_batch, **options,
     )
 
 
@@ -74,11 +81,13 @@ def complete_batch(
     concurrency: int = 8,
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
+    provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
     """Sync `complete_batch_async`."""
     return default_environment().complete_batch(
-        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+        provider_batch=provider_batch, **options,
     )
 
 

@@ -24,9 +24,11 @@ from .types import TypeFactory, TypeRegistry
 
 if TYPE_CHECKING:
     from pydantic_ai import Tool
+    from pydantic_ai.capabilities import BatchModelRequests
     from pydantic_ai.models import Model
     from pydantic_ai.usage import UsageLimits
 
+    from .provider_batch import ProviderBatch
     from .results import Result
 
     ModelLike = Model | str | None  # a Model, a model string or `module:factory`, None: environment/config
@@ -264,12 +266,17 @@ class Environment:
         return await run_to_result(program, context, self.run_settings(options, stream=False))
 
     async def _complete_row(
-        self, program: Program, context: Mapping[str, Any], options: RunOptions, requests: Any
+        self, program: Program, context: Mapping[str, Any], options: RunOptions, requests: Any, batching: Any = None
     ) -> Result:
-        """One batch row: its requests share the batch's limiter."""
+        """One batch row: its requests share the batch's limiter (and provider batching)."""
         from .run import run_to_result
 
-        return await run_to_result(program, context, self.run_settings(options, stream=False, requests=requests))
+        settings = self.run_settings(options, stream=False, requests=requests)
+        if batching is not None:
+            from dataclasses import replace
+
+            settings = replace(settings, provider_batch=batching)
+        return await run_to_result(program, context, settings)
 
     async def complete_incremental_async(
         self,
@@ -324,6 +331,7 @@ class Environment:
         concurrency: int = 8,
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
+        provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
         **options: Unpack[RunOptions],
     ) -> list[Result | BaseException]:
         """Run one template over many contexts; results in input order.
@@ -332,9 +340,20 @@ class Environment:
         template is parsed once. Concurrency belongs to this batch alone.
         `executor=None` runs the rows here on asyncio; another executor (e.g.
         `struckdown.distributed.DaskExecutor`) receives the template text and the
-        row contexts and must honour the same contract.
+        row contexts and must honour the same contract. `provider_batch=True` (or a
+        `BatchModelRequests`, or a `struckdown.ProviderBatch`) sends the rows' model
+        requests through the provider's batch API (docs/batch.md).
         """
         program = self.program(template, options)
+        batching = None
+        if provider_batch is not None and provider_batch is not False:
+            from .provider_batch import provider_batch_of
+
+            batching = provider_batch_of(provider_batch)
+        if batching is not None and executor is not None:
+            raise ValueError("provider_batch runs the rows on this event loop: it cannot be combined with executor=")
+        if batching is not None:
+            batching.check(self, program, options, concurrency, contexts)  # before any row
         if executor is not None:
             kwargs = {k: v for k, v in options.items() if k not in ("template_path", "include_paths")}
             return await executor.run_batch(
@@ -346,7 +365,7 @@ class Environment:
                 include_paths=options.get("include_paths", self.include_paths),
                 **kwargs,
             )
-        return await self._local_batch(program, contexts, concurrency, on_result, options)
+        return await self._local_batch(program, contexts, concurrency, on_result, options, batching)
 
     async def _local_batch(
         self,
@@ -355,10 +374,12 @@ class Environment:
         concurrency: int,
         on_result: Callable[[int, Result | BaseException], Any] | None,
         options: RunOptions,
+        batching: Any = None,
     ) -> list[Result | BaseException]:
         """Rows on this event loop, in input order; a failing row is its exception and the
         others go on. Workers share one iterator (no task per row, no global semaphore)."""
         import asyncio
+        from contextlib import nullcontext
 
         import anyio
 
@@ -367,19 +388,24 @@ class Environment:
         requests = _request_limiter(options.get("max_requests"))  # one cap for every row
 
         async def worker() -> None:
-            for index, context in rows:
-                results.extend([None] * (index + 1 - len(results)))
-                try:
-                    outcome: Result | BaseException = await self._complete_row(program, context, options, requests)
-                except Exception as exc:  # noqa: BLE001 - recorded per row
-                    outcome = exc
-                results[index] = outcome
-                if on_result is not None:
-                    maybe = on_result(index, outcome)
-                    if asyncio.iscoroutine(maybe):
-                        await maybe
+            with batching.worker() if batching is not None else nullcontext():
+                for index, context in rows:
+                    results.extend([None] * (index + 1 - len(results)))
+                    try:
+                        with batching.row(index) if batching is not None else nullcontext():
+                            outcome: Result | BaseException = await self._complete_row(
+                                program, context, options, requests, batching
+                            )
+                    except Exception as exc:  # noqa: BLE001 - recorded per row
+                        outcome = exc
+                    results[index] = outcome
+                    if on_result is not None:
+                        maybe = on_result(index, outcome)
+                        if asyncio.iscoroutine(maybe):
+                            await maybe
 
-        async with anyio.create_task_group() as tg:
+        session = batching.session(requests) if batching is not None else nullcontext()
+        async with session, anyio.create_task_group() as tg:
             for _ in range(max(1, concurrency)):
                 tg.start_soon(worker)
         return results  # type: ignore[return-value]
@@ -392,6 +418,7 @@ class Environment:
         concurrency: int = 8,
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
+        provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
         **options: Unpack[RunOptions],
     ) -> list[Result | BaseException]:
         """Sync `complete_batch_async`."""
@@ -399,7 +426,8 @@ class Environment:
 
         return run_sync(
             lambda: self.complete_batch_async(
-                template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+                template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+                provider_batch=provider_batch, **options,
             )
         )
 

@@ -17,6 +17,7 @@ from .journal import Journal, JournalLock, content_hash, journal_path, read_jour
 from .loading import load_program, load_tools
 from .model_notes import show_config_models
 from .progress import BatchProgress
+from .provider_batch import BatchJob, check_flags
 from .tables import columns_of, json_line, output_format, read_inputs, write_table
 from .text import visible
 
@@ -39,9 +40,13 @@ class BatchRequest:
     engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
     address: str | None = None  # the Dask scheduler; None: a private local cluster
     retries: int = 2  # Dask: runs of a row again after a transient provider error
+    provider_batch: bool = False  # requests through the provider's batch API (cli/provider_batch.py)
+    batch_wait: float | None = None  # seconds a queued request waits for others (None: 30, 0: no timer)
+    batch_size: int | None = None  # requests per provider batch (None: 1,000)
 
 
 def batch_command(request: BatchRequest) -> int:
+    check_flags(request.provider_batch, request.batch_wait, request.batch_size, request.engine)
     program = load_program(request.template, request.include_paths)
     rows = read_inputs(request.inputs, warn=_warn)
     if request.output is not None:
@@ -86,13 +91,19 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
     console = make_console(sys.stderr)
     entries, journal = _open_journal(request, rows, input_hashes, template_hash, console)
     pending = [i for i in range(len(rows)) if i not in entries]
-    run = _dask_runner(request, program) if request.engine != "local" else _local_runner(request, program)
+    job = None
+    if request.provider_batch:
+        job = BatchJob(journal, pending, input_hashes, template_hash, console, resume=request.resume,
+                       batch_size=request.batch_size, batch_wait=request.batch_wait)  # fmt: skip
+    run = _dask_runner(request, program) if request.engine != "local" else _local_runner(request, program, job)
     stdout = _InOrder() if request.output is None else None
     finished_now: list[dict[str, Any]] = []
 
     def on_result(position: int, outcome: Any) -> None:
         index = pending[position]
         entry = journal_entry(index, outcome, input_hashes[index], template_hash)
+        if job is not None:
+            job.annotate(position, entry)
         if journal is not None:
             try:
                 journal.record(entry)
@@ -106,6 +117,8 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
 
     started = time.perf_counter()
     progress = BatchProgress(console, len(rows), len(entries))
+    if job is not None:
+        job.progress = progress
     try:
         with progress:
             asyncio.run(run([rows[i] for i in pending], on_result))
@@ -122,6 +135,8 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
         if journal is not None and all(e["ok"] for e in ordered) and not request.keep_journal:
             journal.path.unlink(missing_ok=True)
     _summary(console, request, ordered, finished_now, time.perf_counter() - started)
+    if job is not None:
+        console.file.write(job.summary() + "\n")
     if any(not e["ok"] and not e.get("halted") for e in ordered):
         return EXIT_ERROR
     return EXIT_HALTED if any(e.get("halted") for e in ordered) else EXIT_OK
@@ -150,10 +165,11 @@ def _open_journal(
         if e.get("ok") and i < len(rows) and e.get("input_hash") == input_hashes[i] and e.get("template_hash") == template_hash
     }
     stale = sum(1 for i, e in previous.items() if e.get("ok") and i not in done)
+    waiting = sum(1 for i, e in previous.items() if not e.get("ok") and not e.get("error") and "provider_batch" in e)
     if request.resume and not previous:
         console.file.write(f"nothing to resume in {path} (none yet, or every row succeeded): running every row\n")
     elif request.resume:
-        failed = len(previous) - len(done) - stale
+        failed = len(previous) - len(done) - stale - waiting
         note = f"resuming {path}: {len(done)} of {len(rows)} rows done"
         if failed:
             note += f", {failed} failed rows run again"
@@ -176,10 +192,12 @@ def _model(name: str | None, program: Any) -> Any:
     return default_environment().resolve_model(model)
 
 
-def _local_runner(request: BatchRequest, program: Any) -> Any:
+def _local_runner(request: BatchRequest, program: Any, job: BatchJob | None = None) -> Any:
     """The rows run on this process's event loop."""
     tools = load_tools(request.tools_file)
     model = _model(request.model, program)
+    if job is not None and program.slots():
+        job.batch.wrap(model)  # a model without a batch API: one error, before any row
 
     async def run(contexts: list[dict[str, Any]], on_result: Any) -> None:
         if not contexts:
@@ -196,6 +214,7 @@ def _local_runner(request: BatchRequest, program: Any) -> Any:
             cache=request.cache,
             on_halt="return",
             max_requests=request.max_requests or 2 * request.jobs,
+            provider_batch=job.batch if job is not None else None,
         )
 
     return run

@@ -1,7 +1,9 @@
 """The batch journal: one JSON line per finished row, flushed and fsynced at once.
 
 A line is `{"index", "ok", "answers", "error", "usage", "halted", "input_hash",
-"template_hash"}`; the last line for an index wins. The hashes let `--resume`
+"template_hash"}`, plus `"provider_batch"` (the row's requests waiting in provider
+batches, written when a batch is created, see cli/provider_batch.py); the last line for
+an index wins. The hashes let `--resume`
 skip only rows whose input and template are unchanged. `JournalLock` keeps a
 second batch off a journal that one is writing.
 """
@@ -13,7 +15,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -74,6 +76,13 @@ class Journal:
 
     def record(self, entry: Mapping[str, Any]) -> None:
         self._handle.write(json_text(json.dumps(entry, ensure_ascii=False, default=str)) + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def record_many(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Several entries, on disk together when it returns (one fsync)."""
+        for entry in entries:
+            self._handle.write(json_text(json.dumps(entry, ensure_ascii=False, default=str)) + "\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
 

@@ -68,6 +68,7 @@ class RunSettings:
     stream: bool = True
     tool_timeout: float | None = None
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
+    provider_batch: Any = None  # a struckdown.ProviderBatch: requests go through the provider's batch API
 
 
 @dataclass
@@ -93,15 +94,20 @@ class Run:
         self.guards = GuardBoard({seg.index: list(seg.guards) for seg in self.program.segments})
         environment = self.program.environment
         self.renderer = environment.renderer
-        self._limit: tuple[Any, ...] = (RequestLimit(self.options.requests),) if self.options.requests else ()
+        batching = self.options.provider_batch  # holds the request cap around batch API calls instead
+        self._limit: tuple[Any, ...] = (
+            (RequestLimit(self.options.requests),) if self.options.requests and batching is None else ()
+        )
         default_model = self.options.model
         resolved_default: list[Any] = []
 
         def model_for(name: str | None) -> Any:
             if name:
-                return resolve_model(name, environment.models)
+                model = resolve_model(name, environment.models)
+                return batching.wrap(model) if batching is not None else model
             if not resolved_default:
-                resolved_default.append(resolve_model(default_model, environment.models))
+                model = resolve_model(default_model, environment.models)
+                resolved_default.append(batching.wrap(model) if batching is not None else model)
             return resolved_default[0]
 
         if self.options.stop_at is not None and self.options.stop_at not in self.program.keys:
