@@ -188,7 +188,8 @@ BOMBS = [
     ("{{ range(10**9)|list|length }} [[a]]", "Range too big"),
     ("{{ 'x'|center(10**9) }} [[a]]", "MemoryError"),
     ("{{ 'x'.ljust(10**9) }} [[a]]", "MemoryError"),
-    ("{% for i in range(99999) %}{{ 'x' * 999999 }}{% endfor %} [[a]]", "MemoryError"),  # grows step by step
+    # grows step by step: the memory cap or, on a slow machine, the time cap ends it first
+    ("{% for i in range(99999) %}{{ 'x' * 999999 }}{% endfor %} [[a]]", "MemoryError|TimeLimitExceeded"),
 ]
 
 
@@ -198,7 +199,7 @@ def test_allocation_bombs_are_answered_with_an_error(server: str, template: str,
     and the server goes on serving; no wall-clock bound is asserted."""
     events = run_events(client(server, KEY), {"template": template, "model": "test"})
     assert events[-1]["type"] == "processing_error"
-    assert words in events[-1]["error"]
+    assert any(word in events[-1]["error"] for word in words.split("|")), events[-1]["error"]
     assert "processing_complete" not in [e["type"] for e in events]
     after = run_events(client(server, OTHER), {"template": "Hi [[a]]", "model": "test"})  # still serving
     assert after[-1]["type"] == "processing_complete"
