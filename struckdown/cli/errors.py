@@ -98,7 +98,10 @@ def interrupts_end_the_process(note: Callable[[], str] = lambda: "interrupted") 
         return
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
-    loop.add_signal_handler(signal.SIGINT, _end_now, note)
+    loop.add_signal_handler(signal.SIGINT, _end_now, note)  # wakes an idle loop (the wake-up pipe)
+    # ... and a plain handler over it, so a loop busy rendering a heavy template ends too
+    # (the wake-up pipe stays set: an idle loop still wakes, then this handler runs)
+    signal.signal(signal.SIGINT, lambda signum, frame: _end_now(note))
     try:
         yield
     finally:

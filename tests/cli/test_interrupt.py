@@ -53,3 +53,26 @@ def test_ctrl_c_ends_the_run_at_once_while_a_sync_tool_blocks(tmp_path: Path) ->
     assert err.splitlines()[-1] == "interrupted"
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert not effect.exists()  # the process is gone: the tool can never write it now
+
+
+def test_ctrl_c_ends_a_run_busy_rendering_a_heavy_template(tmp_path: Path) -> None:
+    context = tmp_path / "context.json"
+    os.mkfifo(context)  # the gate: sd blocks reading it until the test writes
+    (tmp_path / "t.sd").write_text("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}[[a]]\n")
+    command = [sys.executable, "-m", "struckdown.cli", "run", "t.sd", "--context", "context.json", "--model", "test"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with open(context, "w") as gate:
+            gate.write("{}")
+        # the run now renders for hours; wait until the process has used CPU in it
+        stat = Path(f"/proc/{process.pid}/stat")
+        start = int(stat.read_text().split()[13])
+        while int(stat.read_text().split()[13]) < start + 100:  # a second of CPU (100 ticks) past the gate
+            os.sched_yield()
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)  # only a guard against hanging the suite
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert err.splitlines()[-1] == "interrupted" and "Traceback" not in err
