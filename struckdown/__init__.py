@@ -49,6 +49,8 @@ _EXPORTS = {
     "Usage": "results",
     "readonly": "run.tools",
     "Safe": "safe",
+    "MCPServerError": "errors",
+    "MCPSessions": "mcp_tools",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -106,6 +108,7 @@ if TYPE_CHECKING:
     from .errors import (
         Halted as Halted,
     )
+    from .errors import MCPServerError as MCPServerError
     from .errors import (
         SlotError as SlotError,
     )
@@ -118,6 +121,7 @@ if TYPE_CHECKING:
     from .errors import (
         TemplateSyntaxError as TemplateSyntaxError,
     )
+    from .mcp_tools import MCPSessions as MCPSessions
     from .model_errors import (
         AuthenticationError as AuthenticationError,
     )

@@ -66,6 +66,7 @@ class RunSettings:
     stream: bool = True
     tool_timeout: float | None = None
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
+    mcp: Any = None  # the MCPSessions of this run (or batch), None without MCP servers
 
 
 @dataclass
@@ -122,6 +123,7 @@ class Run:
                 *self._limit,
             ),
             cache=_cache(self.options.cache, environment.response_caches),
+            mcp=self.options.mcp,
         )
 
     # -- the run -------------------------------------------------------------
