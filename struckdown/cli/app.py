@@ -55,6 +55,23 @@ ToolsOpt = Annotated[
         "--tools", "-t", help="Python file whose public functions are the agent tools.", show_default=False
     ),
 ]
+McpOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--mcp",
+        metavar="URL|COMMAND",
+        help="An MCP server whose tools agent slots may use (repeatable): a URL (streamable HTTP), or a .py "
+        "file or a command run over stdio. NAME=URL|COMMAND names it; its tools are NAME_tool.",
+        show_default=False,
+    ),
+]
+McpConfigOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--mcp-config", metavar="FILE", help="MCP servers from an mcp.json (the Claude Desktop format).",
+        show_default=False,
+    ),
+]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")]
 IncludeOpt = Annotated[
     Optional[list[Path]],
@@ -119,6 +136,8 @@ def run(
         Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
     ] = None,
     include_path: IncludeOpt = None,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
@@ -137,6 +156,8 @@ def run(
                 cache=not no_cache,
                 stop_at=stop_at,
                 include_paths=include_path or (),
+                mcp=mcp or (),
+                mcp_config=mcp_config,
             )
         )
     raise typer.Exit(code)
@@ -250,6 +271,8 @@ def batch(
             "error (rate limit, connection error, 5xx).",
         ),
     ] = 2,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -281,6 +304,8 @@ def batch(
                 engine=engine,
                 address=address,
                 retries=retries,
+                mcp=mcp or (),
+                mcp_config=mcp_config,
             )
         )
     raise typer.Exit(code)

@@ -39,6 +39,8 @@ class BatchRequest:
     engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
     address: str | None = None  # the Dask scheduler; None: a private local cluster
     retries: int = 2  # Dask: runs of a row again after a transient provider error
+    mcp: Sequence[str] = ()  # --mcp servers
+    mcp_config: Path | None = None  # --mcp-config FILE
 
 
 def batch_command(request: BatchRequest) -> int:
@@ -75,9 +77,19 @@ def job_fingerprint(request: BatchRequest, program: Any) -> str:
         except OSError:
             tools = "unreadable"
     model_env = {k: os.environ.get(k) for k in ("STRUCKDOWN_MODEL", "DEFAULT_LLM", "LLM_API_BASE") if os.environ.get(k)}
-    return content_hash(
-        {"template": program.template.source, "includes": includes, "model": request.model or model_env, "tools": tools}
-    )
+    job = {"template": program.template.source, "includes": includes, "model": request.model or model_env, "tools": tools}
+    if request.mcp or request.mcp_config is not None:  # MCP servers decide answers too (no key: older journals match)
+        job["mcp"] = [*request.mcp, *_config_text(request.mcp_config)]
+    return content_hash(job)
+
+
+def _config_text(config: Path | None) -> list[str]:
+    if config is None:
+        return []
+    try:
+        return [content_hash(config.read_text(encoding="utf-8", errors="replace"))]
+    except OSError:
+        return ["unreadable"]
 
 
 def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) -> int:
@@ -179,6 +191,7 @@ def _model(name: str | None, program: Any) -> Any:
 def _local_runner(request: BatchRequest, program: Any) -> Any:
     """The rows run on this process's event loop."""
     tools = load_tools(request.tools_file)
+    mcp = loading.load_mcp(request.mcp, request.mcp_config)
     model = _model(request.model, program)
 
     async def run(contexts: list[dict[str, Any]], on_result: Any) -> None:
@@ -196,6 +209,7 @@ def _local_runner(request: BatchRequest, program: Any) -> Any:
             cache=request.cache,
             on_halt="return",
             max_requests=request.max_requests or 2 * request.jobs,
+            mcp=mcp,
         )
 
     return run
@@ -215,6 +229,9 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
     except ImportError as exc:
         raise CliError(f"--engine dask: {exc}") from None
     kwargs: dict[str, Any] = {"model": request.model, "tools": _dask_tools(request.tools_file)}
+    mcp = loading.load_mcp(request.mcp, request.mcp_config)
+    if mcp is not None:
+        kwargs["mcp"] = mcp
     try:
         from ..distributed import ship_kwargs
 

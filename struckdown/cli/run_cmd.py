@@ -31,6 +31,8 @@ class RunRequest:
     cache: bool = True
     stop_at: str | None = None
     include_paths: Sequence[Path] = field(default_factory=tuple)
+    mcp: Sequence[str] = ()  # --mcp servers
+    mcp_config: Path | None = None  # --mcp-config FILE
 
 
 def run_command(request: RunRequest) -> int:
@@ -41,6 +43,7 @@ def run_command(request: RunRequest) -> int:
         known = ", ".join(program.keys) or "none"
         raise CliError(f"--stop-at {request.stop_at!r} is not a slot of {request.template} (slots: {known})")
     tools = load_tools(request.tools_file)
+    mcp = loading.load_mcp(request.mcp, request.mcp_config)
     model = loading.resolve_cli_model(request.model)  # via the module: tests patch it
     if program.slots():
         show_config_models(program, model)
@@ -49,7 +52,7 @@ def run_command(request: RunRequest) -> int:
     guards = {slot.key: program.plans[slot].when for slot in program.slots() if slot.is_guard}
     display = RunDisplay(console, guards, program.keys)
     started = time.perf_counter()
-    result = asyncio.run(_drive(program, context, display, request, model=model, tools=tools))
+    result = asyncio.run(_drive(program, context, display, request, model=model, tools=tools, mcp=mcp))
     display.summary(result, time.perf_counter() - started)
     if request.output is not None:
         write_json(request.output, run_record(result))
@@ -60,7 +63,8 @@ def run_command(request: RunRequest) -> int:
 
 
 async def _drive(
-    program: Any, context: dict[str, Any], display: RunDisplay, request: RunRequest, *, model: Any, tools: list[Any]
+    program: Any, context: dict[str, Any], display: RunDisplay, request: RunRequest, *, model: Any, tools: list[Any],
+    mcp: list[str] | None = None,
 ) -> Any:
     from ..api import complete_incremental_async
 
@@ -75,6 +79,7 @@ async def _drive(
             on_halt="return",
             cache=request.cache,
             stop_at=request.stop_at,
+            mcp=mcp,
         ):
             display.handle(event)
             if event.type == "processing_complete":
