@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from mcp_support import HttpServer
 from pydantic_ai.capabilities import MCP
+from scripted import Call, Script, Tools
 
 import struckdown as sd
-from conftest import HttpServer
-from scripted import Call, Script, Tools
 
 TRIP = {"triggered": True, "reason": "unsafe"}
 PASS = {"triggered": False, "reason": "fine"}

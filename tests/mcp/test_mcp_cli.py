@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from cli_models import calls_tool_once, scripted
 from cli_support import plain_environment, sd, use_model  # noqa: F401
-from conftest import HttpServer
+from mcp_support import HttpServer
 
 
 @pytest.fixture(autouse=True)

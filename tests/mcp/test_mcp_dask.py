@@ -8,9 +8,9 @@ import logging
 from typing import Any
 
 import pytest
+from mcp_support import HttpServer
 
 import struckdown as sd
-from conftest import HttpServer
 
 pytestmark = pytest.mark.cluster
 

@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import struckdown as sd
-from conftest import serving
+from mcp_support import serving
 from scripted import Call, Script, Tools
+
+import struckdown as sd
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HITCHHIKER = "978-0345391803"

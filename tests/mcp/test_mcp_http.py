@@ -11,11 +11,11 @@ import asyncio
 from typing import Any
 
 import pytest
+from mcp_support import HttpServer
 from pydantic_ai.capabilities import MCP
+from scripted import Call, Script, Tools
 
 import struckdown as sd
-from conftest import HttpServer
-from scripted import Call, Script, Tools
 
 NOTES_TOOLS = ["notes_lookup", "notes_remember", "notes_erase", "notes_hang", "notes_fail"]
 TRIP = {"triggered": True, "reason": "unsafe"}

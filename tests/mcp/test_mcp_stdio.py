@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from mcp_support import SERVER_SCRIPT, HttpServer, stdio_command
+from scripted import Call, Script, Tools
 
 import struckdown as sd
-from conftest import SERVER_SCRIPT, HttpServer, stdio_command
-from scripted import Call, Script, Tools
 
 
 def pids(log: Path) -> list[int]:
