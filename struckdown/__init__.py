@@ -51,6 +51,8 @@ _EXPORTS = {
     "Safe": "safe",
     "ProviderBatch": "provider_batch",
     "BatchCounts": "provider_batch",
+    "MCPServerError": "errors",
+    "MCPSessions": "mcp_tools",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -108,6 +110,7 @@ if TYPE_CHECKING:
     from .errors import (
         Halted as Halted,
     )
+    from .errors import MCPServerError as MCPServerError
     from .errors import (
         SlotError as SlotError,
     )
@@ -120,6 +123,7 @@ if TYPE_CHECKING:
     from .errors import (
         TemplateSyntaxError as TemplateSyntaxError,
     )
+    from .mcp_tools import MCPSessions as MCPSessions
     from .model_errors import (
         AuthenticationError as AuthenticationError,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
 from .actions import ActionRegistry, builtin_actions
@@ -69,6 +70,7 @@ class RunOptions(TypedDict, total=False):
     include_paths: Sequence[PathLike]
     stop_at: str | None
     strict_undefined: bool  # a variable neither in the context nor answered before: an error, not a warning
+    mcp: Any  # MCP servers as slot tools: URLs, commands, .py paths, an mcp.json, MCPToolset/MCP objects (SPEC §16)
 
 
 class BatchExecutor(Protocol):
@@ -101,6 +103,7 @@ class Environment:
         cache: ResponseCache | bool | str | None = None,
         include_paths: Sequence[PathLike] = (),
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        mcp: Any = None,
     ) -> None:
         self.model = model
         self.tools = tuple(tools)
@@ -110,6 +113,11 @@ class Environment:
         self.cache = cache
         self.include_paths = tuple(include_paths)
         self.tool_timeout = tool_timeout
+        self.mcp = mcp
+        if mcp is not None:  # a bad server spec fails here, not at the first run
+            from .mcp_tools import resolve_servers
+
+            resolve_servers(mcp)
         self.types = TypeRegistry()
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
@@ -234,7 +242,7 @@ class Environment:
                     self._engine_caches = EngineCaches()
         return self._engine_caches
 
-    def run_settings(self, options: RunOptions, *, stream: bool, requests: Any = None) -> Any:
+    def run_settings(self, options: RunOptions, *, stream: bool, requests: Any = None, mcp: Any = None) -> Any:
         """The call's options over this Environment's defaults, as the engine takes them."""
         from .run import RunSettings
 
@@ -254,6 +262,7 @@ class Environment:
             stream=stream,
             tool_timeout=options.get("tool_timeout", self.tool_timeout),
             requests=requests if requests is not None else _request_limiter(options.get("max_requests")),
+            mcp=mcp,
         )
 
     async def complete_async(
@@ -263,20 +272,35 @@ class Environment:
         from .run import run_to_result
 
         program = self.program(template, options)
-        return await run_to_result(program, context, self.run_settings(options, stream=False))
+        async with self._mcp_sessions(program, options) as sessions:
+            return await run_to_result(program, context, self.run_settings(options, stream=False, mcp=sessions))
 
     async def _complete_row(
-        self, program: Program, context: Mapping[str, Any], options: RunOptions, requests: Any, batching: Any = None
+        self,
+        program: Program,
+        context: Mapping[str, Any],
+        options: RunOptions,
+        requests: Any,
+        batching: Any = None,
+        mcp: Any = None,
     ) -> Result:
-        """One batch row: its requests share the batch's limiter (and provider batching)."""
+        """One batch row: its requests share the batch's limiter (and provider batching),
+        its MCP servers the batch's sessions."""
         from .run import run_to_result
 
-        settings = self.run_settings(options, stream=False, requests=requests)
+        settings = self.run_settings(options, stream=False, requests=requests, mcp=mcp)
         if batching is not None:
             from dataclasses import replace
 
             settings = replace(settings, provider_batch=batching)
         return await run_to_result(program, context, settings)
+
+    def _mcp_sessions(self, program: Program, options: RunOptions) -> AbstractAsyncContextManager[Any]:
+        """The MCP sessions of one run or batch (None inside without servers): opened as
+        slots first need them, closed when the block ends (SPEC §16)."""
+        from .mcp_tools import run_sessions
+
+        return run_sessions(options.get("mcp", self.mcp), program)
 
     async def complete_incremental_async(
         self,
@@ -294,12 +318,13 @@ class Environment:
         from .run import events
 
         program = self.program(template, options)
-        stream_of_events = events(program, context, self.run_settings(options, stream=stream))
-        try:
-            async for event in stream_of_events:
-                yield event
-        finally:
-            await stream_of_events.aclose()
+        async with self._mcp_sessions(program, options) as sessions:
+            stream_of_events = events(program, context, self.run_settings(options, stream=stream, mcp=sessions))
+            try:
+                async for event in stream_of_events:
+                    yield event
+            finally:
+                await stream_of_events.aclose()
 
     def complete(
         self, template: str | Program, context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions]
@@ -387,14 +412,14 @@ class Environment:
         rows = iter(enumerate(contexts))
         requests = _request_limiter(options.get("max_requests"))  # one cap for every row
 
-        async def worker() -> None:
+        async def worker(sessions: Any) -> None:  # sessions: the batch's MCP sessions, one per server
             with batching.worker() if batching is not None else nullcontext():
                 for index, context in rows:
                     results.extend([None] * (index + 1 - len(results)))
                     try:
                         with batching.row(index) if batching is not None else nullcontext():
                             outcome: Result | BaseException = await self._complete_row(
-                                program, context, options, requests, batching
+                                program, context, options, requests, batching, sessions
                             )
                     except Exception as exc:  # noqa: BLE001 - recorded per row
                         outcome = exc
@@ -405,9 +430,10 @@ class Environment:
                             await maybe
 
         session = batching.session(requests) if batching is not None else nullcontext()
-        async with session, anyio.create_task_group() as tg:
-            for _ in range(max(1, concurrency)):
-                tg.start_soon(worker)
+        async with self._mcp_sessions(program, options) as sessions:
+            async with session, anyio.create_task_group() as tg:
+                for _ in range(max(1, concurrency)):
+                    tg.start_soon(worker, sessions)
         return results  # type: ignore[return-value]
 
     def complete_batch(

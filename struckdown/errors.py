@@ -179,3 +179,13 @@ def _is_cancellation(exc: BaseException) -> bool:
     return isinstance(exc, asyncio.CancelledError)
 
 
+class MCPServerError(StruckdownError):
+    """An MCP server could not be started or reached (`server` names it; SPEC §16)."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(server, message)
+        self.server = server
+        self.detail = message
+
+    def __str__(self) -> str:
+        return f"MCP server {self.server!r}: {self.detail}"

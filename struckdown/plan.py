@@ -46,7 +46,7 @@ class SlotPlan:
 
     @property
     def use_tools(self) -> bool:
-        return bool(self.control.get("use_tools", False))
+        return bool(self.control.get("use_tools", "mcp" in self.control))  # mcp= implies use_tools
 
     @property
     def when(self) -> bool:

@@ -61,6 +61,20 @@ def _thinking(value: Any) -> str:
     return text
 
 
+def server_names(value: Any) -> tuple[str, ...]:
+    """`mcp=notes` or `mcp="notes, files"` (a list from `{{ }}` too): MCP server names."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, list, tuple)):
+        raise ValueError('expected MCP server names: mcp=name or mcp="a, b"')
+    items = value.split(",") if isinstance(value, str) else [value] if isinstance(value, int) else value
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    if not names:
+        raise ValueError('expected MCP server names: mcp=name or mcp="a, b"')
+    for name in names:
+        if not all(ch.isalnum() or ch in "_-" for ch in name) or not name.isascii():
+            raise ValueError(f"{name!r} is not an MCP server name (letters, digits, _ and -)")
+    return names
+
+
 MODEL_SETTINGS: Mapping[str, Callable[[Any], Any]] = {
     "temperature": _number(0, 2),
     "max_tokens": _integer(1),
@@ -85,6 +99,7 @@ CONTROL_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
     "max_calls": _integer(0),
     "tool_timeout": _positive,
     "when": _boolean,
+    "mcp": server_names,
 }
 
 
@@ -101,7 +116,7 @@ def check_option(key: str, value: Any) -> Any:
 def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     """Every keyed option a slot of this type accepts (for messages and hints)."""
     keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
-    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout"]
+    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout", "mcp"]
     if type_name == "halt":
         keys.append("when")
     return keys

@@ -55,6 +55,23 @@ ToolsOpt = Annotated[
         "--tools", "-t", help="Python file whose public functions are the agent tools.", show_default=False
     ),
 ]
+McpOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--mcp",
+        metavar="URL|COMMAND",
+        help="An MCP server whose tools agent slots may use (repeatable): a URL (streamable HTTP), or a .py "
+        "file or a command run over stdio. NAME=URL|COMMAND names it; its tools are NAME_tool.",
+        show_default=False,
+    ),
+]
+McpConfigOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--mcp-config", metavar="FILE", help="MCP servers from an mcp.json (the Claude Desktop format).",
+        show_default=False,
+    ),
+]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")]
 IncludeOpt = Annotated[
     Optional[list[Path]],
@@ -127,6 +144,8 @@ def run(
             "(before any model call), not a warning.",
         ),
     ] = False,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
@@ -146,6 +165,8 @@ def run(
                 stop_at=stop_at,
                 include_paths=include_path or (),
                 strict=strict,
+                mcp=mcp or (),
+                mcp_config=mcp_config,
             )
         )
     raise typer.Exit(code)
@@ -297,6 +318,8 @@ def batch(
             show_default=False,
         ),
     ] = None,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -331,6 +354,8 @@ def batch(
                 provider_batch=provider_batch,
                 batch_wait=batch_wait,
                 batch_size=batch_size,
+                mcp=mcp or (),
+                mcp_config=mcp_config,
             )
         )
     raise typer.Exit(code)

@@ -43,6 +43,8 @@ class BatchRequest:
     provider_batch: bool = False  # requests through the provider's batch API (cli/provider_batch.py)
     batch_wait: float | None = None  # seconds a queued request waits for others (None: 30, 0: no timer)
     batch_size: int | None = None  # requests per provider batch (None: 1,000)
+    mcp: Sequence[str] = ()  # --mcp servers
+    mcp_config: Path | None = None  # --mcp-config FILE
 
 
 def batch_command(request: BatchRequest) -> int:
@@ -80,9 +82,19 @@ def job_fingerprint(request: BatchRequest, program: Any) -> str:
         except OSError:
             tools = "unreadable"
     model_env = {k: os.environ.get(k) for k in ("STRUCKDOWN_MODEL", "DEFAULT_LLM", "LLM_API_BASE") if os.environ.get(k)}
-    return content_hash(
-        {"template": program.template.source, "includes": includes, "model": request.model or model_env, "tools": tools}
-    )
+    job = {"template": program.template.source, "includes": includes, "model": request.model or model_env, "tools": tools}
+    if request.mcp or request.mcp_config is not None:  # MCP servers decide answers too (no key: older journals match)
+        job["mcp"] = [*request.mcp, *_config_text(request.mcp_config)]
+    return content_hash(job)
+
+
+def _config_text(config: Path | None) -> list[str]:
+    if config is None:
+        return []
+    try:
+        return [content_hash(config.read_text(encoding="utf-8", errors="replace"))]
+    except OSError:
+        return ["unreadable"]
 
 
 def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) -> int:
@@ -195,6 +207,7 @@ def _model(name: str | None, program: Any) -> Any:
 def _local_runner(request: BatchRequest, program: Any, job: BatchJob | None = None) -> Any:
     """The rows run on this process's event loop."""
     tools = load_tools(request.tools_file)
+    mcp = loading.load_mcp(request.mcp, request.mcp_config)
     model = _model(request.model, program)
     if job is not None and program.slots():
         job.batch.wrap(model)  # a model without a batch API: one error, before any row
@@ -215,6 +228,7 @@ def _local_runner(request: BatchRequest, program: Any, job: BatchJob | None = No
             on_halt="return",
             max_requests=request.max_requests or 2 * request.jobs,
             provider_batch=job.batch if job is not None else None,
+            mcp=mcp,
         )
 
     return run
@@ -234,6 +248,9 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
     except ImportError as exc:
         raise CliError(f"--engine dask: {exc}") from None
     kwargs: dict[str, Any] = {"model": request.model, "tools": _dask_tools(request.tools_file)}
+    mcp = loading.load_mcp(request.mcp, request.mcp_config)
+    if mcp is not None:
+        kwargs["mcp"] = mcp
     try:
         from ..distributed import ship_kwargs
 

@@ -32,6 +32,8 @@ class RunRequest:
     stop_at: str | None = None
     include_paths: Sequence[Path] = field(default_factory=tuple)
     strict: bool = False  # undefined variables are an error, not a warning
+    mcp: Sequence[str] = ()  # --mcp servers
+    mcp_config: Path | None = None  # --mcp-config FILE
 
 
 def run_command(request: RunRequest) -> int:
@@ -42,6 +44,7 @@ def run_command(request: RunRequest) -> int:
         known = ", ".join(program.keys) or "none"
         raise CliError(f"--stop-at {request.stop_at!r} is not a slot of {request.template} (slots: {known})")
     tools = load_tools(request.tools_file)
+    mcp = loading.load_mcp(request.mcp, request.mcp_config)
     model = loading.resolve_cli_model(request.model)  # via the module: tests patch it
     if program.slots():
         show_config_models(program, model)
@@ -50,7 +53,7 @@ def run_command(request: RunRequest) -> int:
     guards = {slot.key: program.plans[slot].when for slot in program.slots() if slot.is_guard}
     display = RunDisplay(console, guards, program.keys, answer_order(program))
     started = time.perf_counter()
-    result = asyncio.run(_drive(program, context, display, request, model=model, tools=tools))
+    result = asyncio.run(_drive(program, context, display, request, model=model, tools=tools, mcp=mcp))
     display.summary(result, time.perf_counter() - started)
     if request.output is not None:
         write_json(request.output, run_record(result))
@@ -61,7 +64,8 @@ def run_command(request: RunRequest) -> int:
 
 
 async def _drive(
-    program: Any, context: dict[str, Any], display: RunDisplay, request: RunRequest, *, model: Any, tools: list[Any]
+    program: Any, context: dict[str, Any], display: RunDisplay, request: RunRequest, *, model: Any, tools: list[Any],
+    mcp: list[str] | None = None,
 ) -> Any:
     from ..api import complete_incremental_async
 
@@ -77,6 +81,7 @@ async def _drive(
             cache=request.cache,
             stop_at=request.stop_at,
             strict_undefined=request.strict,
+            mcp=mcp,
         ):
             display.handle(event)
             if event.type == "processing_complete":

@@ -27,7 +27,7 @@ from ..errors import ConfigurationError
 from ..results import Result
 from .packing import unpack
 from .shipping import plain_context, ship_kwargs
-from .worker import TransientRowError, probe_worker, run_row
+from .worker import TransientRowError, close_mcp_sessions, probe_worker, run_row
 
 log = logging.getLogger(__package__)  # "struckdown.distributed", as before the package split
 
@@ -260,7 +260,16 @@ class _Batch:
                 self.stop.set()
                 self._cancel_pending()
                 await asyncio.to_thread(thread.join, 30)
+            if self.job["kwargs"].get("mcp"):
+                await asyncio.to_thread(self._close_mcp_sessions)
         return [outcomes[i] for i in range(len(outcomes))]
+
+    def _close_mcp_sessions(self) -> None:
+        """Each worker held one session per MCP server for this batch: close them."""
+        try:
+            self.client.run(close_mcp_sessions, self.job["batch"])
+        except Exception:  # noqa: BLE001 - a worker that is gone took its sessions with it
+            log.debug("closing the MCP sessions on the workers failed", exc_info=True)
 
     def _post(self, item: Any) -> None:
         try:
@@ -353,4 +362,5 @@ def _job(
         "semaphore": semaphore,
         "retries": executor.retries,
         "retry_delay": executor.retry_delay,
+        "batch": uuid.uuid4().hex,  # keys what a worker keeps for this batch (its MCP sessions)
     }

@@ -20,7 +20,7 @@ from typing import Any
 #: factory names resolved on the workers.
 _KWARGS = frozenset({
     "model", "tools", "deps", "deps_type", "limits", "on_halt", "settings", "cache", "stop_at",
-    "model_factory", "deps_factory",
+    "model_factory", "deps_factory", "mcp",
 })  # fmt: skip
 
 
@@ -78,6 +78,7 @@ def ship_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     if stop_at is not None and not isinstance(stop_at, str):
         raise ValueError(f"stop_at= must be a slot key (str), not {type(stop_at).__name__}")
     out["stop_at"] = stop_at
+    out["mcp"] = _mcp_spec(kwargs.get("mcp"))
     # deps_type is accepted for compatibility; the engine does not use it, so it stays here.
     return out
 
@@ -120,6 +121,21 @@ def _tool_spec(tool: Any) -> tuple[str, ...]:
         f"tools for a Dask batch must be importable names{suggestion}, not {type(tool).__name__} objects: "
         "functions cannot be shipped to workers, the workers import them"
     )
+
+
+def _mcp_spec(mcp: Any) -> tuple[dict[str, Any], ...] | None:
+    """MCP servers as plain data; each worker opens one session per server for the batch."""
+    if mcp is None:
+        return None
+    from ..mcp_tools import resolve_servers
+
+    plain = [spec.plain() for spec in resolve_servers(mcp)]
+    if any(p is None for p in plain):
+        raise ValueError(
+            "mcp= for a Dask batch takes URLs, commands, .py paths and mcp.json files (each worker opens its "
+            "own sessions), not toolset or capability objects"
+        )
+    return tuple(p for p in plain if p is not None)
 
 
 def _cache_spec(cache: Any) -> bool | str | None:

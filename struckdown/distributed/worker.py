@@ -79,6 +79,7 @@ def _model_error_in(exc: BaseException) -> Any:
 
 # Per worker process: what the shipped names resolved to, and the semaphore handles.
 _resolved: dict[Any, Any] = {}
+_mcp_sessions: dict[str, Any] = {}  # batch id -> this worker's MCP sessions for its rows of that batch
 _semaphores: dict[tuple[str, int], Any] = {}
 _resolve_lock = threading.Lock()
 
@@ -90,6 +91,8 @@ async def run_row(job: dict[str, Any], context: dict[str, Any]) -> tuple[Any, ..
 
     try:
         kwargs = _worker_kwargs(job["kwargs"])
+        if kwargs.get("mcp"):
+            kwargs["mcp"] = _sessions(job)
         if job["semaphore"] is None:
             result = await complete_async(
                 job["template"], context, template_path=job["template_path"],
@@ -133,6 +136,29 @@ def _quiet_retry_logs() -> None:
     if not _quiet_installed:
         _quiet_installed.append(True)
         logging.getLogger("distributed.worker").addFilter(_QuietRetries())
+
+
+def _sessions(job: dict[str, Any]) -> Any:
+    """One session per MCP server on this worker for the rows of one batch (SPEC §16),
+    opened by the first row that needs it, closed by `close_mcp_sessions` at the batch's end."""
+    from ..mcp_tools import MCPSessions, ServerSpec
+
+    batch = job.get("batch") or ""
+    sessions = _mcp_sessions.get(batch)
+    if sessions is None:
+        sessions = _mcp_sessions[batch] = MCPSessions(tuple(ServerSpec.from_plain(s) for s in job["kwargs"]["mcp"]))
+    return sessions
+
+
+async def close_mcp_sessions(batch: str) -> int:
+    """Close this worker's MCP sessions of a batch (the executor runs it on every worker
+    when the batch ends); returns how many servers had a session open."""
+    sessions = _mcp_sessions.pop(batch, None)
+    if sessions is None:
+        return 0
+    opened = len(sessions.open_names)
+    await sessions.aclose()
+    return opened
 
 
 async def probe_worker(job: dict[str, Any]) -> tuple[Any, ...] | None:

@@ -61,6 +61,7 @@ OPTION_DOCS: dict[str, str] = {
         "lowers the caller's ceiling, never raises it."
     ),
     "when": "A guard halts the run when `triggered` equals this (default true).",
+    "mcp": '`mcp=name` or `mcp="a, b"`: an agent slot that may use these MCP servers\' tools (`<server>_<tool>`).',
 }
 
 VALUE_CHOICES: dict[str, tuple[str, ...]] = {

@@ -69,6 +69,7 @@ class RunSettings:
     tool_timeout: float | None = None
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
     provider_batch: Any = None  # a struckdown.ProviderBatch: requests go through the provider's batch API
+    mcp: Any = None  # the MCPSessions of this run (or batch), None without MCP servers
 
 
 @dataclass
@@ -131,6 +132,7 @@ class Run:
                 *self._limit,
             ),
             cache=_cache(self.options.cache, environment.response_caches),
+            mcp=self.options.mcp,
         )
 
     # -- the run -------------------------------------------------------------

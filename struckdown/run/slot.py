@@ -53,6 +53,7 @@ class SlotEnv:
     tool_timeout: float | None = None  # the host's ceiling for one tool call
     capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
+    mcp: Any = None  # the run's MCPSessions (struckdown.mcp_tools), None without MCP servers
     streaming_now: set[str] = field(default_factory=set)
 
 
@@ -168,8 +169,9 @@ async def run_model_slot(
     key = plan.key
     started = time.perf_counter()
     caches = env.environment.engine_caches()
-    use_tools = bool(resolved.control.get("use_tools")) and bool(env.toolbox.tools)
-    if resolved.control.get("use_tools") and not env.toolbox.tools:
+    mcp = await _mcp_tools(env, key, resolved.control)  # opens the servers' sessions on first use
+    use_tools = (bool(resolved.control.get("use_tools")) and bool(env.toolbox.tools)) or mcp is not None
+    if resolved.control.get("use_tools") and not env.toolbox.tools and mcp is None:
         raise TemplateRuntimeError(
             f"slot {key!r} has use_tools=true but no tools were given; pass tools=[…] (or --tools FILE.py)"
         )
@@ -177,11 +179,11 @@ async def run_model_slot(
     limits = _limits(env, plan, resolved)
     wrap: ToolWrap | None = None
     if use_tools:
-        if not env.toolbox.all_readonly:
+        if not env.toolbox.all_readonly or (mcp is not None and not mcp.all_readonly):
             await env.join_guards()
         wrap = ToolWrap(
             slot=key, emit=env.emit, join_guards=env.join_guards,
-            readonly_names=env.toolbox.readonly_names,
+            readonly_names=(env.toolbox.readonly_names | mcp.readonly) if mcp else env.toolbox.readonly_names,
             last_request=limits.request_limit if max_iter is not None else None,
             timeout=_tool_timeout(env.tool_timeout, resolved.control.get("tool_timeout"), key),
         )
@@ -206,6 +208,7 @@ async def run_model_slot(
             usage_limits=limits.usage_limits(),
             capabilities=list(env.capabilities) or None,
             event_stream_handler=streamer.handle if streamer else None,
+            toolsets=mcp.toolsets if mcp else None,
         )
     except UsageLimitExceeded as exc:
         if isinstance(exc, ToolLimitExceeded):
@@ -242,6 +245,15 @@ async def run_model_slot(
         cached=hits > 0,
         tool_calls=tuple(wrap.calls) if wrap else (),
     )
+
+
+async def _mcp_tools(env: SlotEnv, slot: str, control: Mapping[str, Any]) -> Any:
+    """The slot's MCP tools (struckdown.mcp_tools.SlotTools), or None: no MCP here."""
+    if env.mcp is None and "mcp" not in control:
+        return None
+    from ..mcp_tools import tools_for_slot
+
+    return await tools_for_slot(env.mcp, slot, control)
 
 
 def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> float | None:
