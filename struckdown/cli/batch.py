@@ -39,9 +39,13 @@ class BatchRequest:
     engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
     address: str | None = None  # the Dask scheduler; None: a private local cluster
     retries: int = 2  # Dask: runs of a row again after a transient provider error
+    approve: str = "none"  # SPEC §12: all | none decides every tool call that needs approval
 
 
 def batch_command(request: BatchRequest) -> int:
+    from .approval_cmd import approve_flag
+
+    approve_flag(request.approve)  # all | none, before any row runs
     program = load_program(request.template, request.include_paths)
     rows = read_inputs(request.inputs, warn=_warn)
     if request.output is not None:
@@ -75,9 +79,10 @@ def job_fingerprint(request: BatchRequest, program: Any) -> str:
         except OSError:
             tools = "unreadable"
     model_env = {k: os.environ.get(k) for k in ("STRUCKDOWN_MODEL", "DEFAULT_LLM", "LLM_API_BASE") if os.environ.get(k)}
-    return content_hash(
-        {"template": program.template.source, "includes": includes, "model": request.model or model_env, "tools": tools}
-    )
+    job = {"template": program.template.source, "includes": includes, "model": request.model or model_env, "tools": tools}
+    if request.approve == "all":  # allowed calls give other answers than denied ones
+        job["approve"] = "all"
+    return content_hash(job)
 
 
 def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) -> int:
@@ -196,6 +201,7 @@ def _local_runner(request: BatchRequest, program: Any) -> Any:
             cache=request.cache,
             on_halt="return",
             max_requests=request.max_requests or 2 * request.jobs,
+            approve=request.approve == "all",
         )
 
     return run
@@ -214,7 +220,9 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
         from ..distributed import DaskExecutor
     except ImportError as exc:
         raise CliError(f"--engine dask: {exc}") from None
-    kwargs: dict[str, Any] = {"model": request.model, "tools": _dask_tools(request.tools_file)}
+    kwargs: dict[str, Any] = {
+        "model": request.model, "tools": _dask_tools(request.tools_file), "approve": request.approve == "all",
+    }
     try:
         from ..distributed import ship_kwargs
 
