@@ -60,16 +60,45 @@ class Prompter:
         self.display = display
 
     async def __call__(self, request: Any) -> bool | str:
-        import anyio
-
         prompt = PROMPT.format(label=call_label(request.tool_name, request.arguments))
         suspended = self.display.suspended() if self.display is not None else nullcontext()
         with suspended:
-            try:
-                text = await anyio.to_thread.run_sync(input, prompt)
-            except EOFError:
-                text = ""
+            text = await read_line(prompt)
         return answer_of(text)
+
+
+async def read_line(prompt: str) -> str:
+    """`input(prompt)` off the event loop, in a daemon thread: Ctrl-C at the prompt ends the
+    run at once (a worker thread would be waited for until Enter)."""
+    import asyncio
+    import threading
+
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+
+    def settle(text: str | None, error: BaseException | None) -> None:
+        if answer.done():  # the run was cancelled meanwhile
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(text or "")
+
+    def read() -> None:
+        text, error = "", None
+        try:
+            text = input(prompt)
+        except EOFError:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting task
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, text, error)
+        except RuntimeError:  # the run ended (Ctrl-C) while the prompt waited
+            pass
+
+    threading.Thread(target=read, name="struckdown-approval-prompt", daemon=True).start()
+    return await answer
 
 
 class DenyWithNote:
