@@ -4,7 +4,8 @@ A call needs approval when its tool is `Tool(requires_approval=True)` (pydantic-
 `ToolDefinition.kind == 'unapproved'`), is marked `@needs_approval`, or the slot's
 `approve=` names it; the slot's `SlotToolset` marks the last two 'unapproved' too, so
 pydantic-ai defers every such call alike: the other calls of the response run, the
-deferred ones reach `HandleDeferredToolCalls`, whose handler is a `SlotGate` here. It joins
+deferred ones reach the `handle_deferred_tool_calls` hook of the tool agents' capability
+(`WrapSlotTools`), which hands them to the slot run's `SlotGate` here. It joins
 the pending guards, then asks the run's `approve=` (one request at a time, one decision
 per identical call within the slot), or, with nothing to ask, leaves the calls open: the
 agent run ends with `DeferredToolRequests` and the slot pauses (`SlotPaused`). The engine
@@ -22,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_ai import Tool
-from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
 from ..approval_state import ApprovalRequest, Decision, PausedSlot, ResumePoint, build_state, check_decision, denial_message
@@ -161,11 +161,10 @@ class ApprovalRun:
                 raise TemplateRuntimeError(f"slot {slot!r}: approve= names {name!r}, which is not a tool of this run")
         return frozenset(names)
 
-    def gate(self, slot: str, option: Any, join: Callable[[], Awaitable[None]], is_guard: bool) -> SlotGate | None:
-        """The slot's gate, or None when no call of it can need approval."""
+    def gate(self, slot: str, option: Any, join: Callable[[], Awaitable[None]], is_guard: bool) -> SlotGate:
+        """The approvals of one tool slot run (a tool may also ask from inside, by raising
+        pydantic-ai's `ApprovalRequired`, so every tool slot has one)."""
         names = self.names_for(option, slot)
-        if not names:
-            return None
         resumed = self.resume.paused.get(slot) if self.resume is not None else None
         return SlotGate(self, slot, names, join, is_guard, resumed)
 
@@ -262,8 +261,8 @@ def _position(node: Action) -> str:
 
 @dataclass
 class SlotGate:
-    """One slot run's approvals: the `HandleDeferredToolCalls` handler, the decisions it
-    holds for identical calls, and (resumed) the paused run it continues."""
+    """One slot run's approvals: the handler of the calls pydantic-ai deferred, the
+    decisions it holds for identical calls, and (resumed) the paused run it continues."""
 
     run: ApprovalRun
     slot: str
@@ -287,32 +286,33 @@ class SlotGate:
             self.decided[(request.tool_name, _canonical(request.arguments))] = self.run.resume.decisions[request.id]
 
     @property
+    def may_pause(self) -> bool:
+        """Whether the agent run may end on open requests: nobody to ask, and tools that
+        need approval (the output type then admits `DeferredToolRequests`, which costs
+        pydantic-ai some work at every step, so other slots do without)."""
+        return self.run.decide is None and bool(self.names)
+
+    @property
     def steps(self) -> int:
         """Model requests the slot made before it paused (its resumed run counts from 0)."""
         return int(self.resumed.usage.requests) if self.resumed is not None else 0
 
-    def run_arguments(self, prompt: str | None, history: list[Any], capabilities: list[Any]) -> dict[str, Any]:
-        """`agent.run` keywords: the gate as a capability; resumed, the paused run's
-        messages, usage and the decisions as `DeferredToolResults` instead of the prompt."""
-        arguments: dict[str, Any] = {
-            "user_prompt": prompt,
-            "message_history": history or None,
-            "capabilities": [*capabilities, HandleDeferredToolCalls(self.handle)],
-        }
+    def resume_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """`agent.run` keywords of a resumed slot: the paused run's messages and usage, and
+        the decisions as `DeferredToolResults`, instead of the prompt and the history."""
         paused = self.resumed
-        if paused is not None:
-            assert self.run.resume is not None
-            approvals: dict[str, Any] = {}
-            for request, ids in paused.requests:
-                for tool_call_id in ids:
-                    approvals[tool_call_id] = _decision_result(self.run.resume.decisions[request.id])
-            arguments.update(
-                user_prompt=None,
-                message_history=list(paused.messages),
-                deferred_tool_results=DeferredToolResults(approvals=approvals),
-                usage=paused.usage,
-            )
-        return arguments
+        assert paused is not None and self.run.resume is not None
+        approvals: dict[str, Any] = {}
+        for request, ids in paused.requests:
+            for tool_call_id in ids:
+                approvals[tool_call_id] = _decision_result(self.run.resume.decisions[request.id])
+        return {
+            **arguments,
+            "user_prompt": None,
+            "message_history": list(paused.messages),
+            "deferred_tool_results": DeferredToolResults(approvals=approvals),
+            "usage": paused.usage,
+        }
 
     def restore_calls(self, wrap: ToolWrap) -> None:
         """Resumed: the calls made before the pause stay the slot's, and identical calls
@@ -363,11 +363,18 @@ class SlotGate:
 
     async def _leave_open(self, fresh: dict[tuple[str, str], list[Any]]) -> None:
         """No one to ask: the requests are announced and the agent run ends with them."""
+        name = next(iter(fresh))[0]
         if self.is_guard:
-            name = next(iter(fresh))[0]
             raise TemplateRuntimeError(
                 f"guard {self.slot!r} called {name!r}, which needs approval, and the run has no approve= to decide: "
                 "a guard cannot pause; pass approve= (a function, True or False)"
+            )
+        undeclared = sorted({tool for tool, _ in fresh} - self.names)
+        if undeclared:  # asked from inside the tool (ApprovalRequired): the slot was not made to pause
+            raise TemplateRuntimeError(
+                f"slot {self.slot!r}: tool {undeclared[0]!r} asked for approval from inside (ApprovalRequired) "
+                "and the run has no approve= to decide; pass approve=, or declare the tool with "
+                "@struckdown.needs_approval (or approve= in the template) so that the run can pause"
             )
         for calls in fresh.values():
             request = self._request(calls)

@@ -177,7 +177,7 @@ async def run_model_slot(
     max_iter = resolved.control.get("max_iter")
     limits = _limits(env, plan, resolved)
     wrap: ToolWrap | None = None
-    gate = None  # SPEC §12: the slot's approvals (run/approval.py), when a call of it may need one
+    gate = None  # SPEC §12: the slot's approvals (run/approval.py)
     if use_tools and env.approval is not None:
         gate = env.approval.gate(key, resolved.control.get("approve"), env.join_guards, plan.slot.is_guard)
     if use_tools:
@@ -193,11 +193,12 @@ async def run_model_slot(
             last_request=last_request,
             timeout=_tool_timeout(env.tool_timeout, resolved.control.get("tool_timeout"), key),
             approval=gate.names if gate is not None else frozenset(),
+            defer=gate.handle if gate is not None else None,
         )
         if gate is not None:
             gate.restore_calls(wrap)
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
-    if gate is not None:
+    if gate is not None and gate.may_pause:  # its run may end with DeferredToolRequests
         output_type = caches.deferrable(output_type)
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
     model = env.resolve_model(resolved.settings.get("model"))
@@ -213,8 +214,8 @@ async def run_model_slot(
         arguments: dict[str, Any] = {
             "user_prompt": prompt, "message_history": history or None, "capabilities": list(env.capabilities) or None,
         }
-        if gate is not None:  # its handler; resumed, the paused run's messages and the decisions
-            arguments = gate.run_arguments(prompt, history, list(env.capabilities))
+        if gate is not None and gate.resumed is not None:  # the paused run's messages and the decisions
+            arguments = gate.resume_arguments(arguments)
         run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
             instructions=instructions,
             deps=env.deps,

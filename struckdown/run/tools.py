@@ -142,6 +142,7 @@ class ToolWrap:
     last_request: int | None = None  # with max_iter: this request offers no tools
     timeout: float | None = None  # seconds one call may take
     approval: frozenset[str] = frozenset()  # tools whose calls wait for a decision (SPEC §12, run/approval.py)
+    defer: Callable[[Any, Any], Awaitable[Any]] | None = None  # decides calls pydantic-ai deferred (its handler)
     calls: list[ToolCall] = field(default_factory=list)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
@@ -270,6 +271,14 @@ class WrapSlotTools(AbstractCapability[Any]):
         state = CURRENT_WRAP.get()
         assert state is not None, "a tool agent runs only inside a slot run"
         return SlotToolset(toolset, state=state)
+
+    async def handle_deferred_tool_calls(self, ctx: RunContext[Any], *, requests: Any) -> Any:
+        """Calls that need approval (SPEC §12) go to the slot's gate (run/approval.py); no
+        gate: they stay open, and the agent run ends with them."""
+        state = CURRENT_WRAP.get()
+        if state is None or state.defer is None:
+            return None
+        return await state.defer(ctx, requests)
 
 
 @dataclass

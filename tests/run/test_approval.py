@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Tool
+from pydantic_ai import RunContext, Tool
+from pydantic_ai.exceptions import ApprovalRequired
 
 import struckdown as sd
 from scripted import Call, Script, Tools
@@ -447,3 +448,26 @@ def test_identical_calls_of_a_paused_response_are_one_request() -> None:
     result = sd.resume(paused.state, {"reply.1": True}, model=script.model(), tools=tools)
     assert ledger.ran == [same]
     assert result["reply"] == "done: refunded 30 for A1 | refunded 30 for A1"
+
+
+def test_a_tool_that_asks_from_inside_is_decided_inline_and_cannot_pause() -> None:
+    """pydantic-ai's `ApprovalRequired` raised by the tool itself (here above 10): the
+    same gate decides it; without approve= the slot was not declared to pause."""
+    wired: list[float] = []
+
+    def wire(ctx: RunContext[None], amount: float) -> str:
+        """Wire money."""
+        if amount > 10 and not ctx.tool_call_approved:
+            raise ApprovalRequired()
+        wired.append(amount)
+        return f"wired {amount:g}"
+
+    script = Script(agent(Tools([("wire", {"amount": 5}), ("wire", {"amount": 50})])))
+    asked: list[Any] = []
+    result = sd.complete("Pay [[reply|use_tools=true]]", model=script.model(), tools=[wire],
+                         approve=lambda r: asked.append(r.arguments) or True)
+    assert asked == [{"amount": 50}]
+    assert sorted(wired) == [5, 50]
+    assert result["reply"] == "done: wired 5 | wired 50"
+    with pytest.raises(sd.TemplateRuntimeError, match="asked for approval from inside"):
+        sd.complete("Pay [[reply|use_tools=true]]", model=script.model(), tools=[wire])
