@@ -334,7 +334,8 @@ class Environment:
 
         tools = self.engine_caches().toolbox(tuple(options.get("tools", self.tools)))
         point = read_state(state, decisions, template=template, tools=tools.names)
-        program = self.parse(point.template, template_path=point.template_path, include_paths=options.get("include_paths"))
+        path = options.get("template_path", point.template_path)  # where its includes resolve
+        program = self.parse(point.template, template_path=path, include_paths=options.get("include_paths"))
         return program, point.context, replace(self.run_settings(options, stream=stream), resume=point)
 
     async def resume_async(
