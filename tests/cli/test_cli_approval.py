@@ -154,3 +154,11 @@ def test_sd_batch_approve_all_or_none(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
         replies[flag] = [json.loads(line)["reply"] for line in out.read_text().splitlines()]
     assert replies == {None: ["Order 5531: The user denied this call."] * 2, "all": [ALLOWED] * 2}
+
+
+def test_sd_explain_shows_which_calls_wait_for_a_decision() -> None:
+    result = sd("explain", TEMPLATE, "--tools", EXAMPLES / "refund_tools.py")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.replace("│", " ").split())
+    assert "Irreversible: only for eligible orders. @needs_approval" in text
+    assert "calls of issue_refund wait for a person's decision (approve=, or a pause)" in text

@@ -471,3 +471,19 @@ def test_a_tool_that_asks_from_inside_is_decided_inline_and_cannot_pause() -> No
     assert result["reply"] == "done: wired 5 | wired 50"
     with pytest.raises(sd.TemplateRuntimeError, match="asked for approval from inside"):
         sd.complete("Pay [[reply|use_tools=true]]", model=script.model(), tools=[wire])
+
+
+def test_a_batch_row_that_pauses_is_its_paused_error_and_the_error_pickles() -> None:
+    import pickle
+
+    ledger = Ledger()
+    tools = ledger.tools(refund=sd.needs_approval(ledger.issue_refund))
+    script = Script(agent(REFUND))
+    outcomes = sd.complete_batch("Refund {{ order }}. [[reply|use_tools=true]]", [{"order": "A1"}, {"order": "B2"}],
+                                 model=script.model(), tools=tools)
+    assert [type(o).__name__ for o in outcomes] == ["Paused", "Paused"]
+    paused = outcomes[0]
+    assert isinstance(paused, sd.Paused)
+    copy = pickle.loads(pickle.dumps(paused))
+    assert (copy.requests, copy.state) == (paused.requests, paused.state)
+    assert [row["context"] for row in (o.state for o in outcomes)] == [{"order": "A1"}, {"order": "B2"}]
