@@ -69,7 +69,7 @@ def resume_command(request: ResumeRequest) -> int:
     finished = {item["key"] for item in state.get("finished") or ()}
     # guards that passed before the pause are not shown again: nothing waits for their verdict
     guards = {s.key: program.plans[s].when for s in program.slots() if s.is_guard and s.key not in finished}
-    display = RunDisplay(console, guards, program.keys)
+    display = RunDisplay(console, guards, [k for k in program.keys if k not in finished])  # restored: not shown again
     started = time.perf_counter()
     options = {"model": model, "tools": tools, "approve": later, "on_halt": "return", "cache": cli.get("cache", True),
                "stop_at": cli.get("stop_at"), "include_paths": include_paths}

@@ -118,9 +118,6 @@ class ApprovalRun:
     def check_names(self, program: Program) -> None:
         """`approve=` names that are not tools of this run: a positioned error before any
         model call (`{{ }}` values are checked when their slot runs)."""
-        from ..check import close_match
-        from ..syntax.source import SourceMap
-
         known = list(self.toolbox.names)
         for plan in program.plans.values():
             raw = plan.control.get("approve")
@@ -128,6 +125,9 @@ class ApprovalRun:
                 continue
             unknown = [n for n in tool_names(raw) if n != "*" and n not in known]
             if unknown:
+                from ..check import close_match
+                from ..syntax.source import SourceMap
+
                 option = next(o for o in plan.slot.options if o.key == "approve")
                 pos = option.value_pos or option.pos
                 source = SourceMap(program.template.source, program.template.filename).for_file(pos.filename)
