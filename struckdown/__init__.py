@@ -53,6 +53,12 @@ _EXPORTS = {
     "BatchCounts": "provider_batch",
     "MCPServerError": "errors",
     "MCPSessions": "mcp_tools",
+    "resume": "api",
+    "resume_async": "api",
+    "resume_incremental_async": "api",
+    "Paused": "errors",
+    "ApprovalRequest": "approval_state",
+    "needs_approval": "run.approval",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -102,6 +108,10 @@ if TYPE_CHECKING:
     from .api import (
         register_type as register_type,
     )
+    from .api import resume as resume
+    from .api import resume_async as resume_async
+    from .api import resume_incremental_async as resume_incremental_async
+    from .approval_state import ApprovalRequest as ApprovalRequest
     from .environment import Environment as Environment
     from .environment import default_environment as default_environment
     from .errors import (
@@ -111,6 +121,7 @@ if TYPE_CHECKING:
         Halted as Halted,
     )
     from .errors import MCPServerError as MCPServerError
+    from .errors import Paused as Paused
     from .errors import (
         SlotError as SlotError,
     )
@@ -152,6 +163,7 @@ if TYPE_CHECKING:
     from .results import SlotResult as SlotResult
     from .results import ToolCall as ToolCall
     from .results import Usage as Usage
+    from .run.approval import needs_approval as needs_approval
     from .run.tools import BadModelOutput as BadModelOutput
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
     from .run.tools import readonly as readonly

@@ -26,6 +26,9 @@ __all__ = [
     "parse",
     "register_action",
     "register_type",
+    "resume",
+    "resume_async",
+    "resume_incremental_async",
 ]
 
 
@@ -117,3 +120,29 @@ def register_action(
     default_environment().register_action(name, func, side_effects=side_effects, role=role)
 
 
+
+
+def resume(
+    state: Mapping[str, Any] | str, decisions: Mapping[str, Any], *, template: str | None = None,
+    context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions],
+) -> Result:
+    """Continue a paused run (`Paused.state`) with `{request_id: True | False | "reason"}` (SPEC §12)."""
+    return default_environment().resume(state, decisions, template=template, context=context, **options)
+
+
+async def resume_async(
+    state: Mapping[str, Any] | str, decisions: Mapping[str, Any], *, template: str | None = None,
+    context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions],
+) -> Result:
+    """Continue a paused run (async)."""
+    return await default_environment().resume_async(state, decisions, template=template, context=context, **options)
+
+
+def resume_incremental_async(
+    state: Mapping[str, Any] | str, decisions: Mapping[str, Any], *, template: str | None = None,
+    context: Mapping[str, Any] | None = None, stream: bool = True, **options: Unpack[RunOptions],
+) -> AsyncGenerator[Any, None]:
+    """Continue a paused run, yielding its events."""
+    return default_environment().resume_incremental_async(
+        state, decisions, template=template, context=context, stream=stream, **options
+    )

@@ -29,11 +29,14 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
     from pydantic_ai.usage import UsageLimits
 
+    from .approval_state import ApprovalRequest
     from .provider_batch import ProviderBatch
     from .results import Result
 
     ModelLike = Model | str | None  # a Model, a model string or `module:factory`, None: environment/config
     ToolLike = Callable[..., Any] | Tool[Any]
+    # SPEC §12: (request) -> True | False | "reason" (sync or async), True/False for every call, None: pause
+    Approver = Callable[[ApprovalRequest], Any] | bool | None
 
 PathLike = str | os.PathLike[str]
 OnHalt = Literal["raise", "return"]
@@ -71,6 +74,7 @@ class RunOptions(TypedDict, total=False):
     stop_at: str | None
     strict_undefined: bool  # a variable neither in the context nor answered before: an error, not a warning
     mcp: Any  # MCP servers as slot tools: URLs, commands, .py paths, an mcp.json, MCPToolset/MCP objects (SPEC §16)
+    approve: Approver  # who decides tool calls that need approval; None: the run pauses (SPEC §12)
 
 
 class BatchExecutor(Protocol):
@@ -104,6 +108,7 @@ class Environment:
         include_paths: Sequence[PathLike] = (),
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         mcp: Any = None,
+        approve: Approver = None,
     ) -> None:
         self.model = model
         self.tools = tuple(tools)
@@ -118,6 +123,7 @@ class Environment:
             from .mcp_tools import resolve_servers
 
             resolve_servers(mcp)
+        self.approve = approve
         self.types = TypeRegistry()
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
@@ -263,6 +269,7 @@ class Environment:
             tool_timeout=options.get("tool_timeout", self.tool_timeout),
             requests=requests if requests is not None else _request_limiter(options.get("max_requests")),
             mcp=mcp,
+            approve=options.get("approve", self.approve),
         )
 
     async def complete_async(
@@ -347,6 +354,79 @@ class Environment:
         from .sync import iterate_sync
 
         return iterate_sync(lambda: self.complete_incremental_async(template, context, stream=stream, **options))
+
+    # -- resuming a paused run (SPEC §12) ----------------------------------------------
+    def _resumed(
+        self, state: Mapping[str, Any] | str, decisions: Mapping[str, Any], template: str | None,
+        options: RunOptions, *, stream: bool,
+    ) -> tuple[Program, dict[str, Any], Any]:
+        """The paused run's Program, its context and the settings that continue it; a
+        state or decisions that do not fit are a ValueError before any model call."""
+        from dataclasses import replace
+
+        from .approval_state import read_state
+
+        tools = self.engine_caches().toolbox(tuple(options.get("tools", self.tools)))
+        point = read_state(state, decisions, template=template, tools=tools.names)
+        path = options.get("template_path", point.template_path)  # where its includes resolve
+        program = self.parse(point.template, template_path=path, include_paths=options.get("include_paths"))
+        return program, point.context, replace(self.run_settings(options, stream=stream), resume=point)
+
+    async def resume_async(
+        self,
+        state: Mapping[str, Any] | str,
+        decisions: Mapping[str, Any],
+        *,
+        template: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> Result:
+        """Continue a paused run (`Paused.state`) with `{request_id: True | False | "reason"}`.
+
+        Slots that finished before the pause are not run again, the paused slot does not
+        resend the request that asked for the calls, and the calls of that response that
+        needed no approval are not run again. The run may pause again (`Paused`).
+        `context=` replaces the stored one (JSON) for values JSON cannot hold.
+        """
+        from .run import run_to_result
+
+        program, stored, settings = self._resumed(state, decisions, template, options, stream=False)
+        return await run_to_result(program, stored if context is None else context, settings)
+
+    def resume(
+        self,
+        state: Mapping[str, Any] | str,
+        decisions: Mapping[str, Any],
+        *,
+        template: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> Result:
+        """Sync `resume_async`."""
+        from .sync import run_sync
+
+        return run_sync(lambda: self.resume_async(state, decisions, template=template, context=context, **options))
+
+    async def resume_incremental_async(
+        self,
+        state: Mapping[str, Any] | str,
+        decisions: Mapping[str, Any],
+        *,
+        template: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        stream: bool = True,
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[Any, None]:
+        """`resume_async` as events (a pause again ends with `ProcessingComplete(paused=True)`)."""
+        from .run import events
+
+        program, stored, settings = self._resumed(state, decisions, template, options, stream=stream)
+        stream_of_events = events(program, stored if context is None else context, settings)
+        try:
+            async for event in stream_of_events:
+                yield event
+        finally:
+            await stream_of_events.aclose()
 
     async def complete_batch_async(
         self,

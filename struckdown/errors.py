@@ -12,11 +12,22 @@ error that must also be a pydantic-ai class, `ToolLimitExceeded` (a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from .results import Result, SlotResult, Usage
+
+
+class ApprovalRequestLike(Protocol):
+    """What `Paused.requests` holds (`struckdown.ApprovalRequest`; a Protocol here, so
+    errors.py imports nothing)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def tool_name(self) -> str: ...
 
 E = TypeVar("E", bound=BaseException)
 
@@ -189,3 +200,38 @@ class MCPServerError(StruckdownError):
 
     def __str__(self) -> str:
         return f"MCP server {self.server!r}: {self.detail}"
+
+
+class Paused(StruckdownError):
+    """Tool calls wait for a person's decision (SPEC §12): the run stopped instead of asking.
+
+    `requests` lists the `ApprovalRequest`s to decide; `state` is a JSON-serialisable dict
+    (write it anywhere) that `struckdown.resume(state, decisions, …)` continues from, in
+    this process or another; `results` is the Result of the slots that finished (its
+    `paused` is this error). Like `Halted`, the error keeps the slot results, not the
+    Result, so the two never form a reference cycle.
+    """
+
+    def __init__(self, requests: Sequence[ApprovalRequestLike], state: Mapping[str, Any]) -> None:
+        super().__init__(list(requests), dict(state))
+        self.requests = list(requests)
+        self.state = dict(state)
+        self._finished: Mapping[str, SlotResult] | None = None
+        self._order: tuple[str, ...] = ()
+        self._discarded: Usage | None = None
+
+    def __str__(self) -> str:
+        listed = "; ".join(f"{r.id}: {r.tool_name}" for r in self.requests)
+        count = len(self.requests)
+        return f"paused: {count} tool call{'s' if count != 1 else ''} await{'s' if count == 1 else ''} approval ({listed})"
+
+    def keep(self, finished: Mapping[str, SlotResult], order: tuple[str, ...], spent: Usage | None = None) -> None:
+        """Hold the slots that finished before the pause, and what the paused slots spent
+        so far (the engine calls this)."""
+        self._finished, self._order, self._discarded = dict(finished), tuple(order), spent
+
+    @property
+    def results(self) -> Result:
+        from .results import Result
+
+        return Result(self._finished or {}, self._order, discarded=self._discarded, paused=self)

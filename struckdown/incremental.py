@@ -99,6 +99,7 @@ class ProcessingComplete(_Event):
     type: ClassVar[str] = "processing_complete"
     result: Result
     early_termination: bool = False
+    paused: bool = False  # SPEC §12: the run waits for approval decisions (`result.paused` holds them)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,29 @@ class ProcessingError(_Event):
     type: ClassVar[str] = "processing_error"
     slot: str | None
     error: BaseException
+
+
+@dataclass(frozen=True)
+class ApprovalRequested(_Event):
+    """A tool call needs a person's yes (SPEC §12); pending guards were joined first."""
+
+    type: ClassVar[str] = "approval_requested"
+    slot: str
+    request_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ApprovalDecided(_Event):
+    """The decision on a request: `message` is None when approved, else the denial text
+    the model receives."""
+
+    type: ClassVar[str] = "approval_decided"
+    slot: str
+    request_id: str
+    approved: bool
+    message: str | None
 
 
 Event = Union[
@@ -119,9 +143,13 @@ Event = Union[
     CheckpointReached,
     ProcessingComplete,
     ProcessingError,
+    ApprovalRequested,
+    ApprovalDecided,
 ]
 
 __all__ = [
+    "ApprovalDecided",
+    "ApprovalRequested",
     "CheckpointReached",
     "Event",
     "ProcessingComplete",

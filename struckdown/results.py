@@ -21,6 +21,19 @@ class HaltInfo(Protocol):
     def results(self) -> Result | None: ...
 
 
+class PauseInfo(Protocol):
+    """What `Result.paused` holds: the `struckdown.Paused` of a run waiting for approval
+    decisions (SPEC §12)."""
+
+    state: dict[str, Any]
+
+    @property
+    def requests(self) -> list[Any]: ...
+
+    @property
+    def results(self) -> Result | None: ...
+
+
 @dataclass(frozen=True)
 class Usage:
     """Requests, tool calls and tokens; summed per slot and per run."""
@@ -104,7 +117,7 @@ class Result(Mapping[str, Any]):
     `result["a"]`, `result.a`, `dict(result)`; `result.results[key]` is the SlotResult.
     """
 
-    __slots__ = ("results", "halted", "_order", "_discarded")
+    __slots__ = ("results", "halted", "_order", "_discarded", "paused")
 
     def __init__(
         self,
@@ -112,6 +125,7 @@ class Result(Mapping[str, Any]):
         order: tuple[str, ...] = (),
         halted: HaltInfo | None = None,
         discarded: Usage | None = None,
+        paused: PauseInfo | None = None,
     ) -> None:
         rank = {k: i for i, k in enumerate(order)}
         ordered = sorted(results, key=lambda k: rank.get(k, len(rank)))
@@ -120,6 +134,8 @@ class Result(Mapping[str, Any]):
         object.__setattr__(self, "_order", order)
         # what answers computed beside a tripped guard cost: they are not delivered, but billed
         object.__setattr__(self, "_discarded", discarded or Usage())
+        # SPEC §12: the `struckdown.Paused` of a run that waits for approval decisions
+        object.__setattr__(self, "paused", paused)
 
     def __getitem__(self, key: str) -> Any:
         return self.results[key].output
@@ -140,11 +156,11 @@ class Result(Mapping[str, Any]):
         raise AttributeError("Result is read-only")
 
     def __repr__(self) -> str:
-        return f"Result({dict(self)!r}{', halted' if self.halted else ''})"
+        return f"Result({dict(self)!r}{', halted' if self.halted else ''}{', paused' if self.paused else ''})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         # read-only slots: rebuilt through the constructor (Halted holds no Result, so no cycle)
-        return (Result, (self.results, self._order, self.halted, self._discarded))
+        return (Result, (self.results, self._order, self.halted, self._discarded, self.paused))
 
     @property
     def order(self) -> tuple[str, ...]:

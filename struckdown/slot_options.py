@@ -54,6 +54,27 @@ def _string(value: Any) -> str:
     return str(value)
 
 
+def tool_names(value: Any) -> tuple[str, ...]:
+    """`approve=` (SPEC §12): one tool name, a quoted list `"a, b"`, or `"*"` (every tool
+    of the slot that is not @readonly). Whether the names are tools of the run is checked
+    when the run starts, before any model call: the tools are the run's."""
+    if isinstance(value, (tuple, list)):
+        value = ", ".join(str(v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError('expected a tool name, a quoted list "a, b" or "*"')
+    names = tuple(name.strip() for name in value.split(","))
+    if names == ("*",):
+        return names
+    for name in names:
+        if not name.isidentifier():
+            raise ValueError(
+                f'{name!r} is not a tool name; expected a tool name, a quoted list "a, b" or "*"'
+                if name
+                else 'an empty name; expected a tool name, a quoted list "a, b" or "*"'
+            )
+    return names
+
+
 def _thinking(value: Any) -> str:
     text = str(value).lower() if not isinstance(value, bool) else ("high" if value else "off")
     if text not in THINKING_LEVELS:
@@ -100,6 +121,7 @@ CONTROL_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
     "tool_timeout": _positive,
     "when": _boolean,
     "mcp": server_names,
+    "approve": tool_names,
 }
 
 
@@ -116,7 +138,7 @@ def check_option(key: str, value: Any) -> Any:
 def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     """Every keyed option a slot of this type accepts (for messages and hints)."""
     keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
-    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout", "mcp"]
+    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve"]
     if type_name == "halt":
         keys.append("when")
     return keys

@@ -23,7 +23,10 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-EXIT_CODES = "Exit codes: 0 ok, 1 model or runtime error, 2 template or input error, 3 halted by a guard."
+EXIT_CODES = (
+    "Exit codes: 0 ok, 1 model or runtime error, 2 template or input error, 3 halted by a guard, "
+    "4 awaiting approval (--pause-to)."
+)
 
 TemplateArg = Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)]
 ContextOpt = Annotated[
@@ -73,6 +76,16 @@ McpConfigOpt = Annotated[
     ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")]
+ApproveOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--approve",
+        metavar="all|none",
+        help="Decide every tool call that needs approval: all allows them, none denies them. "
+        "Default: ask on a terminal, else none (with a note).",
+        show_default=False,
+    ),
+]
 IncludeOpt = Annotated[
     Optional[list[Path]],
     typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
@@ -146,6 +159,17 @@ def run(
     ] = False,
     mcp: McpOpt = None,
     mcp_config: McpConfigOpt = None,
+    approve: ApproveOpt = None,
+    pause_to: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--pause-to",
+            metavar="FILE",
+            help="When a tool call needs approval, write the run's state to FILE and exit 4; "
+            "continue with `sd resume FILE`.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
@@ -167,12 +191,69 @@ def run(
                 strict=strict,
                 mcp=mcp or (),
                 mcp_config=mcp_config,
+                approve=approve,
+                pause_to=pause_to,
             )
         )
     raise typer.Exit(code)
 
 
 app.command("chat", help="Same as `sd run`.", epilog=EXIT_CODES)(run)
+
+
+@app.command("resume", epilog=EXIT_CODES)
+def resume_(
+    state_file: Annotated[Path, typer.Argument(help="The state `sd run --pause-to FILE` wrote.", show_default=False)],
+    approve: Annotated[
+        Optional[list[str]],
+        typer.Option("--approve", metavar="ID", help="Allow this paused call (repeatable).", show_default=False),
+    ] = None,
+    deny: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--deny", metavar="ID[=REASON]", help="Deny this paused call; the model reads REASON (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    approve_all: Annotated[bool, typer.Option("--approve-all", help="Allow every call that needs approval.")] = False,
+    deny_all: Annotated[bool, typer.Option("--deny-all", help="Deny every call that needs approval.")] = False,
+    model: ModelOpt = None,
+    tools: ToolsOpt = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="Write {answers, usage, halted} to this JSON file.", show_default=False),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print only the answers as JSON on stdout (the display goes to stderr).")
+    ] = False,
+    pause_to: Annotated[
+        Optional[Path],
+        typer.Option("--pause-to", metavar="FILE", help="Where a new pause goes. Default: STATE_FILE.",
+                     show_default=False),
+    ] = None,
+) -> None:
+    """Continue a run paused for approval: decide its calls, then run the rest.
+
+    The model and tools file are the paused run's unless --model / --tools say otherwise. Calls left undecided are asked on a terminal. A later call that needs approval pauses the run again (exit 4), unless --approve-all or --deny-all decides it.
+    """  # noqa: E501 - typer keeps line breaks inside a paragraph
+    with reporting_errors():
+        from .resume_cmd import ResumeRequest, resume_command
+
+        code = resume_command(
+            ResumeRequest(
+                state_file=state_file,
+                approve=approve or (),
+                deny=deny or (),
+                approve_all=approve_all,
+                deny_all=deny_all,
+                model=model,
+                tools_file=tools,
+                output=output,
+                as_json=as_json,
+                pause_to=pause_to,
+            )
+        )
+    raise typer.Exit(code)
 
 
 @app.command(epilog="Exit codes: 0 no errors (warnings allowed), 1 errors found, 2 unreadable input.")
@@ -258,6 +339,12 @@ def batch(
         bool, typer.Option("--keep-journal", help="Keep the journal even when every row succeeded.")
     ] = False,
     include_path: IncludeOpt = None,
+    approve: Annotated[
+        str,
+        typer.Option(
+            "--approve", metavar="all|none", help="Decide every tool call that needs approval: all allows, none denies."
+        ),
+    ] = "none",
     engine: Annotated[
         str,
         typer.Option(
@@ -356,6 +443,7 @@ def batch(
                 batch_size=batch_size,
                 mcp=mcp or (),
                 mcp_config=mcp_config,
+                approve=approve,
             )
         )
     raise typer.Exit(code)

@@ -45,9 +45,13 @@ class BatchRequest:
     batch_size: int | None = None  # requests per provider batch (None: 1,000)
     mcp: Sequence[str] = ()  # --mcp servers
     mcp_config: Path | None = None  # --mcp-config FILE
+    approve: str = "none"  # SPEC §12: all | none decides every tool call that needs approval
 
 
 def batch_command(request: BatchRequest) -> int:
+    from .approval_cmd import approve_flag
+
+    approve_flag(request.approve)  # all | none, before any row runs
     check_flags(request.provider_batch, request.batch_wait, request.batch_size, request.engine)
     program = load_program(request.template, request.include_paths)
     rows = read_inputs(request.inputs, warn=_warn)
@@ -85,6 +89,8 @@ def job_fingerprint(request: BatchRequest, program: Any) -> str:
     job = {"template": program.template.source, "includes": includes, "model": request.model or model_env, "tools": tools}
     if request.mcp or request.mcp_config is not None:  # MCP servers decide answers too (no key: older journals match)
         job["mcp"] = [*request.mcp, *_config_text(request.mcp_config)]
+    if request.approve == "all":  # allowed calls give other answers than denied ones
+        job["approve"] = "all"
     return content_hash(job)
 
 
@@ -229,6 +235,7 @@ def _local_runner(request: BatchRequest, program: Any, job: BatchJob | None = No
             max_requests=request.max_requests or 2 * request.jobs,
             provider_batch=job.batch if job is not None else None,
             mcp=mcp,
+            approve=request.approve == "all",
         )
 
     return run
@@ -247,7 +254,9 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
         from ..distributed import DaskExecutor
     except ImportError as exc:
         raise CliError(f"--engine dask: {exc}") from None
-    kwargs: dict[str, Any] = {"model": request.model, "tools": _dask_tools(request.tools_file)}
+    kwargs: dict[str, Any] = {
+        "model": request.model, "tools": _dask_tools(request.tools_file), "approve": request.approve == "all",
+    }
     mcp = loading.load_mcp(request.mcp, request.mcp_config)
     if mcp is not None:
         kwargs["mcp"] = mcp

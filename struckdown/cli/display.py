@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
@@ -113,6 +114,18 @@ class RunDisplay:
         if self.owner is not None:  # the run ended mid-answer (an error)
             self.streams.clear()
             self._finish_owner()
+
+    @contextmanager
+    def suspended(self) -> Iterator[None]:
+        """The live region steps aside while a person is asked something (SPEC §12)."""
+        live = self._live
+        if live is not None:
+            live.stop()
+        try:
+            yield
+        finally:
+            if live is not None and self._live is live:
+                live.start()
 
     def __rich__(self) -> RenderableType:
         """The live region; called from rich's refresh thread, so it reads snapshots."""
@@ -236,6 +249,18 @@ class RunDisplay:
         else:  # (a slot that streamed while another one was writing shows up here, whole)
             self._line(Text(f"{slot}: {value}"))
 
+    def _on_approval_requested(self, event: Any) -> None:
+        label = call_label(event.tool_name, event.arguments)
+        self._line(Text(f"[{event.slot}] {event.request_id}: {label} needs approval", style="yellow"))
+
+    def _on_approval_decided(self, event: Any) -> None:
+        line = Text(f"[{event.slot}] {event.request_id}: ", style="yellow")
+        if event.approved:
+            line.append("allowed", style="green")
+        else:
+            line.append(f"denied ({visible(str(event.message))})", style="red")
+        self._line(line)
+
     def _on_slot_retracted(self, event: Any) -> None:
         self.streams.pop(event.slot, None)
         if self.owner == event.slot:
@@ -268,6 +293,10 @@ class RunDisplay:
                 line.append(f": {visible(str(result.halted.reason))}")
             self._line(line)
             self._line(Text(stats, style="dim"))
+        elif getattr(result, "paused", None) is not None:
+            count = len(result.paused.requests)
+            waits = "call awaits" if count == 1 else "calls await"
+            self._line(Text(f"paused: {count} {waits} approval · {stats}", style="yellow"))
         else:
             self._line(Text(f"done · {stats}", style="dim"))
 

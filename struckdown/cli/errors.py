@@ -14,6 +14,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1  # model or runtime error (also: `sd check` found errors, a batch row failed)
 EXIT_TEMPLATE = 2  # the template, a context/input/tools file or the command line is wrong
 EXIT_HALTED = 3  # a guard stopped the run
+EXIT_PAUSED = 4  # tool calls await approval (`--pause-to FILE` wrote the run's state)
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 
@@ -67,6 +68,10 @@ def exit_code(exc: BaseException) -> int:
         return EXIT_TEMPLATE
     if isinstance(exc, Halted):
         return EXIT_HALTED
+    from ..errors import Paused
+
+    if isinstance(exc, Paused):
+        return EXIT_PAUSED
     return EXIT_ERROR
 
 

@@ -51,6 +51,12 @@ class PlanTree:
 
         self.program = program
         self.tools = [describe_tool(t) for t in tools]
+        self.needs_approval: set[str] = set()  # the host's marks (SPEC §12)
+        if tools:
+            from ..run.approval import host_needs_approval
+            from ..run.tools import tool_name
+
+            self.needs_approval = {tool_name(t) for t in tools if host_needs_approval(t)}
         self.ceiling = Limits.of(program.environment.limits)
         self._parent: Tree = Tree("")
         self._in_together = False
@@ -85,6 +91,8 @@ class PlanTree:
             line.append(f"{summary}")
             if readonly:
                 line.append("  @readonly", style="green")
+            if name in self.needs_approval:
+                line.append("  @needs_approval", style="yellow")
             branch.add(line)
 
     # -- nodes: one method per node class ---------------------------------------
@@ -164,15 +172,35 @@ class PlanTree:
         node.add(f"limits: {requests} · {calls} · {clamped.output_tokens_limit:,} output tokens")
         if not plan.use_tools:
             return
+        approve = plan.control.get("approve")
         if not self.tools:
             node.add("tools: the ones passed at run time (--tools)")
+            if approve is not None:
+                node.add(Text(f"approve={option_value(approve)}: those calls wait for a person's decision", style="yellow"))
             return
         names = ", ".join(name for name, _, _ in self.tools)
         node.add(f"tools: {names}")
         if "max_iter" in plan.control:
             node.add("the last permitted request offers no tools, so the model must answer")
-        if not all(readonly for _, _, readonly in self.tools):
+        waiting = self._approval(approve)
+        if waiting:
+            node.add(Text(f"calls of {', '.join(waiting)} wait for a person's decision (approve=, or a pause)",
+                          style="yellow"))
+        if not all(readonly and name not in waiting for name, _, readonly in self.tools):
             node.add(Text("waits for pending guards before it starts (not every tool is @readonly)", style="yellow"))
+
+    def _approval(self, approve: Any) -> list[str]:
+        """The tools whose calls need approval in a slot: the host's, plus its approve=."""
+        from ..slot_options import tool_names
+        from ..syntax.nodes import JinjaValue
+
+        asked: tuple[str, ...] = ()
+        if approve is not None and not isinstance(approve, JinjaValue):
+            asked = tool_names(approve)
+        return [
+            name for name, _, readonly in self.tools
+            if name in self.needs_approval or name in asked or ("*" in asked and not readonly)
+        ]
 
     @staticmethod
     def _clamped(ceiling: int | None, limit: int | None, asked: Any, option: str, unit: str) -> str:

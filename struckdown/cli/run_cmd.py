@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import loading
+from . import approval_cmd, loading
 from .display import RunDisplay, answer_order, make_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError, interrupts_end_the_process
 from .io import dumps, load_context, write_json
@@ -34,6 +34,8 @@ class RunRequest:
     strict: bool = False  # undefined variables are an error, not a warning
     mcp: Sequence[str] = ()  # --mcp servers
     mcp_config: Path | None = None  # --mcp-config FILE
+    approve: str | None = None  # SPEC §12: all | none decides every call that needs approval
+    pause_to: Path | None = None  # pause instead: the state goes to this file, exit code 4
 
 
 def run_command(request: RunRequest) -> int:
@@ -52,20 +54,39 @@ def run_command(request: RunRequest) -> int:
     console = make_console(sys.stderr if request.as_json else sys.stdout)
     guards = {slot.key: program.plans[slot].when for slot in program.slots() if slot.is_guard}
     display = RunDisplay(console, guards, program.keys, answer_order(program))
+    approve = approval_cmd.decider(request.approve, request.pause_to, display)
     started = time.perf_counter()
-    result = asyncio.run(_drive(program, context, display, request, model=model, tools=tools, mcp=mcp))
+    result = asyncio.run(
+        _drive(program, context, display, request, model=model, tools=tools, mcp=mcp, approve=approve)
+    )
     display.summary(result, time.perf_counter() - started)
     if request.output is not None:
         write_json(request.output, run_record(result))
     if request.as_json:
         sys.stdout.write(dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
+    if result.paused is not None and request.pause_to is not None:
+        approval_cmd.write_pause(request.pause_to, result.paused, _resume_flags(request, model))
+        return approval_cmd.report_pause(result.paused, request.pause_to)
     return EXIT_HALTED if result.halted is not None else EXIT_OK
+
+
+def _resume_flags(request: RunRequest, model: Any) -> dict[str, Any]:
+    """What `sd resume` needs to run the paused template again as this run did."""
+    return {
+        "model": model if isinstance(model, str) else request.model,
+        "tools": str(request.tools_file.resolve()) if request.tools_file is not None else None,
+        "include_paths": [str(p) for p in request.include_paths],
+        "stream": request.stream,
+        "cache": request.cache,
+        "stop_at": request.stop_at,
+    }
 
 
 async def _drive(
     program: Any, context: dict[str, Any], display: RunDisplay, request: RunRequest, *, model: Any, tools: list[Any],
     mcp: list[str] | None = None,
+    approve: Any = None,
 ) -> Any:
     from ..api import complete_incremental_async
 
@@ -82,6 +103,7 @@ async def _drive(
             stop_at=request.stop_at,
             strict_undefined=request.strict,
             mcp=mcp,
+            approve=approve,
         ):
             display.handle(event)
             if event.type == "processing_complete":
@@ -94,8 +116,11 @@ async def _drive(
 def run_record(result: Any) -> dict[str, Any]:
     """What `-o out.json` holds."""
     halted = result.halted
-    return {
+    record = {
         "answers": result.to_dict(),
         "usage": result.usage.to_dict(),
         "halted": None if halted is None else {"slot": halted.slot, "reason": halted.reason},
     }
+    if getattr(result, "paused", None) is not None:
+        record["paused"] = [r.to_dict() for r in result.paused.requests]  # SPEC §12: awaiting approval
+    return record

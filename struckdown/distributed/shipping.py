@@ -20,7 +20,7 @@ from typing import Any
 #: factory names resolved on the workers.
 _KWARGS = frozenset({
     "model", "tools", "deps", "deps_type", "limits", "on_halt", "settings", "cache", "stop_at",
-    "model_factory", "deps_factory", "mcp",
+    "model_factory", "deps_factory", "mcp", "approve",
 })  # fmt: skip
 
 
@@ -79,6 +79,11 @@ def ship_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"stop_at= must be a slot key (str), not {type(stop_at).__name__}")
     out["stop_at"] = stop_at
     out["mcp"] = _mcp_spec(kwargs.get("mcp"))
+    if "approve" in kwargs:  # SPEC §12: a decision for every call; a function cannot travel
+        approve = kwargs["approve"]
+        if approve is not None and not isinstance(approve, bool):
+            raise ValueError("approve= must be True or False for a Dask batch: a function cannot be shipped to workers")
+        out["approve"] = approve
     # deps_type is accepted for compatibility; the engine does not use it, so it stays here.
     return out
 

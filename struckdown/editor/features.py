@@ -60,6 +60,10 @@ OPTION_DOCS: dict[str, str] = {
         "Seconds one tool call may take before it is cancelled (the model reads a TimeoutError); "
         "lowers the caller's ceiling, never raises it."
     ),
+    "approve": (
+        'Calls of these tools wait for a person\'s yes: one name, a quoted list `"a, b"`, or `"*"` '
+        "(every tool of the slot that is not @readonly); adds to the host's, never removes."
+    ),
     "when": "A guard halts the run when `triggered` equals this (default true).",
     "mcp": '`mcp=name` or `mcp="a, b"`: an agent slot that may use these MCP servers\' tools (`<server>_<tool>`).',
 }

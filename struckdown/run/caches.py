@@ -31,6 +31,7 @@ class EngineCaches:
         self._toolboxes: dict[tuple[int, ...], ToolBox] = {}
         self._text_outputs: dict[int, tuple[OutputSpec, Any]] = {}
         self._cached_models: dict[int, tuple[Any, CachedModel]] = {}
+        self._deferrable: dict[int, tuple[Any, list[Any]]] = {}
         self._lock = threading.Lock()
 
     def agent_for(self, output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
@@ -85,6 +86,21 @@ class EngineCaches:
                 self._cached_models.clear()
             self._cached_models[id(model)] = (model, wrapper)
         return wrapper
+
+    def deferrable(self, output_type: Any) -> list[Any]:
+        """The output type or `DeferredToolRequests`: what a slot whose calls may wait for
+        approval asks for (SPEC §12). One list per type, so its agent is reused."""
+        from pydantic_ai.tools import DeferredToolRequests
+
+        held = self._deferrable.get(id(output_type))
+        if held is not None and held[0] is output_type:
+            return held[1]
+        union = [output_type, DeferredToolRequests]
+        with self._lock:
+            if len(self._deferrable) >= _MAX_TEXT_OUTPUTS:
+                self._deferrable.clear()
+            self._deferrable[id(output_type)] = (output_type, union)
+        return union
 
     def text_output(self, spec: OutputSpec) -> Any:
         """Text with rules (pattern, lengths): a failed check goes back to the model."""

@@ -43,6 +43,7 @@ from ..plan import Program, Segment
 from ..results import Result, SlotResult, Usage
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
 from ..variables import check_context
+from .approval import ApprovalRun, SegmentPaused, SlotPaused
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
@@ -70,6 +71,8 @@ class RunSettings:
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
     provider_batch: Any = None  # a struckdown.ProviderBatch: requests go through the provider's batch API
     mcp: Any = None  # the MCPSessions of this run (or batch), None without MCP servers
+    approve: Any = None  # SPEC §12: who decides calls that need approval (None: the run pauses)
+    resume: Any = None  # a ResumePoint (struckdown/approval_state.py): the paused run this one continues
 
 
 @dataclass
@@ -134,12 +137,19 @@ class Run:
             cache=_cache(self.options.cache, environment.response_caches),
             mcp=self.options.mcp,
         )
+        self.approval = ApprovalRun(
+            decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
+            resume=self.options.resume,
+        )
+        self.approval.check_names(self.program)  # approve= names that are no tools: before any model call
+        self.env.approval = self.approval
 
     # -- the run -------------------------------------------------------------
     async def main(self) -> None:
         try:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
+            await self.approval.announce()
             segments = self._segments_to_run()
             if len(segments) == 1 and not self.guards.states:
                 await self._run_segment(segments[0])  # nothing runs beside it: no task group needed
@@ -161,6 +171,10 @@ class Run:
             await self.emit(ProcessingError(self.slot_of(error), error))
             error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
             raise error
+        if self.approval.paused:  # SPEC §12: calls wait for decisions; the state resumes the run
+            paused = self.approval.pause(self.program, self.context, self.results)
+            await self.emit(ProcessingComplete(paused.results, early_termination=False, paused=True))
+            return
         result = Result(self.results, self.program.keys)
         await self.emit(ProcessingComplete(result, early_termination=False))
 
@@ -222,12 +236,17 @@ class Run:
     async def _run_segment(self, segment: Segment) -> None:
         for key in segment.waits_for:
             await self.ready[key].wait()
-        conversation = self._inherited(segment)
         try:
+            if self.approval.blocks(segment.waits_for):
+                raise SegmentPaused  # an answer it reads waits for approval decisions
+            conversation = self._inherited(segment)
             with anyio.CancelScope() as scope:
                 if self.options.stop_at in segment.keys:
                     self._stop_scope, self._stop_segment = scope, segment.index  # cancelled after that slot
                 await self._walk(segment.nodes, conversation, segment.index)
+        except SegmentPaused:
+            self.approval.block(segment.keys, self.results)  # the rest of the run goes on beside it
+            return
         finally:
             self.guards.skip(segment.guards)
             for key in segment.keys:
@@ -350,9 +369,17 @@ class Run:
         with self.blaming(node.key):
             resolved = resolve_plan(plan, self.variables, self.renderer)
             spec = output_for(plan, resolved, self.program.environment.types)
-            result = await run_model_slot(
-                env, plan, resolved, spec, history=history, prompt=prompt, instructions=instructions
-            )
+            restored = self.approval.restored(node.key, spec)  # finished before the pause: not run again
+            if restored is not None:
+                self._store(restored)
+                return restored
+            try:
+                result = await run_model_slot(
+                    env, plan, resolved, spec, history=history, prompt=prompt, instructions=instructions
+                )
+            except SlotPaused as paused:
+                self.approval.hold(paused.record)
+                raise SegmentPaused from None
         self.env.streaming_now.discard(node.key)
         self._store(result)
         await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached))
@@ -391,6 +418,19 @@ class Run:
 
     async def _action(self, node: Action, conversation: Conversation, segment: int) -> None:
         spec = self.program.environment.actions.get(node.name)
+        replayed, value = self.approval.replayed_action(node) if node.key is None else (False, None)
+        restored = self.approval.restored(node.key, None) if node.key is not None else None
+        if replayed or restored is not None:  # it ran before the pause: not again
+            if restored is not None:
+                self._store(restored)
+                value = restored.output
+            else:
+                self.approval.ran_action(node, value)
+            if spec.role is not None:
+                conversation.add_turn(spec.role, as_text(value))
+            if node.key is not None:
+                self._after(node.key)
+            return
         if spec.side_effects:
             await self.guards.join(segment)
         args: list[Any] = []
@@ -409,6 +449,8 @@ class Run:
                 value = await call_action(spec, args, kwargs, self.variables)
             except Exception as exc:
                 raise TemplateRuntimeError(f"action @{node.name} failed: {type(exc).__name__}: {exc}") from exc
+        if node.key is None:
+            self.approval.ran_action(node, value)  # for the state of a pause
         if node.key is not None:
             result = SlotResult(node.key, f"@{node.name}", value, elapsed_ms=(time.perf_counter() - started) * 1000)
             self._store(result)
@@ -438,18 +480,24 @@ class Run:
                 guard_conv.add_text(prompt)
                 self._start_guard(node, guard_conv, segment)
         answers: dict[str, SlotResult] = {}
+        paused: list[str] = []
 
         async def member(node: Slot, question: str) -> None:
             prompt = "\n\n".join(p for p in (shared, question) if p)
             history = list(base_history)
             env = self._slot_env(segment)
-            answers[node.key] = await self._fill(node, history, prompt or None, conversation.instructions(), env)
+            try:
+                answers[node.key] = await self._fill(node, history, prompt or None, conversation.instructions(), env)
+            except SegmentPaused:  # its siblings go on; the block pauses once they are done
+                paused.append(node.key)
 
         async with anyio.create_task_group() as tg:
             for node, question in members:
                 if not node.is_guard:
                     tg.start_soon(member, node, question)
         await self.guards.join(segment)
+        if paused:
+            raise SegmentPaused
         if shared:
             conversation.history.append(user_turn(shared))
         for node, question in members:
@@ -469,6 +517,9 @@ async def run_to_result(program: Program, context: Mapping[str, Any] | None, opt
             final.append(event.result)
 
     await Run(program, dict(context or {}), options, keep_result).main()
+    paused = final[0].paused
+    if isinstance(paused, BaseException):
+        raise paused  # SPEC §12: complete() raises Paused; the incremental API yields it
     return final[0]
 
 

@@ -55,6 +55,7 @@ class SlotEnv:
     cache: Any = None  # a resolved response cache (aget/aput) or None
     mcp: Any = None  # the run's MCPSessions (struckdown.mcp_tools), None without MCP servers
     streaming_now: set[str] = field(default_factory=set)
+    approval: Any = None  # the run's ApprovalRun (run/approval.py): who decides calls that need approval
 
 
 @dataclass(frozen=True)
@@ -178,16 +179,32 @@ async def run_model_slot(
     max_iter = resolved.control.get("max_iter")
     limits = _limits(env, plan, resolved)
     wrap: ToolWrap | None = None
+    gate = None  # SPEC §12: the slot's approvals (run/approval.py)
+    if use_tools and env.approval is not None:
+        gate = env.approval.gate(key, resolved.control.get("approve"), env.join_guards, plan.slot.is_guard)
     if use_tools:
-        if not env.toolbox.all_readonly or (mcp is not None and not mcp.all_readonly):
+        readonly = (env.toolbox.readonly_names | mcp.readonly) if mcp else env.toolbox.readonly_names
+        if gate is not None:
+            readonly = readonly - gate.names  # approval wins over @readonly (and readOnlyHint)
+        every = set(env.toolbox.names) | (set(mcp.names) if mcp else set())
+        if not every <= readonly or (mcp is not None and not mcp.listed):
             await env.join_guards()
+        last_request = limits.request_limit if max_iter is not None else None
+        if last_request is not None and gate is not None:
+            last_request -= gate.steps  # a resumed agent run counts its steps from 0 again
         wrap = ToolWrap(
             slot=key, emit=env.emit, join_guards=env.join_guards,
-            readonly_names=(env.toolbox.readonly_names | mcp.readonly) if mcp else env.toolbox.readonly_names,
-            last_request=limits.request_limit if max_iter is not None else None,
+            readonly_names=readonly,
+            last_request=last_request,
             timeout=_tool_timeout(env.tool_timeout, resolved.control.get("tool_timeout"), key),
+            approval=gate.names if gate is not None else frozenset(),
+            defer=gate.handle if gate is not None else None,
         )
+        if gate is not None:
+            gate.restore_calls(wrap)
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
+    if gate is not None and gate.may_pause:  # its run may end with DeferredToolRequests
+        output_type = caches.deferrable(output_type)
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
     model = env.resolve_model(resolved.settings.get("model"))
     settings = model_settings(env.settings, resolved.settings, env.environment.models.defaults(model))
@@ -199,16 +216,19 @@ async def run_model_slot(
     token = CURRENT_WRAP.set(wrap)
     cache_token = CURRENT_CACHE_RUN.set(cache_run)
     try:
+        arguments: dict[str, Any] = {
+            "user_prompt": prompt, "message_history": history or None, "capabilities": list(env.capabilities) or None,
+        }
+        if gate is not None and gate.resumed is not None:  # the paused run's messages and the decisions
+            arguments = gate.resume_arguments(arguments)
         run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
-            prompt,
-            message_history=history or None,
             instructions=instructions,
             deps=env.deps,
             model_settings=settings,
             usage_limits=limits.usage_limits(),
-            capabilities=list(env.capabilities) or None,
             event_stream_handler=streamer.handle if streamer else None,
             toolsets=mcp.toolsets if mcp else None,
+            **arguments,
         )
     except UsageLimitExceeded as exc:
         if isinstance(exc, ToolLimitExceeded):
@@ -227,6 +247,8 @@ async def run_model_slot(
     finally:
         CURRENT_WRAP.reset(token)
         CURRENT_CACHE_RUN.reset(cache_token)
+    if gate is not None and wrap is not None:
+        gate.check(run, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
     if streamer is not None:
         await streamer.flush()
     value = spec.to_value(run.output)

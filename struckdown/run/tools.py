@@ -15,13 +15,13 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import anyio
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ToolFailed, UnexpectedModelBehavior, UsageLimitExceeded
+from pydantic_ai.exceptions import ApprovalRequired, ToolFailed, UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.toolsets import WrapperToolset
 
 from ..errors import StruckdownError
@@ -124,7 +124,7 @@ class Flight:
 
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: tuple[Any, bool, str | None] | None = None  # (output, ok, error)
-    retry: ModelRetry | None = None  # a retry is re-raised to every waiter, never cached
+    retry: ModelRetry | ApprovalRequired | None = None  # re-raised to every waiter, never cached
 
 
 def _canonical(arguments: Any) -> str:
@@ -141,6 +141,8 @@ class ToolWrap:
     readonly_names: frozenset[str] = frozenset()
     last_request: int | None = None  # with max_iter: this request offers no tools
     timeout: float | None = None  # seconds one call may take
+    approval: frozenset[str] = frozenset()  # tools whose calls wait for a decision (SPEC §12, run/approval.py)
+    defer: Callable[[Any, Any], Awaitable[Any]] | None = None  # decides calls pydantic-ai deferred (its handler)
     calls: list[ToolCall] = field(default_factory=list)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
@@ -162,6 +164,17 @@ def _unsendable(name: str, output: Any) -> str | None:
     return None
 
 
+def _unapproved(tools: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
+    """Those tools declared 'unapproved', as `Tool(requires_approval=True)` is: pydantic-ai
+    defers their calls to the slot's approval gate (run/approval.py)."""
+    return {
+        name: replace(tool, tool_def=replace(tool.tool_def, kind="unapproved"))
+        if name in names and tool.tool_def.kind == "function"
+        else tool
+        for name, tool in tools.items()
+    }
+
+
 @dataclass
 class SlotToolset(WrapperToolset[Any]):
     """Per-slot tool interception: events, single-flight cache, guard join, errors.
@@ -179,7 +192,8 @@ class SlotToolset(WrapperToolset[Any]):
         assert self.state is not None
         if self.state.last_request is not None and ctx.run_step >= self.state.last_request:
             return {}
-        return await super().get_tools(ctx)
+        tools = await super().get_tools(ctx)
+        return _unapproved(tools, self.state.approval) if self.state.approval else tools
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
         state = self.state
@@ -228,8 +242,10 @@ class SlotToolset(WrapperToolset[Any]):
             else:
                 problem = _unsendable(name, output)
             flight.outcome = (output, True, None) if problem is None else (problem, False, problem)
-        except ModelRetry as exc:
-            del inflight[key]  # a retry is not an answer to cache
+        except (ModelRetry, ApprovalRequired) as exc:
+            # a retry is not an answer to cache; nor is a call that asks for approval from
+            # inside (pydantic-ai's ApprovalRequiredToolset): it is deferred, then called again
+            del inflight[key]
             flight.retry = exc
         except Exception as exc:  # a failing tool is information for the model
             error = f"{type(exc).__name__}: {exc}"
@@ -255,6 +271,14 @@ class WrapSlotTools(AbstractCapability[Any]):
         state = CURRENT_WRAP.get()
         assert state is not None, "a tool agent runs only inside a slot run"
         return SlotToolset(toolset, state=state)
+
+    async def handle_deferred_tool_calls(self, ctx: RunContext[Any], *, requests: Any) -> Any:
+        """Calls that need approval (SPEC §12) go to the slot's gate (run/approval.py); no
+        gate: they stay open, and the agent run ends with them."""
+        state = CURRENT_WRAP.get()
+        if state is None or state.defer is None:
+            return None
+        return await state.defer(ctx, requests)
 
 
 @dataclass

@@ -15,7 +15,6 @@ from mcp_support import HttpServer, serving  # noqa: E402
 from notes_server import Record, build  # noqa: E402
 
 # Needs the approval machinery (issue 15, branch approval): delete this line once it is merged.
-collect_ignore = ["test_mcp_approval.py"]
 
 
 @pytest.fixture(scope="module")
