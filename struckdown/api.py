@@ -59,11 +59,14 @@ async def complete_batch_async(
     concurrency: int = 8,
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
+    batch_limits: Any = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
-    """Run one template over many contexts; results in input order."""
+    """Run one template over many contexts; results in input order (`batch_limits=` and
+    `max_cost=` are the whole batch's budget)."""
     return await default_environment().complete_batch_async(
-        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+        batch_limits=batch_limits, **options,
     )
 
 
@@ -74,11 +77,13 @@ def complete_batch(
     concurrency: int = 8,
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
+    batch_limits: Any = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
     """Sync `complete_batch_async`."""
     return default_environment().complete_batch(
-        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+        batch_limits=batch_limits, **options,
     )
 
 

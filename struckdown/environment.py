@@ -66,6 +66,11 @@ class RunOptions(TypedDict, total=False):
     template_path: PathLike | None
     include_paths: Sequence[PathLike]
     stop_at: str | None
+    run_limits: UsageLimits | None  # run-wide: every model request and tool call of the run (SPEC §13)
+    max_cost: float | None  # USD, run-wide (for complete_batch: the whole batch's)
+    prices: Mapping[str, Mapping[str, float]] | None  # USD per million tokens, by model name or provider:name
+    tool_limits: Mapping[str, int] | None  # per-tool call ceilings per slot (`budget=` lowers them)
+    instrument: Any  # True, an OpenTelemetry TracerProvider or pydantic-ai InstrumentationSettings (SPEC §19)
 
 
 class BatchExecutor(Protocol):
@@ -98,6 +103,9 @@ class Environment:
         cache: ResponseCache | bool | str | None = None,
         include_paths: Sequence[PathLike] = (),
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        prices: Mapping[str, Mapping[str, float]] | None = None,
+        instrument: Any = False,
+        tool_limits: Mapping[str, int] | None = None,
     ) -> None:
         self.model = model
         self.tools = tuple(tools)
@@ -107,6 +115,9 @@ class Environment:
         self.cache = cache
         self.include_paths = tuple(include_paths)
         self.tool_timeout = tool_timeout
+        self.prices = prices
+        self.instrument = instrument
+        self.tool_limits = tool_limits
         self.types = TypeRegistry()
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
@@ -234,6 +245,7 @@ class Environment:
     def run_settings(self, options: RunOptions, *, stream: bool, requests: Any = None) -> Any:
         """The call's options over this Environment's defaults, as the engine takes them."""
         from .run import RunSettings
+        from .run.accounting import budget_settings
 
         on_halt = options.get("on_halt", "raise")
         if on_halt not in ("raise", "return"):
@@ -250,6 +262,7 @@ class Environment:
             stream=stream,
             tool_timeout=options.get("tool_timeout", self.tool_timeout),
             requests=requests if requests is not None else _request_limiter(options.get("max_requests")),
+            **budget_settings(self, options),
         )
 
     async def complete_async(
@@ -262,12 +275,17 @@ class Environment:
         return await run_to_result(program, context, self.run_settings(options, stream=False))
 
     async def _complete_row(
-        self, program: Program, context: Mapping[str, Any], options: RunOptions, requests: Any
+        self, program: Program, context: Mapping[str, Any], options: RunOptions, requests: Any, batch: Any = None
     ) -> Result:
-        """One batch row: its requests share the batch's limiter."""
+        """One batch row: its requests share the batch's limiter (and its spending, the batch's account)."""
+        from dataclasses import replace
+
         from .run import run_to_result
 
-        return await run_to_result(program, context, self.run_settings(options, stream=False, requests=requests))
+        settings = self.run_settings(options, stream=False, requests=requests)
+        if batch is not None:
+            settings = replace(settings, batch=batch)
+        return await run_to_result(program, context, settings)
 
     async def complete_incremental_async(
         self,
@@ -322,9 +340,14 @@ class Environment:
         concurrency: int = 8,
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
+        batch_limits: UsageLimits | None = None,
         **options: Unpack[RunOptions],
     ) -> list[Result | BaseException]:
         """Run one template over many contexts; results in input order.
+
+        `batch_limits=` (a `UsageLimits`) and `max_cost=` (USD) are the whole batch's
+        budget (SPEC §13): once it is spent no new row starts, rows in flight finish,
+        and the rows not started come back as `BudgetExceeded`. `run_limits=` is each row's.
 
         A failing row is returned as its exception; the other rows go on. The
         template is parsed once. Concurrency belongs to this batch alone.
@@ -335,6 +358,8 @@ class Environment:
         program = self.program(template, options)
         if executor is not None:
             kwargs = {k: v for k, v in options.items() if k not in ("template_path", "include_paths")}
+            if batch_limits is not None:
+                kwargs["batch_limits"] = batch_limits
             return await executor.run_batch(
                 program.template.source,
                 contexts,
@@ -344,7 +369,7 @@ class Environment:
                 include_paths=options.get("include_paths", self.include_paths),
                 **kwargs,
             )
-        return await self._local_batch(program, contexts, concurrency, on_result, options)
+        return await self._local_batch(program, contexts, concurrency, on_result, options, batch_limits)
 
     async def _local_batch(
         self,
@@ -353,6 +378,7 @@ class Environment:
         concurrency: int,
         on_result: Callable[[int, Result | BaseException], Any] | None,
         options: RunOptions,
+        batch_limits: Any = None,
     ) -> list[Result | BaseException]:
         """Rows on this event loop, in input order; a failing row is its exception and the
         others go on. Workers share one iterator (no task per row, no global semaphore)."""
@@ -360,15 +386,21 @@ class Environment:
 
         import anyio
 
+        from .run.accounting import batch_budget
+
         results: list[Result | BaseException | None] = []
         rows = iter(enumerate(contexts))
         requests = _request_limiter(options.get("max_requests"))  # one cap for every row
+        batch, options = batch_budget(self, program, options, batch_limits)  # max_cost is the batch's
 
         async def worker() -> None:
             for index, context in rows:
                 results.extend([None] * (index + 1 - len(results)))
+                spent = batch.spent() if batch is not None else None  # once spent, no new row starts
                 try:
-                    outcome: Result | BaseException = await self._complete_row(program, context, options, requests)
+                    outcome: Result | BaseException = spent or await self._complete_row(
+                        program, context, options, requests, batch
+                    )
                 except Exception as exc:  # noqa: BLE001 - recorded per row
                     outcome = exc
                 results[index] = outcome
@@ -390,6 +422,7 @@ class Environment:
         concurrency: int = 8,
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
+        batch_limits: UsageLimits | None = None,
         **options: Unpack[RunOptions],
     ) -> list[Result | BaseException]:
         """Sync `complete_batch_async`."""
@@ -397,7 +430,8 @@ class Environment:
 
         return run_sync(
             lambda: self.complete_batch_async(
-                template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+                template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+                batch_limits=batch_limits, **options,
             )
         )
 

@@ -60,6 +60,10 @@ OPTION_DOCS: dict[str, str] = {
         "Seconds one tool call may take before it is cancelled (the model reads a TimeoutError); "
         "lowers the caller's ceiling, never raises it."
     ),
+    "budget": (
+        'Calls per tool in this slot: `budget="search=3, fetch=1"`; a call past it does not run '
+        "(the model reads why); lowers the caller's `tool_limits=`, never raises them."
+    ),
     "when": "A guard halts the run when `triggered` equals this (default true).",
 }
 

@@ -22,6 +22,7 @@ from anyio.abc import TaskGroup
 from ..actions import call_action
 from ..codec import as_text
 from ..errors import (
+    BudgetExceeded,
     Halted,
     StruckdownError,
     TemplateRuntimeError,
@@ -40,10 +41,13 @@ from ..incremental import (
 )
 from ..models import resolve_model
 from ..plan import Program, Segment
-from ..results import Result, SlotResult, Usage
+from ..results import Result, SlotResult
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
 from .conversation import Conversation, Layers, user_turn
+from ..observe import run_span, slot_span
+from .accounting import check_run, so_far
 from .guards import GuardBoard
+from .ledger import RunLedger
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tools import ModelCallHook, RequestLimit
 
@@ -66,6 +70,11 @@ class RunSettings:
     stream: bool = True
     tool_timeout: float | None = None
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
+    budget: Any = None  # run-wide limits (run/ledger.py Budget: run_limits= and max_cost=), or None
+    pricing: Any = None  # prices for Usage.cost (pricing.Pricing), or None: genai-prices only
+    tool_limits: Mapping[str, int] | None = None  # the host's per-tool call ceilings (per slot)
+    batch: Any = None  # the batch's shared account (run/ledger.py BatchLedger) for a batch row
+    tracing: Any = None  # observe.Tracing (instrument=), or None
 
 
 @dataclass
@@ -91,7 +100,12 @@ class Run:
         self.guards = GuardBoard({seg.index: list(seg.guards) for seg in self.program.segments})
         environment = self.program.environment
         self.renderer = environment.renderer
-        self._limit: tuple[Any, ...] = (RequestLimit(self.options.requests),) if self.options.requests else ()
+        self.ledger = RunLedger(self.emit, budget=self.options.budget, pricing=self.options.pricing, batch=self.options.batch)
+        tracing = self.options.tracing
+        self._limit: tuple[Any, ...] = (
+            *((RequestLimit(self.options.requests),) if self.options.requests else ()),
+            *(tracing.capabilities if tracing is not None else ()),  # pydantic-ai's instrumentation, for guards too
+        )
         default_model = self.options.model
         resolved_default: list[Any] = []
 
@@ -122,6 +136,9 @@ class Run:
                 *self._limit,
             ),
             cache=_cache(self.options.cache, environment.response_caches),
+            ledger=self.ledger,
+            tool_limits=self.options.tool_limits or {},
+            tracing=tracing,
         )
 
     # -- the run -------------------------------------------------------------
@@ -129,6 +146,7 @@ class Run:
         try:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
+                check_run(self)  # budgets' tool names, max_cost's prices: before any model call
             segments = self._segments_to_run()
             if len(segments) == 1 and not self.guards.states:
                 await self._run_segment(segments[0])  # nothing runs beside it: no task group needed
@@ -143,11 +161,12 @@ class Run:
             if halted is not None:
                 await self._finish_halted(halted)
                 return
-            error = first_error(exc)
+            error = find_error(exc, BudgetExceeded) or first_error(exc)
             if isinstance(error, (KeyboardInterrupt, SystemExit, anyio.get_cancelled_exc_class())):
                 raise
-            await self._retract("errored")
-            await self.emit(ProcessingError(self.slot_of(error), error))
+            partial = so_far(self, error)  # the answers so far; every request made counts in its usage
+            await self._retract("budget" if isinstance(error, BudgetExceeded) else "errored")
+            await self.emit(ProcessingError(self.slot_of(error), error, partial))
             error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
             raise error
         result = Result(self.results, self.program.keys)
@@ -192,7 +211,7 @@ class Run:
         keys = self.program.keys
         guard_at = keys.index(halted.slot) if halted.slot in keys else len(keys)
         kept = {k: r for k, r in self.results.items() if k not in keys or keys.index(k) <= guard_at}
-        discarded = Usage()
+        discarded = self.ledger.cut_off()  # slots cut off by the trip: their requests count too
         for key, slot in self.results.items():
             if key not in kept:
                 discarded = discarded + slot.usage
@@ -336,12 +355,13 @@ class Run:
         env: SlotEnv,
     ) -> SlotResult:
         plan = self.program.plan(node)
-        with self.blaming(node.key):
+        with self.blaming(node.key), slot_span(self.options.tracing, node.key, plan.slot.type_name, node.is_guard) as span:
             resolved = resolve_plan(plan, self.variables, self.renderer)
             spec = output_for(plan, resolved, self.program.environment.types)
             result = await run_model_slot(
                 env, plan, resolved, spec, history=history, prompt=prompt, instructions=instructions
             )
+            span(result)
         self.env.streaming_now.discard(node.key)
         self._store(result)
         await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached))
@@ -457,7 +477,9 @@ async def run_to_result(program: Program, context: Mapping[str, Any] | None, opt
         if isinstance(event, ProcessingComplete):
             final.append(event.result)
 
-    await Run(program, dict(context or {}), options, keep_result).main()
+    run = Run(program, dict(context or {}), options, keep_result)
+    with run_span(options.tracing, program):
+        await run.main()
     return final[0]
 
 
@@ -474,7 +496,8 @@ async def events(program: Program, context: Mapping[str, Any] | None, options: R
 
     async def main() -> None:
         async with send:
-            await run.main()
+            with run_span(options.tracing, program):
+                await run.main()
 
     task = asyncio.create_task(main())
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
@@ -31,7 +31,9 @@ from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
+from .budgets import slot_budget
 from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
+from .ledger import CURRENT_METER
 from .tools import CURRENT_WRAP, BadModelOutput, ToolBox, ToolLimitExceeded, ToolWrap
 
 if TYPE_CHECKING:
@@ -54,6 +56,9 @@ class SlotEnv:
     capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
     streaming_now: set[str] = field(default_factory=set)
+    ledger: Any = None  # the run's usage ledger (run/ledger.py): every request metered, priced, limited
+    tool_limits: Mapping[str, int] = field(default_factory=dict)  # the host's per-tool call ceilings
+    tracing: Any = None  # struckdown spans (observe.py), or None
 
 
 @dataclass(frozen=True)
@@ -145,8 +150,11 @@ def model_settings(
     return settings
 
 
-def _usage(run_usage: Any, hits: int = 0) -> Usage:
-    """The slot's bill: requests answered from the response cache cost nothing."""
+def _usage(run_usage: Any, hits: int = 0, meter: Any = None) -> Usage:
+    """The slot's bill: what its meter counted (every real request, each retry and fallback
+    attempt included, with its price); requests answered from the response cache cost nothing."""
+    if meter is not None:
+        return replace(meter.account.usage(), tool_calls=run_usage.tool_calls)
     return Usage(
         requests=run_usage.requests - hits,
         tool_calls=run_usage.tool_calls,
@@ -175,6 +183,7 @@ async def run_model_slot(
         )
     max_iter = resolved.control.get("max_iter")
     limits = _limits(env, plan, resolved)
+    meter = env.ledger.meter(key) if env.ledger is not None else None
     wrap: ToolWrap | None = None
     if use_tools:
         if not env.toolbox.all_readonly:
@@ -184,18 +193,21 @@ async def run_model_slot(
             readonly_names=env.toolbox.readonly_names,
             last_request=limits.request_limit if max_iter is not None else None,
             timeout=_tool_timeout(env.tool_timeout, resolved.control.get("tool_timeout"), key),
+            budget=slot_budget(resolved.control.get("budget"), env.tool_limits, meter, key),
+            tracing=env.tracing,
         )
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
     model = env.resolve_model(resolved.settings.get("model"))
     settings = model_settings(env.settings, resolved.settings, env.environment.models.defaults(model))
     cache_run = None
-    served_by = model
+    served_by = caches.metered_model(model)  # innermost: every real request is metered once
     if env.cache is not None and not use_tools:  # agent slots are never served from the cache
         cache_run = _cache_run(env.cache, model, spec)
-        served_by = caches.cached_model(model)
+        served_by = caches.cached_model(served_by)
     token = CURRENT_WRAP.set(wrap)
     cache_token = CURRENT_CACHE_RUN.set(cache_run)
+    meter_token = CURRENT_METER.set(meter)
     try:
         run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
             prompt,
@@ -224,6 +236,7 @@ async def run_model_slot(
     finally:
         CURRENT_WRAP.reset(token)
         CURRENT_CACHE_RUN.reset(cache_token)
+        CURRENT_METER.reset(meter_token)
     if streamer is not None:
         await streamer.flush()
     value = spec.to_value(run.output)
@@ -232,12 +245,14 @@ async def run_model_slot(
     if cache_run is not None:
         await store_answer(cache_run, run.new_messages())
         hits = cache_run.hits
+    if meter is not None:
+        meter.finished = True
     return SlotResult(
         key=key,
         type=plan.slot.type_name,
         output=value,
         messages=tuple(messages),
-        usage=_usage(run.usage, hits),
+        usage=_usage(run.usage, hits, meter),
         elapsed_ms=(time.perf_counter() - started) * 1000,
         cached=hits > 0,
         tool_calls=tuple(wrap.calls) if wrap else (),
