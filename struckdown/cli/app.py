@@ -56,6 +56,25 @@ ToolsOpt = Annotated[
     ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")]
+PricesOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--prices", metavar="FILE",
+        help='Model prices, JSON or YAML: {"model-name": {"input": USD, "output": USD}} per million tokens '
+        "(keys: the model name, or provider:name). Overrides and adds to genai-prices.",
+        show_default=False,
+    ),
+]
+MaxCostOpt = Annotated[
+    Optional[float],
+    typer.Option("--max-cost", metavar="USD", help="Stop once this many US dollars are spent.", show_default=False),
+]
+OtelOpt = Annotated[
+    bool,
+    typer.Option(
+        "--otel", help="Export OpenTelemetry traces over OTLP (OTEL_EXPORTER_OTLP_* variables; needs struckdown[otel])."
+    ),
+]
 IncludeOpt = Annotated[
     Optional[list[Path]],
     typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
@@ -119,6 +138,9 @@ def run(
         Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
     ] = None,
     include_path: IncludeOpt = None,
+    prices: PricesOpt = None,
+    max_cost: MaxCostOpt = None,
+    otel: OtelOpt = False,
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
@@ -137,6 +159,9 @@ def run(
                 cache=not no_cache,
                 stop_at=stop_at,
                 include_paths=include_path or (),
+                prices_file=prices,
+                max_cost=max_cost,
+                otel=otel,
             )
         )
     raise typer.Exit(code)
@@ -250,6 +275,17 @@ def batch(
             "error (rate limit, connection error, 5xx).",
         ),
     ] = 2,
+    prices: PricesOpt = None,
+    max_cost: Annotated[
+        Optional[float],
+        typer.Option(
+            "--max-cost", metavar="USD",
+            help="The whole batch's budget: once spent no new row starts (rows running finish); rows not run "
+            "are recorded as such and --resume runs them later.",
+            show_default=False,
+        ),
+    ] = None,
+    otel: OtelOpt = False,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -281,6 +317,9 @@ def batch(
                 engine=engine,
                 address=address,
                 retries=retries,
+                prices_file=prices,
+                max_cost=max_cost,
+                otel=otel,
             )
         )
     raise typer.Exit(code)

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from . import loading
-from .display import RunDisplay, make_console
+from .costs import RunRecorder, budget_options, otel
+from .display import RunDisplay, make_console, stats_line
 from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, load_context, write_json
 from .loading import load_program, load_tools
@@ -31,6 +32,9 @@ class RunRequest:
     cache: bool = True
     stop_at: str | None = None
     include_paths: Sequence[Path] = field(default_factory=tuple)
+    prices_file: Path | None = None  # --prices FILE
+    max_cost: float | None = None  # --max-cost USD
+    otel: bool = False  # --otel
 
 
 def run_command(request: RunRequest) -> int:
@@ -49,7 +53,16 @@ def run_command(request: RunRequest) -> int:
     guards = {slot.key: program.plans[slot].when for slot in program.slots() if slot.is_guard}
     display = RunDisplay(console, guards, program.keys)
     started = time.perf_counter()
-    result = asyncio.run(_drive(program, context, display, request, model=model, tools=tools))
+    recorder = RunRecorder()
+    with otel(request.otel) as provider:
+        extra = budget_options(request.prices_file, request.max_cost, provider)
+        try:
+            result = asyncio.run(_drive(program, context, display, request, model=model, tools=tools, recorder=recorder, **extra))
+        except BaseException as exc:
+            failed_summary(display, recorder, time.perf_counter() - started)
+            if request.output is not None:  # the answers so far, every request made, and the error
+                write_json(request.output, recorder.record(exc))
+            raise
     display.summary(result, time.perf_counter() - started)
     if request.output is not None:
         write_json(request.output, run_record(result))
@@ -60,7 +73,8 @@ def run_command(request: RunRequest) -> int:
 
 
 async def _drive(
-    program: Any, context: dict[str, Any], display: RunDisplay, request: RunRequest, *, model: Any, tools: list[Any]
+    program: Any, context: dict[str, Any], display: RunDisplay, request: RunRequest, *, model: Any, tools: list[Any],
+    recorder: RunRecorder | None = None, **extra: Any,
 ) -> Any:
     from ..api import complete_incremental_async
 
@@ -75,8 +89,11 @@ async def _drive(
             on_halt="return",
             cache=request.cache,
             stop_at=request.stop_at,
+            **extra,
         ):
             display.handle(event)
+            if recorder is not None:
+                recorder.see(event)
             if event.type == "processing_complete":
                 result = event.result
     if result is None:  # the engine always ends with ProcessingComplete or an error
@@ -92,3 +109,12 @@ def run_record(result: Any) -> dict[str, Any]:
         "usage": result.usage.to_dict(),
         "halted": None if halted is None else {"slot": halted.slot, "reason": halted.reason},
     }
+
+
+def failed_summary(display: RunDisplay, recorder: RunRecorder, elapsed_s: float) -> None:
+    """A failed run still shows what it spent (every request it made)."""
+    if recorder.partial is not None:
+        from rich.text import Text
+
+        display.console.file.flush()
+        display.console.print(Text(f"failed · {stats_line(recorder.partial, elapsed_s)}", style="dim"))

@@ -8,7 +8,7 @@ from typing import Any
 from ..errors import BudgetExceeded, StruckdownError
 from ..results import Result, Usage
 from ..syntax.nodes import JinjaValue
-from .budgets import check_budget_names
+from .budgets import budget_option, check_budget_names
 
 #: The attribute a run's error carries its usage in: every request the run made.
 USAGE_ATTR = "struckdown_usage"
@@ -22,14 +22,14 @@ def check_run(run: Any) -> None:
     models: list[Any] = []
     for plan in program.plans.values():
         budget = plan.control.get("budget")
-        if plan.use_tools and isinstance(budget, dict):
-            check_budget_names(budget, names, plan.key)
+        if plan.use_tools and budget is not None and not isinstance(budget, JinjaValue):
+            check_budget_names(budget_option(budget) or {}, names, plan.key)
         model = plan.settings.get("model")
         if isinstance(model, str) and not isinstance(model, JinjaValue):
             models.append(model)
     ledger = run.ledger
     if ledger.budget is not None and ledger.budget.max_cost is not None:
-        ledger.check_prices([run.model_for(None), *(run.model_for(name) for name in dict.fromkeys(models))])
+        ledger.check_prices([run.model_for(None), *(run.model_for(name) for name in _distinct(models))])
 
 
 def so_far(run: Any, error: BaseException) -> Result:
@@ -100,9 +100,15 @@ def batch_budget(environment: Any, program: Any, options: Any, batch_limits: Any
         ledger = RunLedger(_no_events, budget=budget, pricing=Pricing(prices))
         models = [options.get("model", environment.model)]
         models += [p.settings["model"] for p in program.plans.values() if isinstance(p.settings.get("model"), str)]
-        ledger.check_prices([environment.resolve_model(m) for m in dict.fromkeys(models)])
+        ledger.check_prices([environment.resolve_model(m) for m in _distinct(models)])
     return BatchLedger(budget), rows
 
 
 async def _no_events(event: Any) -> None:
     return None
+
+
+def _distinct(items: list[Any]) -> list[Any]:
+    """In order, each object once (models need not be hashable)."""
+    seen: set[int] = set()
+    return [x for x in items if not (id(x) in seen or seen.add(id(x)))]  # type: ignore[func-returns-value]

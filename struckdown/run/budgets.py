@@ -90,8 +90,19 @@ class ToolBudget:
             self.meter.account.tool_calls += 1
 
 
+def budget_option(value: Any) -> dict[str, int] | None:
+    """The `budget=` option as {tool: calls} (the plan keeps the checked text)."""
+    if value is None or isinstance(value, dict):
+        return value
+    from ..slot_options import check_option
+
+    parsed: dict[str, int] = check_option("budget", value)
+    return parsed
+
+
 def slot_budget(asked: Any, ceiling: Mapping[str, int], meter: Any, slot: str) -> ToolBudget | None:
     """The budget object of one tool slot run (None when nothing is limited or counted)."""
+    asked = budget_option(asked)
     budgets = clamp_budget(asked, ceiling, slot) if asked or ceiling else {}
     if not budgets and meter is None:
         return None

@@ -40,12 +40,12 @@ from ..incremental import (
     SlotRetracted,
 )
 from ..models import resolve_model
+from ..observe import run_span, slot_span
 from ..plan import Program, Segment
 from ..results import Result, SlotResult
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
-from .conversation import Conversation, Layers, user_turn
-from ..observe import run_span, slot_span
 from .accounting import check_run, so_far
+from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .ledger import RunLedger
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot

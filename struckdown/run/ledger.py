@@ -62,9 +62,8 @@ class Budget:
             for name in ("request_limit", "tool_calls_limit", *TOKEN_LIMITS):
                 if not hasattr(limits, name):
                     raise ConfigurationError(f"{what}= must be a pydantic_ai.usage.UsageLimits, not {type(limits).__name__}")
-            limit_cost = getattr(limits, "cost_limit", None)
+            limit_cost = _usd(getattr(limits, "cost_limit", None), f"{what}.cost_limit")
             if limit_cost is not None:
-                limit_cost = _usd(limit_cost, f"{what}.cost_limit")
                 cost = limit_cost if cost is None else min(cost, limit_cost)
         return cls(
             getattr(limits, "request_limit", None),

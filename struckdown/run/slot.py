@@ -154,7 +154,8 @@ def _usage(run_usage: Any, hits: int = 0, meter: Any = None) -> Usage:
     """The slot's bill: what its meter counted (every real request, each retry and fallback
     attempt included, with its price); requests answered from the response cache cost nothing."""
     if meter is not None:
-        return replace(meter.account.usage(), tool_calls=run_usage.tool_calls)
+        metered: Usage = meter.account.usage()
+        return replace(metered, tool_calls=run_usage.tool_calls)
     return Usage(
         requests=run_usage.requests - hits,
         tool_calls=run_usage.tool_calls,
