@@ -36,14 +36,13 @@ class Tracing:
 
         from . import __version__
 
-        if isinstance(instrument, InstrumentationSettings):
+        if isinstance(instrument, InstrumentationSettings):  # its tracer (and so its provider) for ours too
             settings = instrument
-            provider = getattr(instrument, "tracer_provider", None)
+            self.tracer = instrument.tracer
         else:
             provider = None if instrument is True else instrument
             settings = InstrumentationSettings(tracer_provider=provider)
-        self.provider = provider or trace.get_tracer_provider()
-        self.tracer = self.provider.get_tracer(TRACER_NAME, __version__)
+            self.tracer = (provider or trace.get_tracer_provider()).get_tracer(TRACER_NAME, __version__)
         self.capabilities: tuple[Any, ...] = (Instrumentation(settings=settings),)
 
     @contextmanager
