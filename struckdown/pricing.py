@@ -116,10 +116,20 @@ class Pricing:
     def __init__(self, prices: Mapping[str, Any] | None = None) -> None:
         self.table = parse_prices(prices)
         self._unknown: set[tuple[str, str | None, str | None]] = set()
+        self._unpriced: set[tuple[Any, ...]] = set()
         self._lock = threading.Lock()
 
     def cost(self, response: Any, model: Any) -> float | None:
         """USD for one `ModelResponse` from `model` (the provider model), or None when unknown."""
+        fast = (response.model_name, response.provider_name, response.provider_url, id(model))
+        if fast in self._unpriced:  # the hot path of a model nobody prices: one lookup
+            return None
+        price = self._cost(response, model)
+        if price is None and len(self._unpriced) < 1024:
+            self._unpriced.add(fast)  # a later response of the same model is unknown too
+        return price
+
+    def _cost(self, response: Any, model: Any) -> float | None:
         names = _names(response.model_name, getattr(model, "model_name", None))
         providers = _names(response.provider_name, getattr(model, "system", None))
         rates = self._from_table(names, providers)

@@ -126,7 +126,9 @@ class Account:
             if past(used, limit):
                 verb = "reach" if spent and used == limit else "exceed"
                 return name, f"{used:,} {label} {verb} the {name} of {limit:,}"
-        if past(self.cost, budget.max_cost) and not self.unpriced:
+        if budget.max_cost is not None and self.unpriced:  # a cost budget that cannot be counted stops
+            return "max_cost", f"{self.unpriced} response(s) could not be priced, so max_cost cannot be counted"
+        if past(self.cost, budget.max_cost):
             verb = "reach" if spent and self.cost == budget.max_cost else "exceed"
             return "max_cost", f"{format_cost(self.cost)} {verb} max_cost={budget.max_cost:g} USD"
         return None
@@ -161,7 +163,7 @@ class RunLedger:
     ) -> None:
         self.emit = emit
         self.budget = budget
-        self.pricing = pricing or Pricing()
+        self.pricing = pricing or _default_pricing()
         self.batch = batch
         self.total = Account()
         self.meters: list[SlotMeter] = []
@@ -194,6 +196,16 @@ class RunLedger:
     def _raise(self, over: tuple[str, str]) -> None:
         limit, message = over
         raise BudgetExceeded(limit, f"run budget spent: {message}")
+
+
+_DEFAULT_PRICING: list[Pricing] = []
+
+
+def _default_pricing() -> Pricing:
+    """genai-prices alone, shared by every run without `prices=` (it remembers unknown models)."""
+    if not _DEFAULT_PRICING:
+        _DEFAULT_PRICING.append(Pricing())
+    return _DEFAULT_PRICING[0]
 
 
 def _name(model: Any) -> str:
