@@ -29,6 +29,7 @@ _EXPORTS = {
     "default_environment": "environment",
     "Program": "plan",
     "ConfigurationError": "errors",
+    "BudgetExceeded": "errors",
     "Halted": "errors",
     "SlotError": "errors",
     "StruckdownError": "errors",
@@ -114,6 +115,9 @@ if TYPE_CHECKING:
     from .approval_state import ApprovalRequest as ApprovalRequest
     from .environment import Environment as Environment
     from .environment import default_environment as default_environment
+    from .errors import (
+        BudgetExceeded as BudgetExceeded,
+    )
     from .errors import (
         ConfigurationError as ConfigurationError,
     )

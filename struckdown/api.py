@@ -68,12 +68,14 @@ async def complete_batch_async(
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
     provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+    batch_limits: Any = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
-    """Run one template over many contexts; results in input order."""
+    """Run one template over many contexts; results in input order (`batch_limits=` and
+    `max_cost=` are the whole batch's budget)."""
     return await default_environment().complete_batch_async(
         template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
-        provider_batch=provider_batch, **options,
+        provider_batch=provider_batch, batch_limits=batch_limits, **options,
     )
 
 
@@ -85,12 +87,13 @@ def complete_batch(
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
     provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+    batch_limits: Any = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
     """Sync `complete_batch_async`."""
     return default_environment().complete_batch(
         template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
-        provider_batch=provider_batch, **options,
+        provider_batch=provider_batch, batch_limits=batch_limits, **options,
     )
 
 

@@ -75,6 +75,11 @@ class RunOptions(TypedDict, total=False):
     strict_undefined: bool  # a variable neither in the context nor answered before: an error, not a warning
     mcp: Any  # MCP servers as slot tools: URLs, commands, .py paths, an mcp.json, MCPToolset/MCP objects (SPEC §16)
     approve: Approver  # who decides tool calls that need approval; None: the run pauses (SPEC §12)
+    run_limits: UsageLimits | None  # run-wide: every model request and tool call of the run (SPEC §13)
+    max_cost: float | None  # USD, run-wide (for complete_batch: the whole batch's)
+    prices: Mapping[str, Mapping[str, float]] | None  # USD per million tokens, by model name or provider:name
+    tool_limits: Mapping[str, int] | None  # per-tool call ceilings per slot (`budget=` lowers them)
+    instrument: Any  # True, an OpenTelemetry TracerProvider or pydantic-ai InstrumentationSettings (SPEC §19)
 
 
 class BatchExecutor(Protocol):
@@ -109,6 +114,9 @@ class Environment:
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         mcp: Any = None,
         approve: Approver = None,
+        prices: Mapping[str, Mapping[str, float]] | None = None,
+        instrument: Any = False,
+        tool_limits: Mapping[str, int] | None = None,
     ) -> None:
         self.model = model
         self.tools = tuple(tools)
@@ -124,6 +132,9 @@ class Environment:
 
             resolve_servers(mcp)
         self.approve = approve
+        self.prices = prices
+        self.instrument = instrument
+        self.tool_limits = tool_limits
         self.types = TypeRegistry()
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
@@ -251,6 +262,7 @@ class Environment:
     def run_settings(self, options: RunOptions, *, stream: bool, requests: Any = None, mcp: Any = None) -> Any:
         """The call's options over this Environment's defaults, as the engine takes them."""
         from .run import RunSettings
+        from .run.accounting import budget_settings
 
         on_halt = options.get("on_halt", "raise")
         if on_halt not in ("raise", "return"):
@@ -270,6 +282,7 @@ class Environment:
             requests=requests if requests is not None else _request_limiter(options.get("max_requests")),
             mcp=mcp,
             approve=options.get("approve", self.approve),
+            **budget_settings(self, options),
         )
 
     async def complete_async(
@@ -290,16 +303,19 @@ class Environment:
         requests: Any,
         batching: Any = None,
         mcp: Any = None,
+        batch: Any = None,
     ) -> Result:
         """One batch row: its requests share the batch's limiter (and provider batching),
-        its MCP servers the batch's sessions."""
+        its MCP servers the batch's sessions, its spending the batch's account."""
+        from dataclasses import replace
+
         from .run import run_to_result
 
         settings = self.run_settings(options, stream=False, requests=requests, mcp=mcp)
         if batching is not None:
-            from dataclasses import replace
-
             settings = replace(settings, provider_batch=batching)
+        if batch is not None:
+            settings = replace(settings, batch=batch)
         return await run_to_result(program, context, settings)
 
     def _mcp_sessions(self, program: Program, options: RunOptions) -> AbstractAsyncContextManager[Any]:
@@ -437,9 +453,14 @@ class Environment:
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
         provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+        batch_limits: UsageLimits | None = None,
         **options: Unpack[RunOptions],
     ) -> list[Result | BaseException]:
         """Run one template over many contexts; results in input order.
+
+        `batch_limits=` (a `UsageLimits`) and `max_cost=` (USD) are the whole batch's
+        budget (SPEC §13): once it is spent no new row starts, rows in flight finish,
+        and the rows not started come back as `BudgetExceeded`. `run_limits=` is each row's.
 
         A failing row is returned as its exception; the other rows go on. The
         template is parsed once. Concurrency belongs to this batch alone.
@@ -461,6 +482,8 @@ class Environment:
             batching.check(self, program, options, concurrency, contexts)  # before any row
         if executor is not None:
             kwargs = {k: v for k, v in options.items() if k not in ("template_path", "include_paths")}
+            if batch_limits is not None:
+                kwargs["batch_limits"] = batch_limits
             return await executor.run_batch(
                 program.template.source,
                 contexts,
@@ -470,7 +493,7 @@ class Environment:
                 include_paths=options.get("include_paths", self.include_paths),
                 **kwargs,
             )
-        return await self._local_batch(program, contexts, concurrency, on_result, options, batching)
+        return await self._local_batch(program, contexts, concurrency, on_result, options, batching, batch_limits)
 
     async def _local_batch(
         self,
@@ -480,6 +503,7 @@ class Environment:
         on_result: Callable[[int, Result | BaseException], Any] | None,
         options: RunOptions,
         batching: Any = None,
+        batch_limits: Any = None,
     ) -> list[Result | BaseException]:
         """Rows on this event loop, in input order; a failing row is its exception and the
         others go on. Workers share one iterator (no task per row, no global semaphore)."""
@@ -488,18 +512,22 @@ class Environment:
 
         import anyio
 
+        from .run.accounting import batch_budget
+
         results: list[Result | BaseException | None] = []
         rows = iter(enumerate(contexts))
         requests = _request_limiter(options.get("max_requests"))  # one cap for every row
+        batch, options = batch_budget(self, program, options, batch_limits)  # max_cost is the batch's
 
         async def worker(sessions: Any) -> None:  # sessions: the batch's MCP sessions, one per server
             with batching.worker() if batching is not None else nullcontext():
                 for index, context in rows:
                     results.extend([None] * (index + 1 - len(results)))
+                    spent = batch.spent() if batch is not None else None  # once spent, no new row starts
                     try:
                         with batching.row(index) if batching is not None else nullcontext():
-                            outcome: Result | BaseException = await self._complete_row(
-                                program, context, options, requests, batching, sessions
+                            outcome: Result | BaseException = spent or await self._complete_row(
+                                program, context, options, requests, batching, sessions, batch
                             )
                     except Exception as exc:  # noqa: BLE001 - recorded per row
                         outcome = exc
@@ -525,6 +553,7 @@ class Environment:
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
         provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+        batch_limits: UsageLimits | None = None,
         **options: Unpack[RunOptions],
     ) -> list[Result | BaseException]:
         """Sync `complete_batch_async`."""
@@ -533,7 +562,7 @@ class Environment:
         return run_sync(
             lambda: self.complete_batch_async(
                 template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
-                provider_batch=provider_batch, **options,
+                provider_batch=provider_batch, batch_limits=batch_limits, **options,
             )
         )
 

@@ -235,3 +235,37 @@ class Paused(StruckdownError):
         from .results import Result
 
         return Result(self._finished or {}, self._order, discarded=self._discarded, paused=self)
+
+
+class BudgetExceeded(StruckdownError):
+    """A run-wide or batch-wide budget ran out (SPEC §13).
+
+    `limit` names what ran out (`request_limit`, `tool_calls_limit`, `input_tokens_limit`,
+    `output_tokens_limit`, `total_tokens_limit` or `max_cost`), `scope` is "run" or
+    "batch" (a batch row that never started), and `results` is the Result so far: the
+    slots that finished before the limit was crossed, with every request the run made
+    in its usage. The slot whose response crossed the limit, and every slot still
+    running, are not in it.
+    """
+
+    def __init__(self, limit: str, message: str, scope: str = "run") -> None:
+        super().__init__(limit, message, scope)
+        self.limit = limit
+        self.message = message
+        self.scope = scope
+        self._finished: Mapping[str, SlotResult] = {}
+        self._order: tuple[str, ...] = ()
+        self._discarded: Usage | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def keep(self, finished: Mapping[str, SlotResult], order: tuple[str, ...], discarded: Usage | None = None) -> None:
+        """Hold the slots that finished and what the others cost (the engine calls this)."""
+        self._finished, self._order, self._discarded = dict(finished), tuple(order), discarded
+
+    @property
+    def results(self) -> Result:
+        from .results import Result
+
+        return Result(self._finished, self._order, discarded=self._discarded)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 if TYPE_CHECKING:
-    from .results import Result, SlotResult
+    from .results import Result, SlotResult, Usage
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,23 @@ class ProcessingError(_Event):
     type: ClassVar[str] = "processing_error"
     slot: str | None
     error: BaseException
+    result: Result | None = None  # the answers so far, with every request the run made in its usage
+
+
+@dataclass(frozen=True)
+class ModelResponded(_Event):
+    """One model request answered (SPEC §13): a line of the usage ledger. `usage` is that
+    request's (one request and its tokens), `cost` its price in USD (None when unknown,
+    0 for an answer served from the response cache, which is `cached`)."""
+
+    type: ClassVar[str] = "model_responded"
+    slot: str
+    model: str
+    usage: Usage
+    cost: float | None
+    elapsed_ms: float
+    cached: bool
+    finish_reason: str | None
 
 
 @dataclass(frozen=True)
@@ -145,6 +162,7 @@ Event = Union[
     ProcessingError,
     ApprovalRequested,
     ApprovalDecided,
+    ModelResponded,
 ]
 
 __all__ = [
@@ -152,6 +170,7 @@ __all__ = [
     "ApprovalRequested",
     "CheckpointReached",
     "Event",
+    "ModelResponded",
     "ProcessingComplete",
     "ProcessingError",
     "SlotCompleted",

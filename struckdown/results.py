@@ -36,12 +36,17 @@ class PauseInfo(Protocol):
 
 @dataclass(frozen=True)
 class Usage:
-    """Requests, tool calls and tokens; summed per slot and per run."""
+    """Requests, tool calls, tokens and cost; summed per slot and per run.
+
+    `cost` is USD (SPEC §13), or None when a request's price is unknown; a sum with an
+    unknown part is unknown, while a part that made no request (an action, a cached
+    answer) adds nothing."""
 
     requests: int = 0
     tool_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -53,16 +58,29 @@ class Usage:
             self.tool_calls + other.tool_calls,
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
+            _add_cost(self, other),
         )
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "requests": self.requests,
             "tool_calls": self.tool_calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
+            "cost": self.cost,
         }
+
+
+def _add_cost(a: Usage, b: Usage) -> float | None:
+    """Known + known is known; an unknown price (None where requests were made) wins."""
+    if (a.cost is None and a.requests) or (b.cost is None and b.requests):
+        return None
+    if a.cost is None:
+        return b.cost
+    if b.cost is None:
+        return a.cost
+    return a.cost + b.cost
 
 
 @dataclass(frozen=True)

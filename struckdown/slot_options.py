@@ -75,6 +75,34 @@ def tool_names(value: Any) -> tuple[str, ...]:
     return names
 
 
+def _budget(value: Any) -> dict[str, int]:
+    """`budget="search=3, fetch=1"`: calls per tool in this slot (SPEC §13)."""
+    if isinstance(value, dict):  # already checked (a `{{ }}` value checked at run time)
+        items = list(value.items())
+    elif isinstance(value, str):
+        items = []
+        for part in value.split(","):
+            name, sep, count = part.strip().partition("=")
+            if not part.strip():
+                continue
+            if not sep or not name.strip() or not count.strip():
+                raise ValueError(f"expected tool=count pairs like \"search=3, fetch=1\", not {part.strip()!r}")
+            items.append((name.strip(), count.strip()))
+    else:
+        raise ValueError('expected tool=count pairs like "search=3, fetch=1"')
+    budgets: dict[str, int] = {}
+    for name, count in items:
+        text = str(count)
+        if isinstance(count, bool) or not text.isdigit():
+            raise ValueError(f"budget for {name!r} must be a whole number of at least 0, not {count!r}")
+        if name in budgets:
+            raise ValueError(f"budget names {name!r} twice")
+        budgets[str(name)] = int(text)
+    if not budgets:
+        raise ValueError('expected tool=count pairs like "search=3, fetch=1"')
+    return budgets
+
+
 def _thinking(value: Any) -> str:
     text = str(value).lower() if not isinstance(value, bool) else ("high" if value else "off")
     if text not in THINKING_LEVELS:
@@ -119,6 +147,7 @@ CONTROL_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
     "max_iter": _integer(1),
     "max_calls": _integer(0),
     "tool_timeout": _positive,
+    "budget": _budget,
     "when": _boolean,
     "mcp": server_names,
     "approve": tool_names,
@@ -138,7 +167,7 @@ def check_option(key: str, value: Any) -> Any:
 def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     """Every keyed option a slot of this type accepts (for messages and hints)."""
     keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
-    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve"]
+    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget"]
     if type_name == "halt":
         keys.append("when")
     return keys

@@ -86,6 +86,25 @@ ApproveOpt = Annotated[
         show_default=False,
     ),
 ]
+PricesOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--prices", metavar="FILE",
+        help='Model prices, JSON or YAML: {"model-name": {"input": USD, "output": USD}} per million tokens '
+        "(keys: the model name, or provider:name). Overrides and adds to genai-prices.",
+        show_default=False,
+    ),
+]
+MaxCostOpt = Annotated[
+    Optional[float],
+    typer.Option("--max-cost", metavar="USD", help="Stop once this many US dollars are spent.", show_default=False),
+]
+OtelOpt = Annotated[
+    bool,
+    typer.Option(
+        "--otel", help="Export OpenTelemetry traces over OTLP (OTEL_EXPORTER_OTLP_* variables; needs struckdown[otel])."
+    ),
+]
 IncludeOpt = Annotated[
     Optional[list[Path]],
     typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
@@ -170,6 +189,9 @@ def run(
             show_default=False,
         ),
     ] = None,
+    prices: PricesOpt = None,
+    max_cost: MaxCostOpt = None,
+    otel: OtelOpt = False,
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
@@ -193,6 +215,9 @@ def run(
                 mcp_config=mcp_config,
                 approve=approve,
                 pause_to=pause_to,
+                prices_file=prices,
+                max_cost=max_cost,
+                otel=otel,
             )
         )
     raise typer.Exit(code)
@@ -407,6 +432,17 @@ def batch(
     ] = None,
     mcp: McpOpt = None,
     mcp_config: McpConfigOpt = None,
+    prices: PricesOpt = None,
+    max_cost: Annotated[
+        Optional[float],
+        typer.Option(
+            "--max-cost", metavar="USD",
+            help="The whole batch's budget: once spent no new row starts (rows running finish); rows not run "
+            "are recorded as such and --resume runs them later.",
+            show_default=False,
+        ),
+    ] = None,
+    otel: OtelOpt = False,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -444,6 +480,9 @@ def batch(
                 mcp=mcp or (),
                 mcp_config=mcp_config,
                 approve=approve,
+                prices_file=prices,
+                max_cost=max_cost,
+                otel=otel,
             )
         )
     raise typer.Exit(code)

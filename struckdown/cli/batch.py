@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import loading
+from .costs import batch_cost, budget_options, not_run, otel, row_usage
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
 from .journal import Journal, JournalLock, content_hash, journal_path, read_journal
@@ -46,6 +47,10 @@ class BatchRequest:
     mcp: Sequence[str] = ()  # --mcp servers
     mcp_config: Path | None = None  # --mcp-config FILE
     approve: str = "none"  # SPEC §12: all | none decides every tool call that needs approval
+    prices_file: Path | None = None  # --prices FILE
+    max_cost: float | None = None  # --max-cost USD: the whole batch's budget
+    otel: bool = False  # --otel
+    instrument: Any = None  # the tracer provider --otel made
 
 
 def batch_command(request: BatchRequest) -> int:
@@ -60,8 +65,11 @@ def batch_command(request: BatchRequest) -> int:
     elif request.resume:
         raise CliError("--resume needs -o OUTPUT: the journal lives beside the output file")
     lock = JournalLock(journal_path(request.output)) if request.output is not None else None
+    if request.otel and request.engine != "local":
+        raise CliError("--otel is for --engine local (the Dask workers export their own traces)")
     try:
-        return _run_batch(request, program, rows)
+        with otel(request.otel) as request.instrument:
+            return _run_batch(request, program, rows)
     finally:
         if lock is not None:
             lock.release()
@@ -236,6 +244,7 @@ def _local_runner(request: BatchRequest, program: Any, job: BatchJob | None = No
             provider_batch=job.batch if job is not None else None,
             mcp=mcp,
             approve=request.approve == "all",
+            **budget_options(request.prices_file, request.max_cost, request.instrument),
         )
 
     return run
@@ -260,6 +269,7 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
     mcp = loading.load_mcp(request.mcp, request.mcp_config)
     if mcp is not None:
         kwargs["mcp"] = mcp
+    kwargs.update(budget_options(request.prices_file, request.max_cost, None))
     try:
         from ..distributed import ship_kwargs
 
@@ -316,7 +326,9 @@ def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str)
     """One journal line for a finished row (a Result, or the exception it failed with)."""
     entry: dict[str, Any] = {"index": index, "ok": False, "answers": {}, "error": None, "usage": {}, "halted": None}
     if isinstance(outcome, BaseException):
-        entry["error"] = describe(outcome)
+        entry.update(error=describe(outcome), usage=row_usage(outcome))  # a failed row's requests count too
+        if not_run(outcome):
+            entry["not_run"] = True  # the batch budget kept it from starting: --resume runs it
     else:
         halted = outcome.halted
         entry.update(answers=outcome.to_dict(), usage=outcome.usage.to_dict(), ok=halted is None)
@@ -363,22 +375,28 @@ def _summary(
     console: Any, request: BatchRequest, ordered: list[dict[str, Any]], finished_now: list[dict[str, Any]], elapsed: float
 ) -> None:
     halted = sum(1 for e in ordered if e.get("halted"))
-    failed = sum(1 for e in ordered if not e["ok"]) - halted
-    ok = len(ordered) - failed - halted
+    unrun = sum(1 for e in ordered if e.get("not_run"))
+    failed = sum(1 for e in ordered if not e["ok"]) - halted - unrun
+    ok = len(ordered) - failed - halted - unrun
     target = f" → {request.output}" if request.output is not None else ""
     parts = [f"{ok} ok"]
     if failed:
         parts.append(f"{failed} failed")
     if halted:
         parts.append(f"{halted} halted")
+    if unrun:
+        parts.append(f"{unrun} not run (budget spent; --resume runs them)")
     line = f"batch: {len(ordered)} row{'s' if len(ordered) != 1 else ''}{target}: {', '.join(parts)}"
     earlier = len(ordered) - len(finished_now)
     if earlier:
         line += f" ({earlier} done earlier, from the journal)"
     requests = sum(e["usage"].get("requests", 0) for e in finished_now)
     tokens = sum(e["usage"].get("total_tokens", 0) for e in finished_now)
-    line += f" · {requests} requests · {tokens:,} tokens · {elapsed:.2f} s"
-    failures = [e for e in ordered if not e["ok"]]
+    line += f" · {requests} requests · {tokens:,} tokens"
+    cost = batch_cost(finished_now)
+    line += f" · {cost}" if cost is not None else ""
+    line += f" · {elapsed:.2f} s"
+    failures = [e for e in ordered if not e["ok"] and not e.get("not_run")]
     for entry in failures[:SHOWN_FAILURES]:
         console.file.write(f"row {entry['index']}: {visible(str(entry['error']))}\n")
     if len(failures) > SHOWN_FAILURES:

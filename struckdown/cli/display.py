@@ -59,6 +59,11 @@ def stats_line(result: Any, elapsed_s: float) -> str:
     if usage.tool_calls:
         parts.append(f"{usage.tool_calls} tool call{'s' if usage.tool_calls != 1 else ''}")
     parts.append(f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)")
+    from .costs import cost_part
+
+    cost = cost_part(usage)
+    if cost is not None:
+        parts.append(cost)
     parts.append(f"{elapsed_s:.2f} s")
     return " · ".join(parts)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from . import approval_cmd, loading
-from .display import RunDisplay, answer_order, make_console
+from .costs import RunRecorder, budget_options, otel
+from .display import RunDisplay, answer_order, make_console, stats_line
 from .errors import EXIT_HALTED, EXIT_OK, CliError, interrupts_end_the_process
 from .io import dumps, load_context, write_json
 from .loading import load_program, load_tools
@@ -36,6 +37,9 @@ class RunRequest:
     mcp_config: Path | None = None  # --mcp-config FILE
     approve: str | None = None  # SPEC §12: all | none decides every call that needs approval
     pause_to: Path | None = None  # pause instead: the state goes to this file, exit code 4
+    prices_file: Path | None = None  # --prices FILE
+    max_cost: float | None = None  # --max-cost USD
+    otel: bool = False  # --otel
 
 
 def run_command(request: RunRequest) -> int:
@@ -56,9 +60,21 @@ def run_command(request: RunRequest) -> int:
     display = RunDisplay(console, guards, program.keys, answer_order(program))
     approve = approval_cmd.decider(request.approve, request.pause_to, display)
     started = time.perf_counter()
-    result = asyncio.run(
-        _drive(program, context, display, request, model=model, tools=tools, mcp=mcp, approve=approve)
-    )
+    recorder = RunRecorder()
+    with otel(request.otel) as provider:
+        extra = budget_options(request.prices_file, request.max_cost, provider)
+        try:
+            result = asyncio.run(
+                _drive(
+                    program, context, display, request, model=model, tools=tools, recorder=recorder,
+                    mcp=mcp, approve=approve, **extra,
+                )
+            )
+        except BaseException as exc:
+            failed_summary(display, recorder, time.perf_counter() - started)
+            if request.output is not None:  # the answers so far, every request made, and the error
+                write_json(request.output, recorder.record(exc))
+            raise
     display.summary(result, time.perf_counter() - started)
     if request.output is not None:
         write_json(request.output, run_record(result))
@@ -85,8 +101,7 @@ def _resume_flags(request: RunRequest, model: Any) -> dict[str, Any]:
 
 async def _drive(
     program: Any, context: dict[str, Any], display: RunDisplay, request: RunRequest, *, model: Any, tools: list[Any],
-    mcp: list[str] | None = None,
-    approve: Any = None,
+    mcp: list[str] | None = None, approve: Any = None, recorder: RunRecorder | None = None, **extra: Any,
 ) -> Any:
     from ..api import complete_incremental_async
 
@@ -104,8 +119,11 @@ async def _drive(
             strict_undefined=request.strict,
             mcp=mcp,
             approve=approve,
+            **extra,
         ):
             display.handle(event)
+            if recorder is not None:
+                recorder.see(event)
             if event.type == "processing_complete":
                 result = event.result
     if result is None:  # the engine always ends with ProcessingComplete or an error
@@ -124,3 +142,12 @@ def run_record(result: Any) -> dict[str, Any]:
     if getattr(result, "paused", None) is not None:
         record["paused"] = [r.to_dict() for r in result.paused.requests]  # SPEC §12: awaiting approval
     return record
+
+
+def failed_summary(display: RunDisplay, recorder: RunRecorder, elapsed_s: float) -> None:
+    """A failed run still shows what it spent (every request it made)."""
+    if recorder.partial is not None:
+        from rich.text import Text
+
+        display.console.file.flush()
+        display.console.print(Text(f"failed · {stats_line(recorder.partial, elapsed_s)}", style="dim"))

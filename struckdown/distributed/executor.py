@@ -25,6 +25,7 @@ import distributed
 
 from ..errors import ConfigurationError
 from ..results import Result
+from .budget import close_budget, open_budget
 from .packing import unpack
 from .shipping import plain_context, ship_kwargs
 from .worker import TransientRowError, close_mcp_sessions, probe_worker, run_row
@@ -174,12 +175,17 @@ class DaskExecutor:
         `concurrency` is how many rows of this batch are handed to the scheduler at
         once (queued or running); `max_in_flight` caps how many run.
         """
+        batch_limits, max_cost = kwargs.pop("batch_limits", None), kwargs.pop("max_cost", None)  # the whole batch's
         shipped = ship_kwargs(kwargs)
         await asyncio.to_thread(self.start)
         await asyncio.to_thread(self._register_semaphore)
         job = _job(template, template_path, include_paths, shipped, self, with_semaphore=True)
+        job["budget"] = await asyncio.to_thread(open_budget, self._client, batch_limits, max_cost)
         batch = _Batch(self, job, iter(enumerate(contexts)), max(1, concurrency), asyncio.get_running_loop())
-        return await batch.run(on_result)
+        try:
+            return await batch.run(on_result)
+        finally:
+            await asyncio.to_thread(close_budget, self._client, job["budget"])
 
     def _register_semaphore(self) -> None:
         if self.max_in_flight is None:

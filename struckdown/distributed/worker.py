@@ -19,7 +19,9 @@ from typing import Any
 
 import distributed
 
+from ..run.accounting import usage_of
 from ..toolfiles import import_name, module_from_source, public_tools
+from .budget import row_may_start, row_spent
 from .packing import pack_error, pack_result
 
 
@@ -87,24 +89,19 @@ _resolve_lock = threading.Lock()
 async def run_row(job: dict[str, Any], context: dict[str, Any]) -> tuple[Any, ...]:
     """One row, on a worker. Returns the packed Result or permanent error; raises
     TransientRowError for a transient one so that Dask retries the task."""
-    from ..api import complete_async
-
+    budget = job.get("budget")
     try:
         kwargs = _worker_kwargs(job["kwargs"])
         if kwargs.get("mcp"):
             kwargs["mcp"] = _sessions(job)
         if job["semaphore"] is None:
-            result = await complete_async(
-                job["template"], context, template_path=job["template_path"],
-                include_paths=job["include_paths"], **kwargs,
-            )  # fmt: skip
+            result = await _budgeted_row(budget, job, context, kwargs)
         else:
             async with await _semaphore(*job["semaphore"]):
-                result = await complete_async(
-                    job["template"], context, template_path=job["template_path"],
-                    include_paths=job["include_paths"], **kwargs,
-                )  # fmt: skip
+                result = await _budgeted_row(budget, job, context, kwargs)
     except Exception as exc:  # noqa: BLE001 - every row error goes back to the caller
+        if budget is not None and not_run(exc) is False:
+            await row_spent(budget, usage_of(exc))
         packed = pack_error(exc)
         transient = job["retries"] > 0 and is_transient(exc)
         del exc
@@ -118,6 +115,28 @@ async def run_row(job: dict[str, Any], context: dict[str, Any]) -> tuple[Any, ..
     # Raised outside the except block: Dask pickles an error with its __context__
     # chain and tracebacks (tblib), which for a provider error is deep and heavy.
     raise TransientRowError(packed)
+
+
+def not_run(exc: BaseException) -> bool:
+    from ..errors import BudgetExceeded
+
+    return isinstance(exc, BudgetExceeded) and exc.scope == "batch"
+
+
+async def _budgeted_row(budget: dict[str, Any] | None, job: dict[str, Any], context: dict[str, Any], kwargs: Any) -> Any:
+    """One row, once the batch's shared budget lets it start; what it spent goes back into it."""
+    from ..api import complete_async
+
+    if budget is not None:
+        spent = await row_may_start(budget)
+        if spent is not None:
+            raise spent
+    result = await complete_async(
+        job["template"], context, template_path=job["template_path"], include_paths=job["include_paths"], **kwargs
+    )
+    if budget is not None:
+        await row_spent(budget, result.usage)
+    return result
 
 
 class _QuietRetries(logging.Filter):

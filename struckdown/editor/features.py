@@ -64,6 +64,10 @@ OPTION_DOCS: dict[str, str] = {
         'Calls of these tools wait for a person\'s yes: one name, a quoted list `"a, b"`, or `"*"` '
         "(every tool of the slot that is not @readonly); adds to the host's, never removes."
     ),
+    "budget": (
+        'Calls per tool in this slot: `budget="search=3, fetch=1"`; a call past it does not run '
+        "(the model reads why); lowers the caller's `tool_limits=`, never raises them."
+    ),
     "when": "A guard halts the run when `triggered` equals this (default true).",
     "mcp": '`mcp=name` or `mcp="a, b"`: an agent slot that may use these MCP servers\' tools (`<server>_<tool>`).',
 }

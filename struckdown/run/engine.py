@@ -22,6 +22,7 @@ from anyio.abc import TaskGroup
 from ..actions import call_action
 from ..codec import as_text
 from ..errors import (
+    BudgetExceeded,
     Halted,
     StruckdownError,
     TemplateRuntimeError,
@@ -39,13 +40,16 @@ from ..incremental import (
     SlotRetracted,
 )
 from ..models import resolve_model
+from ..observe import run_span, slot_span
 from ..plan import Program, Segment
-from ..results import Result, SlotResult, Usage
+from ..results import Result, SlotResult
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
 from ..variables import check_context
+from .accounting import check_run, so_far
 from .approval import ApprovalRun, SegmentPaused, SlotPaused
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
+from .ledger import RunLedger
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tools import ModelCallHook, RequestLimit
 
@@ -73,6 +77,11 @@ class RunSettings:
     mcp: Any = None  # the MCPSessions of this run (or batch), None without MCP servers
     approve: Any = None  # SPEC §12: who decides calls that need approval (None: the run pauses)
     resume: Any = None  # a ResumePoint (struckdown/approval_state.py): the paused run this one continues
+    budget: Any = None  # run-wide limits (run/ledger.py Budget: run_limits= and max_cost=), or None
+    pricing: Any = None  # prices for Usage.cost (pricing.Pricing), or None: genai-prices only
+    tool_limits: Mapping[str, int] | None = None  # the host's per-tool call ceilings (per slot)
+    batch: Any = None  # the batch's shared account (run/ledger.py BatchLedger) for a batch row
+    tracing: Any = None  # observe.Tracing (instrument=), or None
 
 
 @dataclass
@@ -99,8 +108,11 @@ class Run:
         environment = self.program.environment
         self.renderer = environment.renderer
         batching = self.options.provider_batch  # holds the request cap around batch API calls instead
+        self.ledger = RunLedger(self.emit, budget=self.options.budget, pricing=self.options.pricing, batch=self.options.batch)
+        tracing = self.options.tracing
         self._limit: tuple[Any, ...] = (
-            (RequestLimit(self.options.requests),) if self.options.requests and batching is None else ()
+            *((RequestLimit(self.options.requests),) if self.options.requests and batching is None else ()),
+            *(tracing.capabilities if tracing is not None else ()),  # pydantic-ai's instrumentation, for guards too
         )
         default_model = self.options.model
         resolved_default: list[Any] = []
@@ -136,6 +148,9 @@ class Run:
             ),
             cache=_cache(self.options.cache, environment.response_caches),
             mcp=self.options.mcp,
+            ledger=self.ledger,
+            tool_limits=self.options.tool_limits or {},
+            tracing=tracing,
         )
         self.approval = ApprovalRun(
             decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
@@ -149,6 +164,7 @@ class Run:
         try:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
+                check_run(self)  # budgets' tool names, max_cost's prices: before any model call
             await self.approval.announce()
             segments = self._segments_to_run()
             if len(segments) == 1 and not self.guards.states:
@@ -164,11 +180,12 @@ class Run:
             if halted is not None:
                 await self._finish_halted(halted)
                 return
-            error = first_error(exc)
+            error = find_error(exc, BudgetExceeded) or first_error(exc)
             if isinstance(error, (KeyboardInterrupt, SystemExit, anyio.get_cancelled_exc_class())):
                 raise
-            await self._retract("errored")
-            await self.emit(ProcessingError(self.slot_of(error), error))
+            partial = so_far(self, error)  # the answers so far; every request made counts in its usage
+            await self._retract("budget" if isinstance(error, BudgetExceeded) else "errored")
+            await self.emit(ProcessingError(self.slot_of(error), error, partial))
             error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
             raise error
         if self.approval.paused:  # SPEC §12: calls wait for decisions; the state resumes the run
@@ -217,7 +234,7 @@ class Run:
         keys = self.program.keys
         guard_at = keys.index(halted.slot) if halted.slot in keys else len(keys)
         kept = {k: r for k, r in self.results.items() if k not in keys or keys.index(k) <= guard_at}
-        discarded = Usage()
+        discarded = self.ledger.cut_off()  # slots cut off by the trip: their requests count too
         for key, slot in self.results.items():
             if key not in kept:
                 discarded = discarded + slot.usage
@@ -366,7 +383,7 @@ class Run:
         env: SlotEnv,
     ) -> SlotResult:
         plan = self.program.plan(node)
-        with self.blaming(node.key):
+        with self.blaming(node.key), slot_span(self.options.tracing, node.key, plan.slot.type_name, node.is_guard) as span:
             resolved = resolve_plan(plan, self.variables, self.renderer)
             spec = output_for(plan, resolved, self.program.environment.types)
             restored = self.approval.restored(node.key, spec)  # finished before the pause: not run again
@@ -380,6 +397,7 @@ class Run:
             except SlotPaused as paused:
                 self.approval.hold(paused.record)
                 raise SegmentPaused from None
+            span(result)
         self.env.streaming_now.discard(node.key)
         self._store(result)
         await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached))
@@ -516,7 +534,9 @@ async def run_to_result(program: Program, context: Mapping[str, Any] | None, opt
         if isinstance(event, ProcessingComplete):
             final.append(event.result)
 
-    await Run(program, dict(context or {}), options, keep_result).main()
+    run = Run(program, dict(context or {}), options, keep_result)
+    with run_span(options.tracing, program):
+        await run.main()
     paused = final[0].paused
     if isinstance(paused, BaseException):
         raise paused  # SPEC §12: complete() raises Paused; the incremental API yields it
@@ -536,7 +556,8 @@ async def events(program: Program, context: Mapping[str, Any] | None, options: R
 
     async def main() -> None:
         async with send:
-            await run.main()
+            with run_span(options.tracing, program):
+                await run.main()
 
     task = asyncio.create_task(main())
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
@@ -31,7 +31,9 @@ from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
+from .budgets import slot_budget
 from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
+from .ledger import CURRENT_METER
 from .tools import CURRENT_WRAP, BadModelOutput, ToolBox, ToolLimitExceeded, ToolWrap
 
 if TYPE_CHECKING:
@@ -56,6 +58,9 @@ class SlotEnv:
     mcp: Any = None  # the run's MCPSessions (struckdown.mcp_tools), None without MCP servers
     streaming_now: set[str] = field(default_factory=set)
     approval: Any = None  # the run's ApprovalRun (run/approval.py): who decides calls that need approval
+    ledger: Any = None  # the run's usage ledger (run/ledger.py): every request metered, priced, limited
+    tool_limits: Mapping[str, int] = field(default_factory=dict)  # the host's per-tool call ceilings
+    tracing: Any = None  # struckdown spans (observe.py), or None
 
 
 @dataclass(frozen=True)
@@ -147,8 +152,12 @@ def model_settings(
     return settings
 
 
-def _usage(run_usage: Any, hits: int = 0) -> Usage:
-    """The slot's bill: requests answered from the response cache cost nothing."""
+def _usage(run_usage: Any, hits: int = 0, meter: Any = None) -> Usage:
+    """The slot's bill: what its meter counted (every real request, each retry and fallback
+    attempt included, with its price); requests answered from the response cache cost nothing."""
+    if meter is not None:
+        metered: Usage = meter.account.usage()
+        return replace(metered, tool_calls=run_usage.tool_calls)
     return Usage(
         requests=run_usage.requests - hits,
         tool_calls=run_usage.tool_calls,
@@ -178,6 +187,7 @@ async def run_model_slot(
         )
     max_iter = resolved.control.get("max_iter")
     limits = _limits(env, plan, resolved)
+    meter = env.ledger.meter(key) if env.ledger is not None else None
     wrap: ToolWrap | None = None
     gate = None  # SPEC §12: the slot's approvals (run/approval.py)
     if use_tools and env.approval is not None:
@@ -199,6 +209,8 @@ async def run_model_slot(
             timeout=_tool_timeout(env.tool_timeout, resolved.control.get("tool_timeout"), key),
             approval=gate.names if gate is not None else frozenset(),
             defer=gate.handle if gate is not None else None,
+            budget=slot_budget(resolved.control.get("budget"), env.tool_limits, meter, key),
+            tracing=env.tracing,
         )
         if gate is not None:
             gate.restore_calls(wrap)
@@ -209,16 +221,21 @@ async def run_model_slot(
     model = env.resolve_model(resolved.settings.get("model"))
     settings = model_settings(env.settings, resolved.settings, env.environment.models.defaults(model))
     cache_run = None
-    served_by = model
+    served_by = caches.metered_model(model)  # innermost: every real request is metered once
     if env.cache is not None and not use_tools:  # agent slots are never served from the cache
         cache_run = _cache_run(env.cache, model, spec)
-        served_by = caches.cached_model(model)
+        served_by = caches.cached_model(served_by)
     token = CURRENT_WRAP.set(wrap)
     cache_token = CURRENT_CACHE_RUN.set(cache_run)
+    meter_token = CURRENT_METER.set(meter)
     try:
         arguments: dict[str, Any] = {
             "user_prompt": prompt, "message_history": history or None, "capabilities": list(env.capabilities) or None,
         }
+        paused_before = None  # what the paused run spent (its usage object grows during this run)
+        if gate is not None and gate.resumed is not None:
+            spent = gate.resumed.usage
+            paused_before = (spent.requests, spent.input_tokens or 0, spent.output_tokens or 0)
         if gate is not None and gate.resumed is not None:  # the paused run's messages and the decisions
             arguments = gate.resume_arguments(arguments)
         run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
@@ -247,6 +264,7 @@ async def run_model_slot(
     finally:
         CURRENT_WRAP.reset(token)
         CURRENT_CACHE_RUN.reset(cache_token)
+        CURRENT_METER.reset(meter_token)
     if gate is not None and wrap is not None:
         gate.check(run, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
     if streamer is not None:
@@ -257,12 +275,23 @@ async def run_model_slot(
     if cache_run is not None:
         await store_answer(cache_run, run.new_messages())
         hits = cache_run.hits
+    if meter is not None:
+        meter.finished = True
+    usage = _usage(run.usage, hits, meter)
+    if meter is not None and paused_before is not None:
+        # the paused run's requests were metered in the process that paused: add them back
+        usage = replace(
+            usage,
+            requests=usage.requests + paused_before[0],
+            input_tokens=usage.input_tokens + paused_before[1],
+            output_tokens=usage.output_tokens + paused_before[2],
+        )
     return SlotResult(
         key=key,
         type=plan.slot.type_name,
         output=value,
         messages=tuple(messages),
-        usage=_usage(run.usage, hits),
+        usage=usage,
         elapsed_ms=(time.perf_counter() - started) * 1000,
         cached=hits > 0,
         tool_calls=tuple(wrap.calls) if wrap else (),

@@ -143,6 +143,8 @@ class ToolWrap:
     timeout: float | None = None  # seconds one call may take
     approval: frozenset[str] = frozenset()  # tools whose calls wait for a decision (SPEC §12, run/approval.py)
     defer: Callable[[Any, Any], Awaitable[Any]] | None = None  # decides calls pydantic-ai deferred (its handler)
+    budget: Any = None  # per-tool budgets and the run's tool-call limit (run/budgets.py ToolBudget)
+    tracing: Any = None  # struckdown spans (observe.py), or None
     calls: list[ToolCall] = field(default_factory=list)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
@@ -196,6 +198,12 @@ class SlotToolset(WrapperToolset[Any]):
         return _unapproved(tools, self.state.approval) if self.state.approval else tools
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
+        assert self.state is not None
+        if self.state.tracing is not None:
+            return await self.state.tracing.tool(name, lambda: self._call_tool(name, tool_args, ctx, tool))
+        return await self._call_tool(name, tool_args, ctx, tool)
+
+    async def _call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
         state = self.state
         assert state is not None
         arguments = dict(tool_args)
@@ -203,6 +211,9 @@ class SlotToolset(WrapperToolset[Any]):
         await state.emit(ToolStarted(state.slot, name, arguments))
         started = time.perf_counter()
         was_cached = key in state.inflight
+        refused = state.budget.spend(name) if state.budget is not None and not was_cached else None
+        if refused is not None:  # SPEC §13: the call does not run, the model reads why
+            return await self._finish(name, arguments, started, (refused, False, refused), False)
         while True:
             flight = state.inflight.get(key)
             if flight is None:
@@ -215,14 +226,25 @@ class SlotToolset(WrapperToolset[Any]):
             if flight.outcome is not None:
                 break
             # the task running the shared call was cancelled (not this one): run it here
-        output, ok, error = flight.outcome
+        return await self._finish(name, arguments, started, flight.outcome, was_cached)
+
+    async def _finish(
+        self, name: str, arguments: dict[str, Any], started: float, outcome: tuple[Any, bool, str | None], was_cached: bool
+    ) -> Any:
+        state = self.state
+        assert state is not None
+        output, ok, error = outcome
         elapsed = (time.perf_counter() - started) * 1000
         state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
         await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached))
+        if state.tracing is not None:
+            state.tracing.tool_outcome(was_cached, ok)
         if not ok:
             # pydantic-ai's terminal tool failure: the model reads the SPEC §3 string as a
             # failed tool result (outcome="failed"), and the run goes on
             raise ToolFailed(str(error))
+        if state.budget is not None:
+            state.budget.returned()
         return output
 
     async def _execute(

@@ -157,13 +157,13 @@ def test_requests_cannot_bring_tools_or_files(server: str) -> None:
 
 
 def test_includes_find_no_files_on_a_shared_server(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "secret.sd").write_text("the secret is 42 [[a]]")
+    (tmp_path / "secret.sd").write_text("the secret is swordfish-7f3a [[a]]")
     template = f'<include src="{tmp_path / "secret.sd"}"/>\n[[b]]'
     events = run_events(client(server, KEY), {"template": template, "model": "test"})
     assert [e["type"] for e in events] == ["diagnostics"]
     (diagnostic,) = events[0]["diagnostics"]
     assert "outside" in diagnostic["message"], diagnostic
-    assert "42" not in str(events)
+    assert "swordfish-7f3a" not in str(events)
 
 
 def test_operator_tools_are_the_ones_that_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
