@@ -49,6 +49,10 @@ _EXPORTS = {
     "Usage": "results",
     "readonly": "run.tools",
     "Safe": "safe",
+    "Image": "media",
+    "File": "media",
+    "attach": "media",
+    "MediaError": "errors",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -106,6 +110,7 @@ if TYPE_CHECKING:
     from .errors import (
         Halted as Halted,
     )
+    from .errors import MediaError as MediaError
     from .errors import (
         SlotError as SlotError,
     )
@@ -118,6 +123,9 @@ if TYPE_CHECKING:
     from .errors import (
         TemplateSyntaxError as TemplateSyntaxError,
     )
+    from .media import File as File
+    from .media import Image as Image
+    from .media import attach as attach
     from .model_errors import (
         AuthenticationError as AuthenticationError,
     )

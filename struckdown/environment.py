@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
 from .actions import ActionRegistry, builtin_actions
 from .lru import LRU
+from .media_scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE
 from .model_store import ModelStore
 from .plan import Program
 from .render import Renderer
@@ -66,6 +67,8 @@ class RunOptions(TypedDict, total=False):
     template_path: PathLike | None
     include_paths: Sequence[PathLike]
     stop_at: str | None
+    image_max_side: int | None  # images with a longer side are shrunk with Pillow (default 2048; None: never)
+    max_images: int | None  # images one request may hold, earlier turns included (default 50; None: no limit)
 
 
 class BatchExecutor(Protocol):
@@ -250,6 +253,8 @@ class Environment:
             stream=stream,
             tool_timeout=options.get("tool_timeout", self.tool_timeout),
             requests=requests if requests is not None else _request_limiter(options.get("max_requests")),
+            image_max_side=options.get("image_max_side", DEFAULT_MAX_SIDE),
+            max_images=options.get("max_images", DEFAULT_MAX_IMAGES),
         )
 
     async def complete_async(

@@ -174,3 +174,9 @@ def _is_cancellation(exc: BaseException) -> bool:
     return isinstance(exc, asyncio.CancelledError)
 
 
+
+
+class MediaError(TemplateRuntimeError):
+    """An image or file in the context cannot be sent as placed: in `<system>` or an
+    assistant turn, more images than `max_images` in one request, an image larger
+    than `image_max_side` without Pillow to shrink it, or bytes that are no image."""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import loading
+from .attachments import file_base, file_contexts
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
 from .journal import Journal, JournalLock, content_hash, journal_path, read_journal
@@ -39,11 +40,13 @@ class BatchRequest:
     engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
     address: str | None = None  # the Dask scheduler; None: a private local cluster
     retries: int = 2  # Dask: runs of a row again after a transient provider error
+    file_columns: Sequence[str] = ()  # columns of paths sent as images or files (cli/attachments.py)
 
 
 def batch_command(request: BatchRequest) -> int:
     program = load_program(request.template, request.include_paths)
     rows = read_inputs(request.inputs, warn=_warn)
+    file_base(rows, request.file_columns, request.inputs)  # a bad --file-columns fails before anything runs
     if request.output is not None:
         output_format(request.output)
     elif request.resume:
@@ -86,6 +89,7 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
     console = make_console(sys.stderr)
     entries, journal = _open_journal(request, rows, input_hashes, template_hash, console)
     pending = [i for i in range(len(rows)) if i not in entries]
+    contexts = file_contexts([rows[i] for i in pending], request.file_columns, request.inputs)
     run = _dask_runner(request, program) if request.engine != "local" else _local_runner(request, program)
     stdout = _InOrder() if request.output is None else None
     finished_now: list[dict[str, Any]] = []
@@ -108,7 +112,7 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
     progress = BatchProgress(console, len(rows), len(entries))
     try:
         with progress:
-            asyncio.run(run([rows[i] for i in pending], on_result))
+            asyncio.run(run(contexts, on_result))
     except KeyboardInterrupt:
         where = f"saved in {journal.path}; run the same command with --resume" if journal else "written above"
         raise CliError(f"interrupted: {len(entries)}/{len(rows)} rows are {where}", EXIT_INTERRUPTED) from None

@@ -81,6 +81,7 @@ class RunDisplay:
         self.midline = False
         self._live: Any = None
         self._spinners: dict[str, Spinner] = {}  # kept, so they animate
+        self.attached: set[str] = set()  # images and files already named as sent
 
     # -- lifecycle -------------------------------------------------------------
     def __enter__(self) -> RunDisplay:
@@ -160,6 +161,10 @@ class RunDisplay:
 
     def _on_slot_completed(self, event: Any) -> None:
         slot = event.slot
+        from .attachments import attachment_lines
+
+        for line in attachment_lines(slot, event.result.messages, self.attached):  # images and files sent
+            self._line(Text(visible(line), style="dim"))
         self.streams.pop(slot, None)
         self.running.pop(slot, None)
         if event.result.type == "halt":

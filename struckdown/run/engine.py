@@ -38,6 +38,7 @@ from ..incremental import (
     SlotCompleted,
     SlotRetracted,
 )
+from ..media_scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE, media_scope
 from ..models import resolve_model
 from ..plan import Program, Segment
 from ..results import Result, SlotResult, Usage
@@ -66,6 +67,8 @@ class RunSettings:
     stream: bool = True
     tool_timeout: float | None = None
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
+    image_max_side: int | None = DEFAULT_MAX_SIDE  # larger images are shrunk (None: sent as they are)
+    max_images: int | None = DEFAULT_MAX_IMAGES  # per request (None: no limit)
 
 
 @dataclass
@@ -457,7 +460,8 @@ async def run_to_result(program: Program, context: Mapping[str, Any] | None, opt
         if isinstance(event, ProcessingComplete):
             final.append(event.result)
 
-    await Run(program, dict(context or {}), options, keep_result).main()
+    with media_scope(options.image_max_side, options.max_images):
+        await Run(program, dict(context or {}), options, keep_result).main()
     return final[0]
 
 
@@ -474,7 +478,8 @@ async def events(program: Program, context: Mapping[str, Any] | None, options: R
 
     async def main() -> None:
         async with send:
-            await run.main()
+            with media_scope(options.image_max_side, options.max_images):
+                await run.main()
 
     task = asyncio.create_task(main())
     try:

@@ -32,6 +32,7 @@ from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
+from .media_turns import prepare_prompt, redact
 from .tools import CURRENT_WRAP, BadModelOutput, ToolBox, ToolLimitExceeded, ToolWrap
 
 if TYPE_CHECKING:
@@ -194,11 +195,12 @@ async def run_model_slot(
     if env.cache is not None and not use_tools:  # agent slots are never served from the cache
         cache_run = _cache_run(env.cache, model, spec)
         served_by = caches.cached_model(model)
+    user_prompt = prepare_prompt(history, prompt)  # images placed in the question: its content parts
     token = CURRENT_WRAP.set(wrap)
     cache_token = CURRENT_CACHE_RUN.set(cache_run)
     try:
         run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
-            prompt,
+            user_prompt,
             message_history=history or None,
             instructions=instructions,
             deps=env.deps,
@@ -227,7 +229,7 @@ async def run_model_slot(
     if streamer is not None:
         await streamer.flush()
     value = spec.to_value(run.output)
-    messages = run.all_messages()
+    messages = redact(run.all_messages())  # each image or file as a short placeholder
     hits = 0
     if cache_run is not None:
         await store_answer(cache_run, run.new_messages())
