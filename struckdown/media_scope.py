@@ -15,9 +15,8 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
+from contextvars import Token as _Token
 from typing import Any, Protocol
 
 DEFAULT_MAX_SIDE = 2048  # pixels, the long side
@@ -34,6 +33,8 @@ class Placeable(Protocol):
 
 def check_limits(max_side: int | None, max_images: int | None) -> None:
     """ValueError for an `image_max_side` below 1 or a `max_images` below 0 (None: no limit)."""
+    if type(max_side) is int and type(max_images) is int and max_side >= 1 and max_images >= 0:
+        return  # the common case, checked once per run
     for name, value, least in (("image_max_side", max_side, 1), ("max_images", max_images, 0)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
             raise ValueError(f"{name} must be a whole number of at least {least}, or None, not {value!r}")
@@ -48,8 +49,8 @@ class MediaScope:
         self.items: list[Any] = []
         self.nonce: str | None = None  # made with the first token: a run without media pays nothing
         self._index: dict[int, int] = {}
-        self.sent: dict[int, Any] = {}  # id(content part) → the media value it was made from
-        self._digests: dict[int, str] = {}  # id(bytes sent) → their sha256
+        self._sent: dict[int, tuple[Any, Any]] = {}  # id(content part) → (the part, kept alive; its media value)
+        self._digests: dict[int, tuple[bytes, str]] = {}  # id(bytes sent) → (them, kept alive so the id stays theirs; sha256)
 
     def token(self, media: Placeable) -> str:
         if self.nonce is None:
@@ -71,28 +72,39 @@ class MediaScope:
         parts = media.parts(self.max_side)
         for part in parts:
             if not isinstance(part, str):
-                self.sent[id(part)] = media
+                self._sent[id(part)] = (part, media)
         return parts
+
+    def source_of(self, part: Any) -> Any:
+        """The media value a content part was made from (None: not made by this run)."""
+        found = self._sent.get(id(part))
+        return found[1] if found is not None else None
 
     def digest(self, data: bytes) -> str:
         found = self._digests.get(id(data))
         if found is None:
-            found = self._digests[id(data)] = hashlib.sha256(data).hexdigest()
-        return found
+            found = self._digests[id(data)] = (data, hashlib.sha256(data).hexdigest())
+        return found[1]
 
 
 CURRENT: ContextVar[MediaScope | None] = ContextVar("struckdown_media_scope", default=None)
 
 
-@contextmanager
-def media_scope(max_side: int | None = DEFAULT_MAX_SIDE, max_images: int | None = DEFAULT_MAX_IMAGES) -> Iterator[MediaScope]:
+class media_scope:  # noqa: N801 - used as a function: `with media_scope(…):`
     """A run's scope, current in this task (and the tasks it starts) until the run ends."""
-    scope = MediaScope(max_side, max_images)
-    reset = CURRENT.set(scope)
-    try:
-        yield scope
-    finally:
-        CURRENT.reset(reset)
+
+    __slots__ = ("scope", "_reset")
+    _reset: _Token[MediaScope | None]
+
+    def __init__(self, max_side: int | None = DEFAULT_MAX_SIDE, max_images: int | None = DEFAULT_MAX_IMAGES) -> None:
+        self.scope = MediaScope(max_side, max_images)
+
+    def __enter__(self) -> MediaScope:
+        self._reset = CURRENT.set(self.scope)
+        return self.scope
+
+    def __exit__(self, *exc: object) -> None:
+        CURRENT.reset(self._reset)
 
 
 def active() -> MediaScope | None:

@@ -17,6 +17,7 @@ from rich.console import Console, Group, RenderableType
 from rich.spinner import Spinner
 from rich.text import Text
 
+from .attachments import attachment_lines
 from .text import visible
 
 TAIL_LINES = 6
@@ -161,8 +162,6 @@ class RunDisplay:
 
     def _on_slot_completed(self, event: Any) -> None:
         slot = event.slot
-        from .attachments import attachment_lines
-
         for line in attachment_lines(slot, event.result.messages, self.attached):  # images and files sent
             self._line(Text(visible(line), style="dim"))
         self.streams.pop(slot, None)

@@ -109,7 +109,7 @@ def redact(messages: list[ModelMessage]) -> list[ModelMessage]:
     from pydantic_ai.messages import BinaryContent, ModelRequest, TextContent, UserPromptPart
 
     def placeholder(item: BinaryContent) -> TextContent:
-        media = scope.sent.get(id(item))
+        media = scope.source_of(item)
         name = media.name if media is not None else None
         kind, digest = kind_word(item.media_type), scope.digest(item.data)
         info = {"kind": kind, "name": name, "media_type": item.media_type, "bytes": len(item.data), "sha256": digest}

@@ -186,6 +186,9 @@ def test_media_values_read_as_their_placeholder_outside_a_run() -> None:
     image = sd.Image(RED, detail="low")
     assert repr(image) == str(image) == f"<image image/png {len(RED)} B sha256:{image.sha256[:8]}…>"
     assert f"{image}" == str(image) and "%s" % image == str(image)  # what a log line would hold
+    import pickle
+
+    assert pickle.loads(pickle.dumps(image)) == image  # rows travel to Dask workers
     assert sd.parse("x").environment.renderer.render_text("A {{ p }} B", {"p": image}) == f"A {image!r} B"
 
 
@@ -204,15 +207,17 @@ def test_urls_become_url_parts_and_files_binary_parts() -> None:
         "web": sd.Image("https://example.com/shots/a.png", detail="high"),
         "doc": sd.File("https://example.com/report.pdf"),
         "song": sd.File("https://example.com/a.mp3"),
+        "clip": sd.File("https://example.com/clip.mp4?t=3"),
         "pdf": sd.File(PDF),
         "wav": sd.File(WAV, name="hello.wav"),
     }
-    sd.complete("{{ web }}{{ doc }}{{ song }}{{ pdf }}{{ wav }} Summarise. [[a]]", context, model=script.model())
+    sd.complete("{{ web }}{{ doc }}{{ song }}{{ clip }}{{ pdf }}{{ wav }} Summarise. [[a]]", context, model=script.model())
     (content,) = user_contents(script.calls[0].messages)
     assert shape(content) == [
         ("image-url", "https://example.com/shots/a.png"),
         ("document-url", "https://example.com/report.pdf"),
         ("audio-url", "https://example.com/a.mp3"),
+        ("video-url", "https://example.com/clip.mp4?t=3"),
         ("binary", "application/pdf", PDF),
         ("binary", "audio/wav", WAV),
         " Summarise.",
