@@ -60,6 +60,10 @@ _EXPORTS = {
     "Paused": "errors",
     "ApprovalRequest": "approval_state",
     "needs_approval": "run.approval",
+    "Image": "media",
+    "File": "media",
+    "attach": "media",
+    "MediaError": "errors",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -125,6 +129,7 @@ if TYPE_CHECKING:
         Halted as Halted,
     )
     from .errors import MCPServerError as MCPServerError
+    from .errors import MediaError as MediaError
     from .errors import Paused as Paused
     from .errors import (
         SlotError as SlotError,
@@ -139,6 +144,9 @@ if TYPE_CHECKING:
         TemplateSyntaxError as TemplateSyntaxError,
     )
     from .mcp_tools import MCPSessions as MCPSessions
+    from .media import File as File
+    from .media import Image as Image
+    from .media import attach as attach
     from .model_errors import (
         AuthenticationError as AuthenticationError,
     )

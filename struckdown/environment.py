@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
 from .actions import ActionRegistry, builtin_actions
 from .lru import LRU
+from .media_scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE
 from .model_store import ModelStore
 from .plan import Program
 from .render import Renderer
@@ -80,6 +81,8 @@ class RunOptions(TypedDict, total=False):
     prices: Mapping[str, Mapping[str, float]] | None  # USD per million tokens, by model name or provider:name
     tool_limits: Mapping[str, int] | None  # per-tool call ceilings per slot (`budget=` lowers them)
     instrument: Any  # True, an OpenTelemetry TracerProvider or pydantic-ai InstrumentationSettings (SPEC §19)
+    image_max_side: int | None  # images with a longer side are shrunk with Pillow (default 2048; None: never)
+    max_images: int | None  # images one request may hold, earlier turns included (default 50; None: no limit)
 
 
 class BatchExecutor(Protocol):
@@ -283,6 +286,8 @@ class Environment:
             mcp=mcp,
             approve=options.get("approve", self.approve),
             **budget_settings(self, options),
+            image_max_side=options.get("image_max_side", DEFAULT_MAX_SIDE),
+            max_images=options.get("max_images", DEFAULT_MAX_IMAGES),
         )
 
     async def complete_async(

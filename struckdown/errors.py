@@ -269,3 +269,9 @@ class BudgetExceeded(StruckdownError):
         from .results import Result
 
         return Result(self._finished, self._order, discarded=self._discarded)
+
+
+class MediaError(TemplateRuntimeError):
+    """An image or file in the context cannot be sent as placed: in `<system>` or an
+    assistant turn, more images than `max_images` in one request, an image larger
+    than `image_max_side` without Pillow to shrink it, or bytes that are no image."""

@@ -38,7 +38,8 @@ SetOpt = Annotated[
         "-c",
         "--set",
         metavar="KEY=VALUE",
-        help="Set a context variable (repeatable; overrides --context). VALUE is JSON if it parses, else text.",
+        help="Set a context variable (repeatable; overrides --context). VALUE is JSON if it parses, else text; "
+        "@PATH reads a file: an image or document is sent as such, a text file as its text.",
         show_default=False,
     ),
 ]
@@ -390,6 +391,16 @@ def batch(
             show_default=False,
         ),
     ] = None,
+    file_columns: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--file-columns",
+            metavar="COL[,COL…]",
+            help="Columns holding paths (relative to the input file) of images or files to send as such "
+            "(repeatable or comma-separated; a JSON list of paths gives a list).",
+            show_default=False,
+        ),
+    ] = None,
     retries: Annotated[
         int,
         typer.Option(
@@ -483,6 +494,7 @@ def batch(
                 prices_file=prices,
                 max_cost=max_cost,
                 otel=otel,
+                file_columns=file_columns or (),
             )
         )
     raise typer.Exit(code)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import loading
+from .attachments import file_base, file_contexts
 from .costs import batch_cost, budget_options, not_run, otel, row_usage
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
@@ -51,6 +52,7 @@ class BatchRequest:
     max_cost: float | None = None  # --max-cost USD: the whole batch's budget
     otel: bool = False  # --otel
     instrument: Any = None  # the tracer provider --otel made
+    file_columns: Sequence[str] = ()  # columns of paths sent as images or files (cli/attachments.py)
 
 
 def batch_command(request: BatchRequest) -> int:
@@ -60,6 +62,7 @@ def batch_command(request: BatchRequest) -> int:
     check_flags(request.provider_batch, request.batch_wait, request.batch_size, request.engine)
     program = load_program(request.template, request.include_paths)
     rows = read_inputs(request.inputs, warn=_warn)
+    file_base(rows, request.file_columns, request.inputs)  # a bad --file-columns fails before anything runs
     if request.output is not None:
         output_format(request.output)
     elif request.resume:
@@ -121,6 +124,7 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
     if request.provider_batch:
         job = BatchJob(journal, pending, input_hashes, template_hash, console, resume=request.resume,
                        batch_size=request.batch_size, batch_wait=request.batch_wait)  # fmt: skip
+    contexts = file_contexts([rows[i] for i in pending], request.file_columns, request.inputs)
     run = _dask_runner(request, program) if request.engine != "local" else _local_runner(request, program, job)
     stdout = _InOrder() if request.output is None else None
     finished_now: list[dict[str, Any]] = []
@@ -147,7 +151,7 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
         job.progress = progress
     try:
         with progress:
-            asyncio.run(run([rows[i] for i in pending], on_result))
+            asyncio.run(run(contexts, on_result))
     except KeyboardInterrupt:
         where = f"saved in {journal.path}; run the same command with --resume" if journal else "written above"
         raise CliError(f"interrupted: {len(entries)}/{len(rows)} rows are {where}", EXIT_INTERRUPTED) from None

@@ -18,6 +18,7 @@ from rich.console import Console, Group, RenderableType
 from rich.spinner import Spinner
 from rich.text import Text
 
+from .attachments import attachment_lines
 from .text import visible
 
 TAIL_LINES = 6
@@ -102,6 +103,7 @@ class RunDisplay:
         self.midline = False
         self._live: Any = None
         self._spinners: dict[str, Spinner] = {}  # kept, so they animate
+        self.attached: set[str] = set()  # images and files already named as sent
 
     # -- lifecycle -------------------------------------------------------------
     def __enter__(self) -> RunDisplay:
@@ -193,6 +195,8 @@ class RunDisplay:
 
     def _on_slot_completed(self, event: Any) -> None:
         slot = event.slot
+        for line in attachment_lines(slot, event.result.messages, self.attached):  # images and files sent
+            self._line(Text(visible(line), style="dim"))
         self.streams.pop(slot, None)
         self.running.pop(slot, None)
         self.resolved.add(slot)

@@ -59,6 +59,7 @@ class CachedModel(WrapperModel):
         self, run: CacheRun, messages: list[ModelMessage], settings: ModelSettings | None, params: ModelRequestParameters
     ) -> str:
         from ..cache import cache_key
+        from .media_turns import for_cache_key
 
         output = {
             "answer": run.answer_schema,
@@ -67,7 +68,7 @@ class CachedModel(WrapperModel):
             "text": params.allow_text_output,
         }
         return cache_key(
-            endpoint=run.endpoint, model=run.label, messages=messages, instructions=None,
+            endpoint=run.endpoint, model=run.label, messages=for_cache_key(messages), instructions=None,
             output_schema=output, settings=dict(settings or {}), version=run.version,
         )
 

@@ -39,6 +39,7 @@ from ..incremental import (
     SlotCompleted,
     SlotRetracted,
 )
+from ..media_scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE, media_scope
 from ..models import resolve_model
 from ..observe import run_span, slot_span
 from ..plan import Program, Segment
@@ -82,6 +83,8 @@ class RunSettings:
     tool_limits: Mapping[str, int] | None = None  # the host's per-tool call ceilings (per slot)
     batch: Any = None  # the batch's shared account (run/ledger.py BatchLedger) for a batch row
     tracing: Any = None  # observe.Tracing (instrument=), or None
+    image_max_side: int | None = DEFAULT_MAX_SIDE  # larger images are shrunk (None: sent as they are)
+    max_images: int | None = DEFAULT_MAX_IMAGES  # per request (None: no limit)
 
 
 @dataclass
@@ -535,7 +538,7 @@ async def run_to_result(program: Program, context: Mapping[str, Any] | None, opt
             final.append(event.result)
 
     run = Run(program, dict(context or {}), options, keep_result)
-    with run_span(options.tracing, program):
+    with media_scope(options.image_max_side, options.max_images), run_span(options.tracing, program):
         await run.main()
     paused = final[0].paused
     if isinstance(paused, BaseException):
@@ -556,7 +559,7 @@ async def events(program: Program, context: Mapping[str, Any] | None, options: R
 
     async def main() -> None:
         async with send:
-            with run_span(options.tracing, program):
+            with run_span(options.tracing, program), media_scope(options.image_max_side, options.max_images):
                 await run.main()
 
     task = asyncio.create_task(main())

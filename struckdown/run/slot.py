@@ -34,6 +34,7 @@ from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from .budgets import slot_budget
 from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
 from .ledger import CURRENT_METER
+from .media_turns import prepare_prompt, redact
 from .tools import CURRENT_WRAP, BadModelOutput, ToolBox, ToolLimitExceeded, ToolWrap
 
 if TYPE_CHECKING:
@@ -225,12 +226,13 @@ async def run_model_slot(
     if env.cache is not None and not use_tools:  # agent slots are never served from the cache
         cache_run = _cache_run(env.cache, model, spec)
         served_by = caches.cached_model(served_by)
+    user_prompt = prepare_prompt(history, prompt)  # images placed in the question: its content parts
     token = CURRENT_WRAP.set(wrap)
     cache_token = CURRENT_CACHE_RUN.set(cache_run)
     meter_token = CURRENT_METER.set(meter)
     try:
         arguments: dict[str, Any] = {
-            "user_prompt": prompt, "message_history": history or None, "capabilities": list(env.capabilities) or None,
+            "user_prompt": user_prompt, "message_history": history or None, "capabilities": list(env.capabilities) or None,
         }
         paused_before = None  # what the paused run spent (its usage object grows during this run)
         if gate is not None and gate.resumed is not None:
@@ -270,7 +272,7 @@ async def run_model_slot(
     if streamer is not None:
         await streamer.flush()
     value = spec.to_value(run.output)
-    messages = run.all_messages()
+    messages = redact(run.all_messages())  # each image or file as a short placeholder
     hits = 0
     if cache_run is not None:
         await store_answer(cache_run, run.new_messages())
