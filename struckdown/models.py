@@ -291,3 +291,47 @@ def model_label(model: Any) -> str:
     name = getattr(model, "model_name", "") or type(model).__name__
     base = str(getattr(model, "base_url", None) or "").rstrip("/")
     return f"{system}:{name}@{base}" if base else f"{system}:{name}"
+
+
+def accepts_temperature(model: Any) -> bool:
+    """Whether `model` takes a `temperature` setting: not a model whose profile says it
+    always reasons (o-series, GPT-5, …), refuses sampling settings (newer Claude), or
+    whose class does not support the setting. pydantic-ai would drop the setting there
+    with a warning on every request; struckdown's type defaults are simply not sent."""
+    if "temperature" in getattr(type(model), "unsupported_settings", frozenset()):
+        return False
+    profile = getattr(model, "profile", None)
+    if not isinstance(profile, Mapping):
+        return True
+    if profile.get("thinking_always_enabled") or profile.get("anthropic_disallows_sampling_settings"):
+        return False
+    if profile.get("openai_supports_reasoning") and profile.get("thinking_enabled_by_default"):
+        return False
+    return "temperature" not in (profile.get("openai_unsupported_model_settings") or ())
+
+
+def slot_run_defaults(
+    model: Any,
+    environment: Any,
+    type_name: str,
+    caller: Mapping[str, Any] | None,
+    slot: Mapping[str, Any],
+) -> Mapping[str, Any]:
+    """The run settings struckdown gives one slot's requests, under the caller's and the
+    slot's own: the defaults of a model the Environment's store built, plus the slot
+    type's default temperature (SPEC §11) when no one set a temperature (the slot, the
+    caller's settings, the model object's own settings), nothing asks the model to
+    reason, and the model takes one."""
+    from .types.temperatures import default_temperature
+
+    defaults: Mapping[str, Any] = environment.models.defaults(model)
+    if "temperature" in slot or (caller and "temperature" in caller):
+        return defaults
+    temperature = default_temperature(type_name, environment.types)
+    own = getattr(model, "settings", None) or {}
+    if temperature is None or "temperature" in own:
+        return defaults
+    thinking = slot.get("thinking", (caller or {}).get("thinking", own.get("thinking")))
+    if thinking not in (None, False, "off") or not accepts_temperature(model):
+        return defaults
+    return {**defaults, "temperature": temperature}

@@ -46,6 +46,9 @@ class IncludeResolver:
         self._include_paths = include_paths
         self.files: list[tuple[str, int]] = []
         self.inlined_bytes = 0  # text inlined so far, counting each inclusion
+        # auto-named slots (`[[bool:]]` → `_bool_01`) are numbered across the whole
+        # template, includes too: the resolver is the one object every file's parse shares
+        self.auto_keys: dict[str, int] = {}
 
     # Paths are resolved on the first include: most templates have none, and
     # resolving costs a system call per path component.

@@ -162,11 +162,16 @@ def _assemble(
     required: bool,
     is_text: bool,
 ) -> OutputSpec:
-    if quantifier is None and is_text:
+    # Free text streams as plain text. Text with a pattern or lengths is asked for as a
+    # structured answer instead, so that the schema the model is sent states them (SPEC §11).
+    constrained = plan.text is not None and (
+        plan.text.pattern is not None or plan.text.min_length is not None or plan.text.max_length is not None
+    )
+    if quantifier is None and is_text and not constrained:
         text_schema = TypeAdapter(_described(plan)).json_schema(schema_generator=AnswerSchemaGenerator)
         return OutputSpec(str, True, text_schema, _text_rules=plan.text)
     if quantifier is None:
-        if required or not plan.nullable:
+        if required or not plan.nullable or is_text:  # a text answer is never null
             annotation = plan.item
         else:
             annotation = plan.null_item if plan.null_item is not None else Optional[plan.item]  # noqa: UP045 - works for any runtime type object

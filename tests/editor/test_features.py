@@ -113,7 +113,7 @@ def test_a_guard_is_offered_when(tmp_path: Path) -> None:
 
 
 def test_option_values_complete_where_they_are_a_closed_set(tmp_path: Path) -> None:
-    assert labels(analyzed(tmp_path, "Q [[x|thinking=")) == ["off", "low", "medium", "high"]
+    assert labels(analyzed(tmp_path, "Q [[x|thinking=")) == ["off", "minimal", "low", "medium", "high", "xhigh"]
     assert labels(analyzed(tmp_path, "Q [[x|use_tools=")) == ["true", "false"]
     assert labels(analyzed(tmp_path, "Q [[x|temperature=")) == []
 
