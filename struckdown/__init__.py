@@ -49,6 +49,13 @@ _EXPORTS = {
     "Usage": "results",
     "readonly": "run.tools",
     "Safe": "safe",
+    # struckdown 0.x's names (SPEC §11)
+    "StruckdownResult": "compat",
+    "TemplateError": "compat",
+    "LLMError": "compat",
+    "OnHalt": "compat",
+    "LLMCredentials": "models",
+    "make_search": "action_search",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -68,6 +75,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .action_search import make_search as make_search
     from .api import (
         complete as complete,
     )
@@ -98,6 +106,10 @@ if TYPE_CHECKING:
     from .api import (
         register_type as register_type,
     )
+    from .compat import LLMError as LLMError
+    from .compat import OnHalt as OnHalt
+    from .compat import StruckdownResult as StruckdownResult
+    from .compat import TemplateError as TemplateError
     from .environment import Environment as Environment
     from .environment import default_environment as default_environment
     from .errors import (
@@ -139,6 +151,7 @@ if TYPE_CHECKING:
     from .model_errors import (
         RateLimitError as RateLimitError,
     )
+    from .models import LLMCredentials as LLMCredentials
     from .plan import Program as Program
     from .results import Result as Result
     from .results import SlotResult as SlotResult

@@ -220,6 +220,17 @@ class Environment:
         )
 
     # -- running ---------------------------------------------------------------
+    def _checked(self, function: str, options: Any) -> Any:
+        """The call's keywords with 0.x's names mapped; an unknown one is a TypeError now."""
+        from .compat import call_options
+
+        return call_options(function, options, self)
+
+    def _checked_batch(self, function: str, concurrency: int, on_result: Any, options: Any) -> Any:
+        from .compat import batch_options
+
+        return batch_options(function, concurrency, on_result, options, self)
+
     def engine_caches(self) -> Any:
         """The agents, tool boxes and output wrappers runs of this Environment reuse
         (made on the first run: parsing alone does not import pydantic-ai)."""
@@ -258,6 +269,7 @@ class Environment:
         """Run a template to the end and return its Result."""
         from .run import run_to_result
 
+        options = self._checked("complete_async", options)
         program = self.program(template, options)
         return await run_to_result(program, context, self.run_settings(options, stream=False))
 
@@ -269,7 +281,7 @@ class Environment:
 
         return await run_to_result(program, context, self.run_settings(options, stream=False, requests=requests))
 
-    async def complete_incremental_async(
+    def complete_incremental_async(
         self,
         template: str | Program,
         context: Mapping[str, Any] | None = None,
@@ -280,8 +292,14 @@ class Environment:
         """Run a template and yield its events as they happen (SPEC §6).
 
         Closing the generator (`await gen.aclose()`) or cancelling the consuming task
-        cancels every in-flight model call, tool and guard.
+        cancels every in-flight model call, tool and guard. A bad keyword is a
+        TypeError here, at the call, not at the first event.
         """
+        return self._events(template, context, stream, self._checked("complete_incremental_async", options))
+
+    async def _events(
+        self, template: str | Program, context: Mapping[str, Any] | None, stream: bool, options: RunOptions
+    ) -> AsyncGenerator[Any, None]:
         from .run import events
 
         program = self.program(template, options)
@@ -298,6 +316,7 @@ class Environment:
         """Sync `complete_async`; works inside a running event loop too."""
         from .sync import run_sync
 
+        options = self._checked("complete", options)
         return run_sync(lambda: self.complete_async(template, context, **options))
 
     def complete_incremental(
@@ -312,6 +331,7 @@ class Environment:
         Leaving the loop early (break, close, garbage collection) cancels the run."""
         from .sync import iterate_sync
 
+        options = self._checked("complete_incremental", options)
         return iterate_sync(lambda: self.complete_incremental_async(template, context, stream=stream, **options))
 
     async def complete_batch_async(
@@ -332,6 +352,7 @@ class Environment:
         `struckdown.distributed.DaskExecutor`) receives the template text and the
         row contexts and must honour the same contract.
         """
+        concurrency, on_result, options = self._checked_batch("complete_batch_async", concurrency, on_result, options)
         program = self.program(template, options)
         if executor is not None:
             kwargs = {k: v for k, v in options.items() if k not in ("template_path", "include_paths")}
@@ -395,6 +416,7 @@ class Environment:
         """Sync `complete_batch_async`."""
         from .sync import run_sync
 
+        concurrency, on_result, options = self._checked_batch("complete_batch", concurrency, on_result, options)
         return run_sync(
             lambda: self.complete_batch_async(
                 template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
