@@ -142,7 +142,6 @@ def run(
     raise typer.Exit(code)
 
 
-app.command("chat", help="Same as `sd run`.", epilog=EXIT_CODES)(run)
 
 
 @app.command(epilog="Exit codes: 0 no errors (warnings allowed), 1 errors found, 2 unreadable input.")
@@ -250,6 +249,17 @@ def batch(
             "error (rate limit, connection error, 5xx).",
         ),
     ] = 2,
+    head: Annotated[
+        Optional[int],
+        typer.Option("--head", min=1, metavar="N", help="Run only the first N rows, then project time, tokens and "
+                     "cost for all rows.", show_default=False),
+    ] = None,
+    compare: Annotated[
+        Optional[list[str]],
+        typer.Option("--compare", metavar="COLUMN[=SLOT]", help="Score the answers against a ground-truth column: "
+                     "accuracy, per-class precision/recall/F1, Cohen's kappa (needs struckdown[stats]; repeatable).",
+                     show_default=False),
+    ] = None,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -281,6 +291,8 @@ def batch(
                 engine=engine,
                 address=address,
                 retries=retries,
+                head=head,
+                compare=compare or (),
             )
         )
     raise typer.Exit(code)
@@ -325,7 +337,13 @@ def cache_clear(directory: CacheDirOpt = None) -> None:
 
 
 # Editor support: each command's flags live in its own module (light to import).
-from . import lsp_cmd, preview  # noqa: E402
+# Commands of 0.x (SPEC §11), each in its own module.
+from . import chat_cmd, flat_cmd, graph_cmd, lsp_cmd, preview, selftest_cmd  # noqa: E402  # noqa: E402
+
+app.command("chat", epilog=EXIT_CODES)(chat_cmd.command)
+app.command("graph", epilog="Exit codes: 0 ok, 2 template error.")(graph_cmd.command)
+app.command("flat", epilog="Exit codes: 0 ok, 2 template error.")(flat_cmd.command)
+app.command("test", epilog="Exit codes: 0 the model answered, 1 it did not (the reason is printed).")(selftest_cmd.command)
 
 app.command("preview", epilog="Exit codes: 0 ok, 2 unreadable template.")(preview.command)
 app.command("lsp")(lsp_cmd.command)

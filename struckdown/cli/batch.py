@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import loading
+from . import batch_report, compare, loading
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
 from .journal import Journal, JournalLock, content_hash, journal_path, read_journal
@@ -39,11 +39,17 @@ class BatchRequest:
     engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
     address: str | None = None  # the Dask scheduler; None: a private local cluster
     retries: int = 2  # Dask: runs of a row again after a transient provider error
+    head: int | None = None  # only the first N rows, then a projection for all (batch_report)
+    compare: Sequence[str] = ()  # COLUMN[=SLOT]: score answers against ground truth (compare.py)
+    total_rows: int | None = None  # how many rows the inputs hold (set when reading them)
 
 
 def batch_command(request: BatchRequest) -> int:
     program = load_program(request.template, request.include_paths)
     rows = read_inputs(request.inputs, warn=_warn)
+    rows, request.total_rows = batch_report.head_rows(rows, request.head)
+    if request.compare:  # a bad column or slot fails before any row runs
+        compare.comparisons(request.compare, program, columns_of(rows))
     if request.output is not None:
         output_format(request.output)
     elif request.resume:
@@ -89,6 +95,7 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
     run = _dask_runner(request, program) if request.engine != "local" else _local_runner(request, program)
     stdout = _InOrder() if request.output is None else None
     finished_now: list[dict[str, Any]] = []
+    renames = batch_report.answer_columns(columns_of(rows), program.keys, _warn)  # never over an input column
 
     def on_result(position: int, outcome: Any) -> None:
         index = pending[position]
@@ -102,7 +109,7 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
         finished_now.append(entry)
         progress.advance(entry["ok"])
         if stdout is not None:
-            stdout.offer(index, output_row(rows[index], entry))
+            stdout.offer(index, output_row(rows[index], entry, renames))
 
     started = time.perf_counter()
     progress = BatchProgress(console, len(rows), len(entries))
@@ -117,11 +124,12 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
             journal.close()
     ordered = [entries[i] for i in range(len(rows))]
     if request.output is not None:
-        out_rows = [output_row(row, entry) for row, entry in zip(rows, ordered)]
-        write_table(request.output, out_rows, output_columns(rows, ordered, program.keys))
+        out_rows = [output_row(row, entry, renames) for row, entry in zip(rows, ordered)]
+        write_table(request.output, out_rows, output_columns(rows, ordered, program.keys, renames))
         if journal is not None and all(e["ok"] for e in ordered) and not request.keep_journal:
             journal.path.unlink(missing_ok=True)
     _summary(console, request, ordered, finished_now, time.perf_counter() - started)
+    _report(console, request, program, rows, ordered, finished_now, time.perf_counter() - started)
     if any(not e["ok"] and not e.get("halted") for e in ordered):
         return EXIT_ERROR
     return EXIT_HALTED if any(e.get("halted") for e in ordered) else EXIT_OK
@@ -281,19 +289,21 @@ def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str)
     return entry
 
 
-def output_row(row: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    out = {**row, **entry["answers"]}
+def output_row(row: dict[str, Any], entry: dict[str, Any], renames: dict[str, str] | None = None) -> dict[str, Any]:
+    out = {**row, **batch_report.renamed(entry["answers"], renames or {})}
     if not entry["ok"]:
         out["_error"] = entry["error"]
     return out
 
 
-def output_columns(rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str]) -> list[str]:
+def output_columns(
+    rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str], renames: dict[str, str] | None = None
+) -> list[str]:
     """Input columns, then answers in template order, then `_error` if a row failed."""
     columns = columns_of(rows)
     answered = columns_of(e["answers"] for e in entries)
     ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
-    columns += [k for k in ranked if k not in columns]
+    columns += [c for c in ((renames or {}).get(k, k) for k in ranked) if c not in columns]
     if any(not e["ok"] for e in entries):
         columns.append("_error")
     return columns
@@ -312,6 +322,20 @@ class _InOrder:
             sys.stdout.write(json_line(self.waiting.pop(self.next)) + "\n")
             self.next += 1
         sys.stdout.flush()
+
+
+def _report(
+    console: Any, request: BatchRequest, program: Any, rows: list[dict[str, Any]], ordered: list[dict[str, Any]],
+    finished_now: list[dict[str, Any]], elapsed: float,
+) -> None:
+    """--head's projection and --compare's scores, after the summary line."""
+    if request.head is not None:
+        projected = batch_report.projection(finished_now, elapsed, request.total_rows or len(rows), request.jobs)
+        if projected:
+            console.file.write(projected + "\n")
+    if request.compare:
+        console.file.write(compare.compare_report(request.compare, program, rows, ordered, columns_of(rows)) + "\n")
+    console.file.flush()
 
 
 def _summary(

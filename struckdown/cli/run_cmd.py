@@ -31,11 +31,12 @@ class RunRequest:
     cache: bool = True
     stop_at: str | None = None
     include_paths: Sequence[Path] = field(default_factory=tuple)
+    source: str | None = None  # the template's text itself (`sd chat "… [[x]]"`); `template` then only names it
 
 
 def run_command(request: RunRequest) -> int:
     """Run the template; return the exit code (errors propagate to `reporting_errors`)."""
-    program = load_program(request.template, request.include_paths)
+    program = load_program(request.template, request.include_paths) if request.source is None else load_text(request)
     context = load_context(request.context_file, request.pairs)
     if request.stop_at is not None and request.stop_at not in program.keys:
         known = ", ".join(program.keys) or "none"
@@ -57,6 +58,14 @@ def run_command(request: RunRequest) -> int:
         sys.stdout.write(dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
     return EXIT_HALTED if result.halted is not None else EXIT_OK
+
+
+def load_text(request: RunRequest) -> Any:
+    """A template given as text (includes resolve against the working directory)."""
+    from ..environment import default_environment
+
+    assert request.source is not None
+    return default_environment().parse(request.source, include_paths=request.include_paths)
 
 
 async def _drive(
