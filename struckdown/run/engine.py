@@ -220,7 +220,9 @@ class Run:
         finally:
             self.guards.skip(segment.guards)
             for key in segment.keys:
-                self.ready[key].set()
+                guard = self.guards.states.get(key)
+                if guard is None or not guard.started or guard.done.is_set():  # a pending verdict: set when stored
+                    self.ready[key].set()
         await self.emit(CheckpointReached(segment.index, segment.name))
 
     def _inherited(self, segment: Segment) -> Conversation:
