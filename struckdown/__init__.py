@@ -53,7 +53,7 @@ _EXPORTS = {
     "StruckdownResult": "compat",
     "TemplateError": "compat",
     "LLMError": "compat",
-    "OnHalt": "compat",
+    "OnHalt": "environment",
     "LLMCredentials": "models",
     "make_search": "action_search",
 }
@@ -107,10 +107,10 @@ if TYPE_CHECKING:
         register_type as register_type,
     )
     from .compat import LLMError as LLMError
-    from .compat import OnHalt as OnHalt
     from .compat import StruckdownResult as StruckdownResult
     from .compat import TemplateError as TemplateError
     from .environment import Environment as Environment
+    from .environment import OnHalt as OnHalt
     from .environment import default_environment as default_environment
     from .errors import (
         ConfigurationError as ConfigurationError,

@@ -1,7 +1,10 @@
 """Calling code written for struckdown 0.x (SPEC §11): its names and keyword arguments.
 
 Names: `StruckdownResult` (= `Result`), `TemplateError` (= `TemplateSyntaxError`),
-`LLMError` (= `ModelError`), `OnHalt`, `LLMCredentials`.
+`LLMError` (= `ModelError`), `LLMCredentials` (in `models`), `OnHalt` (in `environment`).
+
+The Environment hands its own keyword names in (`valid`): this module imports nothing
+of it, so the front door may call it without an import cycle.
 
 Keywords, checked at the call, before any work: `extra_kwargs=` is `settings=`,
 `credentials=` picks the model's key and endpoint, and a batch's `max_concurrent=` /
@@ -14,21 +17,16 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .environment import OnHalt, RunOptions
 from .errors import TemplateSyntaxError
 from .model_errors import ModelError
 from .models import LLMCredentials
 from .results import Result
 
-if TYPE_CHECKING:
-    from .environment import Environment
-
 __all__ = [
     "LLMCredentials",
     "LLMError",
-    "OnHalt",
     "StruckdownResult",
     "TemplateError",
     "batch_options",
@@ -51,17 +49,13 @@ REMOVED: Mapping[str, str] = {
 _EXTRA_OWN = frozenset({"stream_debounce_ms", "mode"})
 
 
-def _valid() -> frozenset[str]:
-    return frozenset(RunOptions.__annotations__)
-
-
 def call_options(
-    function: str, options: Mapping[str, Any], env: Environment, also: frozenset[str] = frozenset()
+    function: str, options: Mapping[str, Any], env: Any, valid: frozenset[str], also: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
-    """`options` as today's entry points take them: 0.x's keywords mapped, any unknown
-    keyword a TypeError (`also`: further names to suggest). Idempotent, so a sync wrapper
-    and its async half may both call it."""
-    valid = _valid()
+    """`options` as today's entry points take them (`valid`: the keywords they take; `env`:
+    the Environment whose model store `credentials=` builds into): 0.x's keywords mapped,
+    any unknown keyword a TypeError (`also`: further names to suggest). Idempotent, so a
+    sync wrapper and its async half may both call it."""
     out: dict[str, Any] = {}
     for key, value in options.items():
         if key in valid:
@@ -84,7 +78,8 @@ def batch_options(
     concurrency: int,
     on_result: Callable[..., Any] | None,
     options: Mapping[str, Any],
-    env: Environment,
+    env: Any,
+    valid: frozenset[str],
 ) -> tuple[int, Callable[..., Any] | None, dict[str, Any]]:
     """A batch call's concurrency and callback, with 0.x's `max_concurrent=` and
     `on_complete=` read as them, and its other options as `call_options` reads them."""
@@ -101,7 +96,7 @@ def batch_options(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise TypeError(f"{function}() concurrency must be a whole number of at least 1, not {concurrency!r}")
     names = frozenset({"concurrency", "on_result", "executor", "max_concurrent", "on_complete"})
-    return concurrency, on_result, call_options(function, rest, env, names)
+    return concurrency, on_result, call_options(function, rest, env, valid, names)
 
 
 def _from_extra_kwargs(extra: Any, given: Mapping[str, Any]) -> dict[str, Any]:

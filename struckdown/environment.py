@@ -68,6 +68,10 @@ class RunOptions(TypedDict, total=False):
     stop_at: str | None
 
 
+#: The keywords every entry point takes (others are a TypeError at the call; see compat.py).
+_RUN_OPTIONS = frozenset(RunOptions.__annotations__)
+
+
 class BatchExecutor(Protocol):
     """Where the rows of a batch run. The default (None) is this process's event loop."""
 
@@ -224,12 +228,12 @@ class Environment:
         """The call's keywords with 0.x's names mapped; an unknown one is a TypeError now."""
         from .compat import call_options
 
-        return call_options(function, options, self)
+        return call_options(function, options, self, _RUN_OPTIONS)
 
     def _checked_batch(self, function: str, concurrency: int, on_result: Any, options: Any) -> Any:
         from .compat import batch_options
 
-        return batch_options(function, concurrency, on_result, options, self)
+        return batch_options(function, concurrency, on_result, options, self, _RUN_OPTIONS)
 
     def engine_caches(self) -> Any:
         """The agents, tool boxes and output wrappers runs of this Environment reuse

@@ -15,6 +15,7 @@ from scripted import Script
 from struckdown.models import endpoint_of, model_from_env
 
 BASE = "http://127.0.0.1:8765/v1"
+MODEL = frozenset({"model"})
 
 
 @pytest.fixture(autouse=True)
@@ -53,10 +54,10 @@ def test_credentials_pick_the_endpoint_and_key() -> None:
     assert repr(with_base) == f"LLMCredentials(api_key='sk-a***mnop', base_url='{BASE}')"
     from struckdown.compat import call_options
 
-    model = call_options("complete", {"model": "qwen3:8b", "credentials": with_base}, env)["model"]
+    model = call_options("complete", {"model": "qwen3:8b", "credentials": with_base}, env, MODEL)["model"]
     assert model.model_name == "qwen3:8b" and endpoint_of(model) == BASE
     assert model.client.api_key == "sk-abcdefghijklmnop"
-    keyed = call_options("complete", {"model": "gpt-4o-mini", "credentials": sd.LLMCredentials(api_key="sk-mine")}, env)
+    keyed = call_options("complete", {"model": "gpt-4o-mini", "credentials": sd.LLMCredentials(api_key="sk-mine")}, env, MODEL)
     assert keyed["model"].model_name == "gpt-4o-mini" and keyed["model"].client.api_key == "sk-mine"
     assert sd.LLMCredentials.from_env({"LLM_API_KEY": "k", "LLM_API_BASE": BASE}) == sd.LLMCredentials("k", BASE)
     with pytest.raises(TypeError, match="not to a Model object"):
