@@ -282,7 +282,10 @@ def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str)
         entry["error"] = describe(outcome)
     else:
         halted = outcome.halted
-        entry.update(answers=outcome.to_dict(), usage=outcome.usage.to_dict(), ok=halted is None)
+        usage = outcome.usage.to_dict()
+        if getattr(outcome.usage, "cost", None) is not None:  # what --head projects (prices known)
+            usage.setdefault("cost", outcome.usage.cost)
+        entry.update(answers=outcome.to_dict(), usage=usage, ok=halted is None)
         if halted is not None:
             entry.update(error=describe(halted), halted={"slot": halted.slot, "reason": halted.reason})
     entry.update(input_hash=input_hash, template_hash=template_hash)

@@ -8,7 +8,6 @@ at its end, so it is answered.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -98,6 +97,8 @@ def command(
         path, text = prompt_source(list(prompt or ()), prompt_file, None if prompt or prompt_file else _stdin())
         pairs = list(set_ or ())
         if history is not None:
+            import json
+
             pairs.append(f"_history_file={json.dumps(str(history))}")
         code = run_command(
             RunRequest(

@@ -10,11 +10,11 @@ from typing import Annotated, Optional
 import typer
 
 from .errors import EXIT_OK, reporting_errors
-from .io import read_template
 
 
 def flat_command(template: Path, output: Path | None, include_paths: Sequence[Path]) -> int:
     from ..syntax.flatten import flatten
+    from .io import read_template
 
     text = flatten(read_template(template), template_path=template, include_paths=include_paths)
     if output is None:

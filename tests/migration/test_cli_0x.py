@@ -245,3 +245,21 @@ def test_head_projects_cost_when_the_usage_has_one() -> None:
         "projection for all 100 rows at -j 8: ~3 min · ~20,000 tokens · ~$0.30"
     )
     assert projection([], 1.0, 100, 8) is None
+
+
+# -- STRUCKDOWN_CACHE --------------------------------------------------------------------------
+
+
+def test_struckdown_cache_in_the_cli(use_model: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prompts: list[str] = []
+    use_model(scripted(lambda prompt, info: prompts.append(prompt) or "ok"))
+    template = write(tmp_path / "t.sd", "Q [[a]]\n")
+    monkeypatch.setenv("STRUCKDOWN_CACHE", "0")
+    for _ in range(2):
+        assert sd("run", template, "--json").exit_code == 0
+    assert len(prompts) == 2 and not (tmp_path / "cache").exists()  # the CLI's default cache is off
+    monkeypatch.setenv("STRUCKDOWN_CACHE", str(tmp_path / "mine"))
+    for _ in range(2):
+        assert sd("run", template, "--json").exit_code == 0
+    assert len(prompts) == 3 and (tmp_path / "mine").is_dir()  # the second run was served from there
+    assert str(tmp_path / "mine") in sd("cache", "stats").stdout

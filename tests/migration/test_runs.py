@@ -277,3 +277,10 @@ def test_events_keep_0x_field_names() -> None:
         checkpoints[0].slot_key  # noqa: B018
     with pytest.raises(AttributeError):
         completed[0].slot_key = "x"  # type: ignore[misc]
+
+
+def test_a_shared_server_refuses_actions_that_read_its_files() -> None:
+    from struckdown.web.engine import network_actions
+
+    found = network_actions(sd.parse('[[@history]] [[@evidence:e|q]] [[@search|q]] [[@noop]] [[@timestamp]]'))
+    assert [d["message"].split(" ")[0] for d in found] == ["@history", "@evidence", "@search"]
