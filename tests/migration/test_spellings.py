@@ -141,3 +141,10 @@ def test_date_rule_and_chunked_conversation_schemas() -> None:
     chunks = plan("[[chunked_conversation:x]]").spec.answer_schema
     assert chunks["type"] == "array"
     assert list(chunks["$defs"]["ConversationChunk"]["properties"]) == ["description", "start", "end"]
+
+
+def test_a_quoted_pattern_keeps_its_backslashes() -> None:
+    """0.x's docs write `pattern="\\w{4}\\d+"`: a backslash escapes only a quote or a backslash."""
+    assert plan(r'[[extract:x|pattern="\w{4}\d+"]]').type_options == {"pattern": r"\w{4}\d+"}
+    assert plan(r'[[x|pattern="\\d{3}-\"q\""]]').type_options == {"pattern": r'\d{3}-"q"'}
+    assert plan(r"[[x|pattern='it\'s \s']]").type_options == {"pattern": r"it's \s"}
