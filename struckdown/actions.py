@@ -43,6 +43,14 @@ class ActionSpec:
         return "context" in inspect.signature(self.func).parameters
 
     @property
+    def context_first(self) -> bool:
+        """Whether `context` is the function's first positional parameter (0.x's habit)."""
+        params = list(inspect.signature(self.func).parameters.values())
+        return bool(params) and params[0].name == "context" and params[0].kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+
+    @property
     def joins_conversation(self) -> bool:
         return self.role is not None or self.turns
 
@@ -245,7 +253,12 @@ def builtin_actions() -> ActionRegistry:
 async def call_action(spec: ActionSpec, args: list[Any], kwargs: Mapping[str, Any], variables: Mapping[str, Any]) -> Any:
     import anyio
 
-    extra = {"context": dict(variables)} if spec.wants_context else {}
+    extra: dict[str, Any] = {}
+    if spec.wants_context:
+        if spec.context_first:  # 0.x's `def action(context, query, n=3)`: the options fill the rest
+            args = [dict(variables), *args]
+        else:
+            extra = {"context": dict(variables)}
     if inspect.iscoroutinefunction(spec.func):
         return await spec.func(*args, **kwargs, **extra)
     return await anyio.to_thread.run_sync(lambda: spec.func(*args, **kwargs, **extra))

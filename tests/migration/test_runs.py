@@ -284,3 +284,12 @@ def test_a_shared_server_refuses_actions_that_read_its_files() -> None:
 
     found = network_actions(sd.parse('[[@history]] [[@evidence:e|q]] [[@search|q]] [[@noop]] [[@timestamp]]'))
     assert [d["message"].split(" ")[0] for d in found] == ["@history", "@evidence", "@search"]
+
+
+def test_a_0x_action_takes_the_context_first_and_the_options_after() -> None:
+    def search_docs(context: dict[str, Any], query: str, n: int = 3) -> str:
+        return f"{query} x{n} for {context['who']}"
+
+    sd.register_action("search_docs", search_docs)
+    result = sd.complete("[[@search_docs:a|topic, n=2]] [[@search_docs:b|query=topic]]", {"topic": "sleep", "who": "Ann"})
+    assert (result["a"], result["b"]) == ("sleep x2 for Ann", "sleep x3 for Ann")
