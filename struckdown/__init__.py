@@ -64,6 +64,13 @@ _EXPORTS = {
     "File": "media",
     "attach": "media",
     "MediaError": "errors",
+    # struckdown 0.x's names (SPEC §11)
+    "StruckdownResult": "compat",
+    "TemplateError": "compat",
+    "LLMError": "compat",
+    "OnHalt": "environment",
+    "LLMCredentials": "models",
+    "make_search": "action_search",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -83,6 +90,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .action_search import make_search as make_search
     from .api import (
         complete as complete,
     )
@@ -117,7 +125,11 @@ if TYPE_CHECKING:
     from .api import resume_async as resume_async
     from .api import resume_incremental_async as resume_incremental_async
     from .approval_state import ApprovalRequest as ApprovalRequest
+    from .compat import LLMError as LLMError
+    from .compat import StruckdownResult as StruckdownResult
+    from .compat import TemplateError as TemplateError
     from .environment import Environment as Environment
+    from .environment import OnHalt as OnHalt
     from .environment import default_environment as default_environment
     from .errors import (
         BudgetExceeded as BudgetExceeded,
@@ -168,6 +180,7 @@ if TYPE_CHECKING:
     from .model_errors import (
         RateLimitError as RateLimitError,
     )
+    from .models import LLMCredentials as LLMCredentials
     from .plan import Program as Program
     from .provider_batch import BatchCounts as BatchCounts
     from .provider_batch import ProviderBatch as ProviderBatch

@@ -85,6 +85,10 @@ class RunOptions(TypedDict, total=False):
     max_images: int | None  # images one request may hold, earlier turns included (default 50; None: no limit)
 
 
+#: The keywords every entry point takes (others are a TypeError at the call; see compat.py).
+_RUN_OPTIONS = frozenset(RunOptions.__annotations__)
+
+
 class BatchExecutor(Protocol):
     """Where the rows of a batch run. The default (None) is this process's event loop."""
 
@@ -251,6 +255,17 @@ class Environment:
         )
 
     # -- running ---------------------------------------------------------------
+    def _checked(self, function: str, options: Any) -> Any:
+        """The call's keywords with 0.x's names mapped; an unknown one is a TypeError now."""
+        from .compat import call_options
+
+        return call_options(function, options, self, _RUN_OPTIONS)
+
+    def _checked_batch(self, function: str, concurrency: int, on_result: Any, options: Any) -> Any:
+        from .compat import batch_options
+
+        return batch_options(function, concurrency, on_result, options, self, _RUN_OPTIONS)
+
     def engine_caches(self) -> Any:
         """The agents, tool boxes and output wrappers runs of this Environment reuse
         (made on the first run: parsing alone does not import pydantic-ai)."""
@@ -296,6 +311,7 @@ class Environment:
         """Run a template to the end and return its Result."""
         from .run import run_to_result
 
+        options = self._checked("complete_async", options)
         program = self.program(template, options)
         async with self._mcp_sessions(program, options) as sessions:
             return await run_to_result(program, context, self.run_settings(options, stream=False, mcp=sessions))
@@ -330,7 +346,7 @@ class Environment:
 
         return run_sessions(options.get("mcp", self.mcp), program)
 
-    async def complete_incremental_async(
+    def complete_incremental_async(
         self,
         template: str | Program,
         context: Mapping[str, Any] | None = None,
@@ -341,8 +357,14 @@ class Environment:
         """Run a template and yield its events as they happen (SPEC §6).
 
         Closing the generator (`await gen.aclose()`) or cancelling the consuming task
-        cancels every in-flight model call, tool and guard.
+        cancels every in-flight model call, tool and guard. A bad keyword is a
+        TypeError here, at the call, not at the first event.
         """
+        return self._events(template, context, stream, self._checked("complete_incremental_async", options))
+
+    async def _events(
+        self, template: str | Program, context: Mapping[str, Any] | None, stream: bool, options: RunOptions
+    ) -> AsyncGenerator[Any, None]:
         from .run import events
 
         program = self.program(template, options)
@@ -360,6 +382,7 @@ class Environment:
         """Sync `complete_async`; works inside a running event loop too."""
         from .sync import run_sync
 
+        options = self._checked("complete", options)
         return run_sync(lambda: self.complete_async(template, context, **options))
 
     def complete_incremental(
@@ -374,6 +397,7 @@ class Environment:
         Leaving the loop early (break, close, garbage collection) cancels the run."""
         from .sync import iterate_sync
 
+        options = self._checked("complete_incremental", options)
         return iterate_sync(lambda: self.complete_incremental_async(template, context, stream=stream, **options))
 
     # -- resuming a paused run (SPEC §12) ----------------------------------------------
@@ -475,6 +499,7 @@ class Environment:
         `BatchModelRequests`, or a `struckdown.ProviderBatch`) sends the rows' model
         requests through the provider's batch API (docs/batch.md).
         """
+        concurrency, on_result, options = self._checked_batch("complete_batch_async", concurrency, on_result, options)
         program = self.program(template, options)
         batching = None
         if provider_batch is not None and provider_batch is not False:
@@ -564,6 +589,7 @@ class Environment:
         """Sync `complete_batch_async`."""
         from .sync import run_sync
 
+        concurrency, on_result, options = self._checked_batch("complete_batch", concurrency, on_result, options)
         return run_sync(
             lambda: self.complete_batch_async(
                 template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,

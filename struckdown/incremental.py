@@ -28,6 +28,14 @@ class _Event:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
+    @property
+    def slot_key(self) -> str | None:
+        """0.x's name of `slot` (read-only), on the events that have one."""
+        if "slot" not in {f.name for f in fields(self)}:
+            raise AttributeError(f"{type(self).__name__} has no slot")
+        slot: str | None = getattr(self, "slot")
+        return slot
+
 
 @dataclass(frozen=True)
 class SlotStreamStart(_Event):
@@ -92,6 +100,16 @@ class CheckpointReached(_Event):
     type: ClassVar[str] = "checkpoint_reached"
     segment: int
     name: str | None
+
+    @property
+    def segment_index(self) -> int:
+        """0.x's name of `segment` (read-only)."""
+        return self.segment
+
+    @property
+    def segment_name(self) -> str | None:
+        """0.x's name of `name` (read-only)."""
+        return self.name
 
 
 @dataclass(frozen=True)

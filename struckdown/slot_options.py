@@ -11,7 +11,7 @@ from typing import Any
 
 from .syntax.nodes import JinjaValue
 
-THINKING_LEVELS = ("off", "low", "medium", "high")
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")  # pydantic-ai's levels (0.x's too)
 
 
 def _number(lo: float | None = None, hi: float | None = None) -> Callable[[Any], float]:
@@ -43,8 +43,10 @@ def _positive(value: Any) -> float:
 
 
 def _boolean(value: Any) -> bool:
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return bool(value)  # 0.x wrote flags as 1/0 too (yes/no/on/off are read as booleans)
     if not isinstance(value, bool):
-        raise ValueError("expected true or false")
+        raise ValueError("expected true or false (or yes/no, on/off, 1/0)")
     return value
 
 

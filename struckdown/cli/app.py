@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from .errors import reporting_errors
+from .options import McpConfigOpt, McpOpt
 
 app = typer.Typer(
     name="sd",
@@ -57,23 +58,6 @@ ToolsOpt = Annotated[
     Optional[Path],
     typer.Option(
         "--tools", "-t", help="Python file whose public functions are the agent tools.", show_default=False
-    ),
-]
-McpOpt = Annotated[
-    Optional[list[str]],
-    typer.Option(
-        "--mcp",
-        metavar="URL|COMMAND",
-        help="An MCP server whose tools agent slots may use (repeatable): a URL (streamable HTTP), or a .py "
-        "file or a command run over stdio. NAME=URL|COMMAND names it; its tools are NAME_tool.",
-        show_default=False,
-    ),
-]
-McpConfigOpt = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--mcp-config", metavar="FILE", help="MCP servers from an mcp.json (the Claude Desktop format).",
-        show_default=False,
     ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")]
@@ -224,7 +208,6 @@ def run(
     raise typer.Exit(code)
 
 
-app.command("chat", help="Same as `sd run`.", epilog=EXIT_CODES)(run)
 
 
 @app.command("resume", epilog=EXIT_CODES)
@@ -454,6 +437,17 @@ def batch(
         ),
     ] = None,
     otel: OtelOpt = False,
+    head: Annotated[
+        Optional[int],
+        typer.Option("--head", min=1, metavar="N", help="Run only the first N rows, then project time, tokens and "
+                     "cost for all rows.", show_default=False),
+    ] = None,
+    compare: Annotated[
+        Optional[list[str]],
+        typer.Option("--compare", metavar="COLUMN[=SLOT]", help="Score the answers against a ground-truth column: "
+                     "accuracy, per-class precision/recall/F1, Cohen's kappa (needs struckdown[stats]; repeatable).",
+                     show_default=False),
+    ] = None,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -495,6 +489,8 @@ def batch(
                 max_cost=max_cost,
                 otel=otel,
                 file_columns=file_columns or (),
+                head=head,
+                compare=compare or (),
             )
         )
     raise typer.Exit(code)
@@ -539,7 +535,13 @@ def cache_clear(directory: CacheDirOpt = None) -> None:
 
 
 # Editor support: each command's flags live in its own module (light to import).
-from . import lsp_cmd, preview  # noqa: E402
+# Commands of 0.x (SPEC §11), each in its own module.
+from . import chat_cmd, flat_cmd, graph_cmd, lsp_cmd, preview, selftest_cmd  # noqa: E402  # noqa: E402
+
+app.command("chat", epilog=EXIT_CODES)(chat_cmd.command)
+app.command("graph", epilog="Exit codes: 0 ok, 2 template error.")(graph_cmd.command)
+app.command("flat", epilog="Exit codes: 0 ok, 2 template error.")(flat_cmd.command)
+app.command("test", epilog="Exit codes: 0 the model answered, 1 it did not (the reason is printed).")(selftest_cmd.command)
 
 app.command("preview", epilog="Exit codes: 0 ok, 2 unreadable template.")(preview.command)
 app.command("lsp")(lsp_cmd.command)

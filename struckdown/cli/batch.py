@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import loading
+from . import batch_report, compare, loading
 from .attachments import file_base, file_contexts
 from .costs import batch_cost, budget_options, not_run, otel, row_usage
 from .display import make_console
@@ -53,6 +53,9 @@ class BatchRequest:
     otel: bool = False  # --otel
     instrument: Any = None  # the tracer provider --otel made
     file_columns: Sequence[str] = ()  # columns of paths sent as images or files (cli/attachments.py)
+    head: int | None = None  # only the first N rows, then a projection for all (batch_report)
+    compare: Sequence[str] = ()  # COLUMN[=SLOT]: score answers against ground truth (compare.py)
+    total_rows: int | None = None  # how many rows the inputs hold (set when reading them)
 
 
 def batch_command(request: BatchRequest) -> int:
@@ -63,6 +66,9 @@ def batch_command(request: BatchRequest) -> int:
     program = load_program(request.template, request.include_paths)
     rows = read_inputs(request.inputs, warn=_warn)
     file_base(rows, request.file_columns, request.inputs)  # a bad --file-columns fails before anything runs
+    rows, request.total_rows = batch_report.head_rows(rows, request.head)
+    if request.compare:  # a bad column or slot fails before any row runs
+        compare.comparisons(request.compare, program, columns_of(rows))
     if request.output is not None:
         output_format(request.output)
     elif request.resume:
@@ -128,6 +134,7 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
     run = _dask_runner(request, program) if request.engine != "local" else _local_runner(request, program, job)
     stdout = _InOrder() if request.output is None else None
     finished_now: list[dict[str, Any]] = []
+    renames = batch_report.answer_columns(columns_of(rows), program.keys, _warn)  # never over an input column
 
     def on_result(position: int, outcome: Any) -> None:
         index = pending[position]
@@ -143,7 +150,7 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
         finished_now.append(entry)
         progress.advance(entry["ok"])
         if stdout is not None:
-            stdout.offer(index, output_row(rows[index], entry))
+            stdout.offer(index, output_row(rows[index], entry, renames))
 
     started = time.perf_counter()
     progress = BatchProgress(console, len(rows), len(entries))
@@ -160,13 +167,14 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
             journal.close()
     ordered = [entries[i] for i in range(len(rows))]
     if request.output is not None:
-        out_rows = [output_row(row, entry) for row, entry in zip(rows, ordered)]
-        write_table(request.output, out_rows, output_columns(rows, ordered, program.keys))
+        out_rows = [output_row(row, entry, renames) for row, entry in zip(rows, ordered)]
+        write_table(request.output, out_rows, output_columns(rows, ordered, program.keys, renames))
         if journal is not None and all(e["ok"] for e in ordered) and not request.keep_journal:
             journal.path.unlink(missing_ok=True)
     _summary(console, request, ordered, finished_now, time.perf_counter() - started)
     if job is not None:
         console.file.write(job.summary() + "\n")
+    _report(console, request, program, rows, ordered, finished_now, time.perf_counter() - started)
     if any(not e["ok"] and not e.get("halted") for e in ordered):
         return EXIT_ERROR
     return EXIT_HALTED if any(e.get("halted") for e in ordered) else EXIT_OK
@@ -335,26 +343,31 @@ def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str)
             entry["not_run"] = True  # the batch budget kept it from starting: --resume runs it
     else:
         halted = outcome.halted
-        entry.update(answers=outcome.to_dict(), usage=outcome.usage.to_dict(), ok=halted is None)
+        usage = outcome.usage.to_dict()
+        if getattr(outcome.usage, "cost", None) is not None:  # what --head projects (prices known)
+            usage.setdefault("cost", outcome.usage.cost)
+        entry.update(answers=outcome.to_dict(), usage=usage, ok=halted is None)
         if halted is not None:
             entry.update(error=describe(halted), halted={"slot": halted.slot, "reason": halted.reason})
     entry.update(input_hash=input_hash, template_hash=template_hash)
     return entry
 
 
-def output_row(row: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    out = {**row, **entry["answers"]}
+def output_row(row: dict[str, Any], entry: dict[str, Any], renames: dict[str, str] | None = None) -> dict[str, Any]:
+    out = {**row, **batch_report.renamed(entry["answers"], renames or {})}
     if not entry["ok"]:
         out["_error"] = entry["error"]
     return out
 
 
-def output_columns(rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str]) -> list[str]:
+def output_columns(
+    rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str], renames: dict[str, str] | None = None
+) -> list[str]:
     """Input columns, then answers in template order, then `_error` if a row failed."""
     columns = columns_of(rows)
     answered = columns_of(e["answers"] for e in entries)
     ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
-    columns += [k for k in ranked if k not in columns]
+    columns += [c for c in ((renames or {}).get(k, k) for k in ranked) if c not in columns]
     if any(not e["ok"] for e in entries):
         columns.append("_error")
     return columns
@@ -373,6 +386,20 @@ class _InOrder:
             sys.stdout.write(json_line(self.waiting.pop(self.next)) + "\n")
             self.next += 1
         sys.stdout.flush()
+
+
+def _report(
+    console: Any, request: BatchRequest, program: Any, rows: list[dict[str, Any]], ordered: list[dict[str, Any]],
+    finished_now: list[dict[str, Any]], elapsed: float,
+) -> None:
+    """--head's projection and --compare's scores, after the summary line."""
+    if request.head is not None:
+        projected = batch_report.projection(finished_now, elapsed, request.total_rows or len(rows), request.jobs)
+        if projected:
+            console.file.write(projected + "\n")
+    if request.compare:
+        console.file.write(compare.compare_report(request.compare, program, rows, ordered, columns_of(rows)) + "\n")
+    console.file.flush()
 
 
 def _summary(

@@ -40,11 +40,12 @@ class RunRequest:
     prices_file: Path | None = None  # --prices FILE
     max_cost: float | None = None  # --max-cost USD
     otel: bool = False  # --otel
+    source: str | None = None  # the template's text itself (`sd chat "… [[x]]"`); `template` then only names it
 
 
 def run_command(request: RunRequest) -> int:
     """Run the template; return the exit code (errors propagate to `reporting_errors`)."""
-    program = load_program(request.template, request.include_paths)
+    program = load_program(request.template, request.include_paths) if request.source is None else load_text(request)
     context = load_context(request.context_file, request.pairs)
     if request.stop_at is not None and request.stop_at not in program.keys:
         known = ", ".join(program.keys) or "none"
@@ -97,6 +98,14 @@ def _resume_flags(request: RunRequest, model: Any) -> dict[str, Any]:
         "cache": request.cache,
         "stop_at": request.stop_at,
     }
+
+
+def load_text(request: RunRequest) -> Any:
+    """A template given as text (includes resolve against the working directory)."""
+    from ..environment import default_environment
+
+    assert request.source is not None
+    return default_environment().parse(request.source, include_paths=request.include_paths)
 
 
 async def _drive(

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..actions import call_action
+from ..actions import call_action, option_argument
 from ..codec import as_text
 from ..errors import (
     BudgetExceeded,
@@ -270,7 +270,9 @@ class Run:
         finally:
             self.guards.skip(segment.guards)
             for key in segment.keys:
-                self.ready[key].set()
+                guard = self.guards.states.get(key)
+                if guard is None or not guard.started or guard.done.is_set():  # a pending verdict: set when stored
+                    self.ready[key].set()
         await self.emit(CheckpointReached(segment.index, segment.name))
 
     def _inherited(self, segment: Segment) -> Conversation:
@@ -460,6 +462,8 @@ class Run:
             value = option.value
             if isinstance(value, JinjaValue):
                 value = evaluate_option(self.renderer, value.expression, self.variables, f"@{node.name}")
+            else:
+                value = option_argument(option, self.variables)  # an unquoted name passes its variable (0.x)
             if option.key is None:
                 args.append(value)
             else:
@@ -476,8 +480,8 @@ class Run:
             result = SlotResult(node.key, f"@{node.name}", value, elapsed_ms=(time.perf_counter() - started) * 1000)
             self._store(result)
             await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, False))
-        if spec.role is not None:
-            conversation.add_turn(spec.role, as_text(value))
+        if spec.joins_conversation:
+            spec.add_to(conversation, value)
         if node.key is not None:
             self._after(node.key)
 

@@ -26,6 +26,7 @@ from .. import slot_options as opts
 from ..errors import StruckdownError, TemplateRuntimeError
 from ..incremental import SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
+from ..models import slot_run_defaults
 from ..plan import SlotPlan
 from ..render import Renderer
 from ..results import SlotResult, Usage
@@ -220,7 +221,8 @@ async def run_model_slot(
         output_type = caches.deferrable(output_type)
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
     model = env.resolve_model(resolved.settings.get("model"))
-    settings = model_settings(env.settings, resolved.settings, env.environment.models.defaults(model))
+    defaults = slot_run_defaults(model, env.environment, plan.slot.type_name, env.settings, resolved.settings)
+    settings = model_settings(env.settings, resolved.settings, defaults)
     cache_run = None
     served_by = caches.metered_model(model)  # innermost: every real request is metered once
     if env.cache is not None and not use_tools:  # agent slots are never served from the cache

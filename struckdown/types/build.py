@@ -165,7 +165,12 @@ def _assemble(
     required: bool,
     is_text: bool,
 ) -> OutputSpec:
-    if quantifier is None and is_text:
+    # Free text streams as plain text. Text with a pattern or lengths is asked for as a
+    # structured answer instead, so that the schema the model is sent states them (SPEC §11).
+    constrained = plan.text is not None and (
+        plan.text.pattern is not None or plan.text.min_length is not None or plan.text.max_length is not None
+    )
+    if quantifier is None and is_text and not constrained:
         # only the schema is wanted here (TextRules checks the answer), so any regex engine will do
         adapter = TypeAdapter(_described(plan), config=BACKTRACKING_ANSWER_CONFIG)
         text_schema = adapter.json_schema(schema_generator=AnswerSchemaGenerator)
@@ -174,7 +179,7 @@ def _assemble(
     if quantifier is None:
         if plan.reasoning_first:
             fields["reasoning"] = (str, Field(default="", description=_REASONING))
-        if required or not plan.nullable:
+        if required or not plan.nullable or is_text:  # a text answer is never null
             annotation = plan.item
         else:
             annotation = plan.null_item if plan.null_item is not None else Optional[plan.item]  # noqa: UP045 - works for any runtime type object

@@ -26,6 +26,8 @@ from pydantic import (
 )
 
 from ..codec import iso_duration
+from .legacy import ALIASES, LEGACY_DESCRIPTIONS, LEGACY_OPTIONS, LEGACY_POSITIONAL, LEGACY_TEXT_TYPES
+from .legacy_plans import ConversationChunk, DateRule, dump_chunks, dump_rule
 from .options import (
     check_bounds_order,
     comparable,
@@ -35,6 +37,7 @@ from .options import (
     parse_temporal,
 )
 from .spec import TextRules, TypeBuildError
+from .values import Verdict
 
 __all__ = [
     "ANSWER_MODEL_CONFIG",
@@ -70,7 +73,7 @@ def answer_model(model_name: str, /, **definitions: Any) -> type[BaseModel]:
     except SchemaError:
         return create_model(model_name, __config__=BACKTRACKING_ANSWER_CONFIG, **definitions)
 
-TEXT_TYPES: frozenset[str] = frozenset({"respond", "extract", "think", "speak"})
+TEXT_TYPES: frozenset[str] = frozenset({"respond", "extract", "think", "speak"}) | LEGACY_TEXT_TYPES
 _TEXT_OPTIONS = frozenset({"min_length", "max_length", "pattern"})
 _RANGE_OPTIONS = frozenset({"min", "max"})
 _TEMPORAL_KINDS: dict[str, type] = {
@@ -92,16 +95,18 @@ BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = {
     "record": frozenset(),
     "score": _RANGE_OPTIONS,
     "halt": frozenset(),
+    **LEGACY_OPTIONS,  # the 0.x names: default, boolean, poem, decide, date_rule, chunked_conversation
 }
 BUILTIN_TYPES: frozenset[str] = frozenset(BUILTIN_OPTIONS)
 #: Types whose positional options mean something (choices for pick, levels for score).
-POSITIONAL_TYPES: frozenset[str] = frozenset({"pick", "score"})
+POSITIONAL_TYPES: frozenset[str] = frozenset({"pick", "score"}) | LEGACY_POSITIONAL
 
 _TEXT_DESCRIPTIONS = {
     "respond": "The answer",
     "extract": "Text copied verbatim from the input",
     "think": "Your reasoning, step by step",
     "speak": "What to say, in your own words",
+    **LEGACY_DESCRIPTIONS,
 }
 _TEMPORAL_DESCRIPTIONS = {
     "date": "ISO 8601 date (YYYY-MM-DD)",
@@ -162,7 +167,7 @@ class HaltVerdict(BaseModel):
 
 
 def _dump_verdict(value: HaltVerdict) -> dict[str, Any]:
-    return {"triggered": value.triggered, "reason": value.reason}
+    return Verdict(triggered=value.triggered, reason=value.reason)
 
 
 def _choices(type_name: str, positional: tuple[str, ...], *, what: str) -> tuple[str, ...]:
@@ -278,6 +283,29 @@ def _score_plan(type_name: str, levels: tuple[str, ...], options: Mapping[str, A
     )
 
 
+def _legacy_plan(type_name: str, positional: tuple[str, ...], options: Mapping[str, Any]) -> ItemPlan:
+    """`decide` (a bool, or one of its choices), `date_rule`, `chunked_conversation`: always
+    answered (0.x made them required), and one answer each except `date_rule`."""
+    if type_name == "decide":
+        if not positional:
+            return ItemPlan(item=bool, description="The decision: true or false", nullable=False, allows_quantifier=False)
+        choice = plan_builtin("pick", positional, options, True)
+        return ItemPlan(
+            item=choice.item, description="The decision: one of the given choices", nullable=False, allows_quantifier=False
+        )
+    if type_name == "date_rule":
+        return ItemPlan(
+            item=DateRule, description="A recurrence rule (RFC 5545 RRULE fields)", convert=dump_rule, nullable=False
+        )
+    return ItemPlan(
+        item=list[ConversationChunk],
+        description="The conversation divided into consecutive parts, in order",
+        convert=dump_chunks,
+        nullable=False,
+        allows_quantifier=False,
+    )
+
+
 def plan_builtin(
     type_name: str,
     positional: tuple[str, ...],
@@ -287,6 +315,9 @@ def plan_builtin(
     """Build the item plan of a builtin type; options are already checked against ``BUILTIN_OPTIONS``."""
     if positional and type_name not in POSITIONAL_TYPES:
         raise TypeBuildError(f"{type_name}: takes no positional options (got {', '.join(positional)})")
+    if type_name in ("decide", "date_rule", "chunked_conversation"):
+        return _legacy_plan(type_name, positional, options)
+    type_name = ALIASES.get(type_name, type_name)
     if type_name in TEXT_TYPES:
         return _text_plan(type_name, options, required)
     if type_name == "pick":

@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: Actions a shared server refuses: they reach the network or change the world.
-NETWORK_ACTIONS = frozenset({"fetch", "search"})
+#: Actions a shared server refuses: they reach the network or change the world
+#: (and @history/@evidence, which read files of the server's working directory).
+NETWORK_ACTIONS = frozenset({"fetch", "search", "history", "evidence"})
 
 
 class Refused(Exception):

@@ -113,7 +113,7 @@ def test_a_guard_is_offered_when(tmp_path: Path) -> None:
 
 
 def test_option_values_complete_where_they_are_a_closed_set(tmp_path: Path) -> None:
-    assert labels(analyzed(tmp_path, "Q [[x|thinking=")) == ["off", "low", "medium", "high"]
+    assert labels(analyzed(tmp_path, "Q [[x|thinking=")) == ["off", "minimal", "low", "medium", "high", "xhigh"]
     assert labels(analyzed(tmp_path, "Q [[x|use_tools=")) == ["true", "false"]
     assert labels(analyzed(tmp_path, "Q [[x|temperature=")) == []
 
@@ -151,7 +151,7 @@ def test_use_tools_documents_the_tools_it_would_get(tmp_path: Path) -> None:
 
 
 def test_actions_complete_after_the_at_sign(tmp_path: Path) -> None:
-    assert labels(analyzed(tmp_path, "[[@")) == ["fetch", "set", "timestamp"]
+    assert labels(analyzed(tmp_path, "[[@")) == ["evidence", "fetch", "history", "markdownify", "noop", "search", "set", "timestamp"]
 
 
 def test_no_completion_outside_slots_and_jinja_or_for_a_new_key(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ def test_a_backtracking_pattern_rejects_a_hostile_answer_in_linear_time() -> Non
     script = Script(lambda call: next(answers))
     result = sd.complete('Say [[x|pattern="^(a+)+$"]]', model=script.model())
     assert result["x"] == "aaa"
-    assert "The answer must match the pattern ^(a+)+$" in script.calls[1].turns[-1][1]
+    assert "String should match pattern '^(a+)+$'" in script.calls[1].turns[-1][1]
 
 
 def test_search_semantics_as_in_json_schema() -> None:

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from struckdown.types import BUILTIN_TYPES, TypeRequest, build_output
 from struckdown.codec import iso_duration
+from struckdown.types.spec import TextRules
 from types_support import NON_NULL_JSON, nullable, rejects, spec_of, value, value_json
 
 
@@ -159,7 +160,8 @@ def test_halt_schema_and_value() -> None:
     assert list(spec.answer_schema["$defs"]["HaltVerdict"]["properties"]) == ["reason", "triggered"]
     result = value(spec, {"triggered": True, "reason": "asks for a password"})
     assert result == {"triggered": True, "reason": "asks for a password"}
-    assert type(result) is dict
+    assert isinstance(result, dict) and list(result) == ["triggered", "reason"]  # a plain dict, no other fields
+    assert result.triggered is True and result.reason == "asks for a password"  # read as attributes too (0.x)
     rejects(spec, None)  # a verdict is never null, even without !
     rejects(spec, {"triggered": False})
     assert spec_of("halt", required=True).answer_schema == spec.answer_schema
@@ -216,7 +218,10 @@ def test_values_are_plain_python(req: TypeRequest, raw_json: str, expected: Any)
 
 
 @pytest.mark.parametrize(
-    "type_name", sorted(BUILTIN_TYPES - {"halt", "respond", "extract", "think", "speak"})
+    # text is never null; 0.x's decide, date_rule and chunked_conversation were always answered
+    "type_name",
+    sorted(BUILTIN_TYPES - {"halt", "respond", "extract", "think", "speak", "default", "poem"}
+           - {"decide", "date_rule", "chunked_conversation"}),
 )
 def test_optional_single_answers_may_be_null(type_name: str) -> None:
     positional = ("a", "b") if type_name == "pick" else ()
@@ -359,8 +364,9 @@ def test_quantified_pick_json_score_and_text() -> None:
 
 
 def test_text_constraints_in_schema_and_check_text() -> None:
+    # a pattern or lengths make text a structured answer, so the schema sent states them (SPEC §11)
     spec = spec_of("respond", pattern="^[A-Z]+$", min_length=3, max_length=5)
-    assert spec.output_type is str
+    assert not spec.is_text
     assert spec.answer_schema == {
         "type": "string",
         "pattern": "^[A-Z]+$",
@@ -368,13 +374,17 @@ def test_text_constraints_in_schema_and_check_text() -> None:
         "maxLength": 5,
         "description": "The answer",
     }
-    assert spec.check_text("ABCD") == "ABCD"
+    assert value(spec, "ABCD") == "ABCD"
+    for bad in ("abcd", "AB", "ABCDEF", None):
+        rejects(spec, bad)
+    rules = TextRules(pattern="^[A-Z]+$", min_length=3, max_length=5)  # the check free text still gets
+    assert rules.check("ABCD") == "ABCD"
     with pytest.raises(ValueError, match=r"The answer must match the pattern \^\[A-Z\]\+\$"):
-        spec.check_text("abcd")
+        rules.check("abcd")
     with pytest.raises(ValueError, match="must be at least 3 characters"):
-        spec.check_text("AB")
+        rules.check("AB")
     with pytest.raises(ValueError, match="must be at most 5 characters"):
-        spec.check_text("ABCDEF")
+        rules.check("ABCDEF")
 
 
 def test_required_text_must_not_be_empty() -> None:
@@ -393,7 +403,8 @@ def test_required_text_must_not_be_empty() -> None:
 
 def test_pattern_is_a_search_like_json_schema() -> None:
     spec = spec_of("respond", pattern=r"\d")
-    assert spec.check_text("abc 1") == "abc 1"
+    assert value(spec, "abc 1") == "abc 1"
+    rejects(spec, "abc")
     listed = spec_of("respond", pattern=r"\d", quantifier=(0, None))
     assert value(listed, ["abc 1"]) == ["abc 1"]
     rejects(listed, ["abc"])
