@@ -43,11 +43,13 @@ _EXPORTS = {
     "ContentFilterError": "model_errors",
     "ModelConnectionError": "model_errors",
     "BadRequestError": "model_errors",
+    "TruncatedError": "model_errors",
     "Result": "results",
     "SlotResult": "results",
     "ToolCall": "results",
     "Usage": "results",
     "readonly": "run.tools",
+    "sequential": "run.tools",
     "Safe": "safe",
 }
 
@@ -139,6 +141,9 @@ if TYPE_CHECKING:
     from .model_errors import (
         RateLimitError as RateLimitError,
     )
+    from .model_errors import (
+        TruncatedError as TruncatedError,
+    )
     from .plan import Program as Program
     from .results import Result as Result
     from .results import SlotResult as SlotResult
@@ -147,4 +152,5 @@ if TYPE_CHECKING:
     from .run.tools import BadModelOutput as BadModelOutput
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
     from .run.tools import readonly as readonly
+    from .run.tools import sequential as sequential
     from .safe import Safe as Safe

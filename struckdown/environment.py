@@ -66,6 +66,12 @@ class RunOptions(TypedDict, total=False):
     template_path: PathLike | None
     include_paths: Sequence[PathLike]
     stop_at: str | None
+    # SPEC §14 (docs/resilience.md)
+    retries: int | None  # retries of a transient provider failure per request (None: STRUCKDOWN_MAX_RETRIES or 3)
+    retry_base_delay: float | None  # seconds; the n-th retry waits up to base × 2^(n-1) (full jitter)
+    retry_max_delay: float | None  # seconds a retry waits at most (default 30)
+    fallback: ModelLike | Sequence[ModelLike]  # models a slot runs on, in order, when it cannot finish on its own
+    on_truncate: Literal["keep", "error"]  # an answer cut at its token limit: kept and flagged, or TruncatedError
 
 
 class BatchExecutor(Protocol):
@@ -98,6 +104,11 @@ class Environment:
         cache: ResponseCache | bool | str | None = None,
         include_paths: Sequence[PathLike] = (),
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        retries: int | None = None,
+        retry_base_delay: float | None = None,
+        retry_max_delay: float | None = None,
+        fallback: ModelLike | Sequence[ModelLike] = None,
+        on_truncate: Literal["keep", "error"] = "keep",
     ) -> None:
         self.model = model
         self.tools = tuple(tools)
@@ -107,6 +118,8 @@ class Environment:
         self.cache = cache
         self.include_paths = tuple(include_paths)
         self.tool_timeout = tool_timeout
+        self.retries, self.retry_base_delay, self.retry_max_delay = retries, retry_base_delay, retry_max_delay
+        self.fallback, self.on_truncate = fallback, on_truncate
         self.types = TypeRegistry()
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
@@ -250,6 +263,19 @@ class Environment:
             stream=stream,
             tool_timeout=options.get("tool_timeout", self.tool_timeout),
             requests=requests if requests is not None else _request_limiter(options.get("max_requests")),
+            resilience=self._resilience(options),
+        )
+
+    def _resilience(self, options: RunOptions) -> Any:
+        """Retries, fallback and truncation (SPEC §14): the call's over this Environment's."""
+        from .run.resilience import Resilience
+
+        return Resilience.of(
+            options.get("retries", self.retries),
+            options.get("retry_base_delay", self.retry_base_delay),
+            options.get("retry_max_delay", self.retry_max_delay),
+            options.get("fallback", self.fallback),
+            options.get("on_truncate", self.on_truncate),
         )
 
     async def complete_async(

@@ -54,6 +54,28 @@ def _string(value: Any) -> str:
     return str(value)
 
 
+def _on_truncate(value: Any) -> str:
+    text = str(value).lower() if isinstance(value, str) else ""
+    if text not in ("keep", "error"):
+        raise ValueError("expected keep or error")
+    return text
+
+
+def _tool_choice(value: Any) -> str:
+    """auto, required, none or a tool's name (checked against the tools when the run starts)."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not text.isidentifier():
+        raise ValueError("expected auto, required, none or a tool name")
+    return text
+
+
+def _models(value: Any) -> str:
+    """One model name or several, separated by commas."""
+    if isinstance(value, bool) or not [m for m in str(value).split(",") if m.strip()]:
+        raise ValueError("expected one or more model names, separated by commas")
+    return str(value)
+
+
 def _thinking(value: Any) -> str:
     text = str(value).lower() if not isinstance(value, bool) else ("high" if value else "off")
     if text not in THINKING_LEVELS:
@@ -85,7 +107,15 @@ CONTROL_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
     "max_calls": _integer(0),
     "tool_timeout": _positive,
     "when": _boolean,
+    # SPEC §14 (resilience): read by run/resilience.py
+    "fallback": _models,
+    "on_truncate": _on_truncate,
+    "tool_choice": _tool_choice,
+    "parallel_tools": _boolean,
 }
+
+#: tool_choice values that are not a tool's name.
+TOOL_CHOICES = ("auto", "required", "none")
 
 
 def check_option(key: str, value: Any) -> Any:
@@ -101,10 +131,23 @@ def check_option(key: str, value: Any) -> Any:
 def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     """Every keyed option a slot of this type accepts (for messages and hints)."""
     keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
-    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout"]
+    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout", "fallback", "on_truncate", "tool_choice", "parallel_tools"]
     if type_name == "halt":
         keys.append("when")
     return keys
+
+
+def combination_problem(options: Any) -> tuple[str, Any] | None:
+    """(message, option) for keyed options that cannot go together (each value is already
+    valid on its own): a tool_choice that forces a tool on a slot without use_tools=true."""
+    given = {o.key: o for o in options if o.key is not None}
+    choice = given.get("tool_choice")
+    if choice is None or isinstance(choice.value, JinjaValue) or choice.value in ("auto", "none"):
+        return None
+    tools = given.get("use_tools")
+    if tools is None or tools.value is False:
+        return f"tool_choice={choice.value} needs use_tools=true", choice
+    return None
 
 
 def option_family(key: str) -> str:

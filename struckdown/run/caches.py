@@ -18,6 +18,7 @@ from pydantic_ai.output import TextOutput
 
 from ..types import OutputSpec
 from .cached_model import CachedModel
+from .resilience import RetryingModel
 from .tools import ToolBox, WrapSlotTools
 
 _MAX_AGENTS = 4096
@@ -31,6 +32,7 @@ class EngineCaches:
         self._toolboxes: dict[tuple[int, ...], ToolBox] = {}
         self._text_outputs: dict[int, tuple[OutputSpec, Any]] = {}
         self._cached_models: dict[int, tuple[Any, CachedModel]] = {}
+        self._retrying_models: dict[int, tuple[Any, RetryingModel]] = {}
         self._lock = threading.Lock()
 
     def agent_for(self, output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
@@ -84,6 +86,18 @@ class EngineCaches:
             if len(self._cached_models) >= _MAX_AGENTS:
                 self._cached_models.clear()
             self._cached_models[id(model)] = (model, wrapper)
+        return wrapper
+
+    def retrying_model(self, model: Any) -> RetryingModel:
+        """The retry wrapper of `model` (SPEC §14; one per model, so its agents are reused)."""
+        held = self._retrying_models.get(id(model))
+        if held is not None and held[0] is model:
+            return held[1]
+        wrapper = RetryingModel(model)
+        with self._lock:
+            if len(self._retrying_models) >= _MAX_AGENTS:
+                self._retrying_models.clear()
+            self._retrying_models[id(model)] = (model, wrapper)
         return wrapper
 
     def text_output(self, spec: OutputSpec) -> Any:

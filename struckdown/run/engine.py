@@ -44,6 +44,7 @@ from ..results import Result, SlotResult, Usage
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
+from .resilience import check_tool_choices
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tools import ModelCallHook, RequestLimit
 
@@ -66,6 +67,7 @@ class RunSettings:
     stream: bool = True
     tool_timeout: float | None = None
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
+    resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
 
 
 @dataclass
@@ -122,6 +124,8 @@ class Run:
                 *self._limit,
             ),
             cache=_cache(self.options.cache, environment.response_caches),
+            resilience=self.options.resilience,
+            resolve_fallback=partial(resolve_model, store=environment.models),
         )
 
     # -- the run -------------------------------------------------------------
@@ -129,6 +133,7 @@ class Run:
         try:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
+                check_tool_choices(self.program, self.env.toolbox.names)  # SPEC §14: before any model call
             segments = self._segments_to_run()
             if len(segments) == 1 and not self.guards.states:
                 await self._run_segment(segments[0])  # nothing runs beside it: no task group needed
@@ -344,7 +349,7 @@ class Run:
             )
         self.env.streaming_now.discard(node.key)
         self._store(result)
-        await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached))
+        await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated))
         return result
 
     def _slot_env(self, segment: int) -> SlotEnv:

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
-from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     ModelMessage,
@@ -23,16 +22,18 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
-from ..errors import StruckdownError, TemplateRuntimeError
-from ..incremental import SlotStreamStart, ThinkingDelta, TokenDelta
+from ..errors import TemplateRuntimeError
+from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
+from ..models import model_label
 from ..plan import SlotPlan
 from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
-from .tools import CURRENT_WRAP, BadModelOutput, ToolBox, ToolLimitExceeded, ToolWrap
+from .resilience import SlotAttempts, is_truncated, slot_error, type_family
+from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 
 if TYPE_CHECKING:
     from ..env_view import EnvironmentView
@@ -54,6 +55,8 @@ class SlotEnv:
     capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
     streaming_now: set[str] = field(default_factory=set)
+    resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
+    resolve_fallback: Callable[[Any], Any] = lambda model: model  # a fallback model (or its name) → a Model
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,7 @@ async def run_model_slot(
         raise TemplateRuntimeError(
             f"slot {key!r} has use_tools=true but no tools were given; pass tools=[…] (or --tools FILE.py)"
         )
+    use_tools = use_tools and resolved.control.get("tool_choice") != "none"  # SPEC §14: no gathering tools
     max_iter = resolved.control.get("max_iter")
     limits = _limits(env, plan, resolved)
     wrap: ToolWrap | None = None
@@ -188,42 +192,58 @@ async def run_model_slot(
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
     model = env.resolve_model(resolved.settings.get("model"))
-    settings = model_settings(env.settings, resolved.settings, env.environment.models.defaults(model))
-    cache_run = None
-    served_by = model
-    if env.cache is not None and not use_tools:  # agent slots are never served from the cache
-        cache_run = _cache_run(env.cache, model, spec)
-        served_by = caches.cached_model(model)
+    attempts = SlotAttempts.start(
+        key, env.emit, env.resilience, resolved.control, model, env.resolve_fallback, env.toolbox.names
+    )
+    attempts.restart = streamer.retract if streamer else None
+    family = type_family(plan.slot.type_name, plan.slot.quantifier, spec.is_text)
     token = CURRENT_WRAP.set(wrap)
-    cache_token = CURRENT_CACHE_RUN.set(cache_run)
     try:
-        run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
-            prompt,
-            message_history=history or None,
-            instructions=instructions,
-            deps=env.deps,
-            model_settings=settings,
-            usage_limits=limits.usage_limits(),
-            capabilities=list(env.capabilities) or None,
-            event_stream_handler=streamer.handle if streamer else None,
-        )
-    except UsageLimitExceeded as exc:
-        if isinstance(exc, ToolLimitExceeded):
-            raise
-        raise ToolLimitExceeded(key, str(exc)) from exc
-    except Exception as exc:
-        from ..model_errors import map_model_error
-        from ..models import model_label
-
-        mapped: StruckdownError | None = map_model_error(exc, model_label(model))
-        if mapped is None and isinstance(exc, UnexpectedModelBehavior) and not isinstance(exc, StruckdownError):
-            mapped = BadModelOutput(key, model_label(model), exc)
-        if mapped is None:
-            raise
-        raise mapped from exc
+        while True:  # one attempt per model: the slot's own, then its fallbacks (SPEC §14)
+            label = model_label(model)
+            settings = attempts.model_settings(
+                model_settings(env.settings, resolved.settings, env.environment.models.defaults(model)),
+                env.settings,
+                family,
+            )
+            cache_run = None
+            served_by = caches.retrying_model(model)
+            if env.cache is not None and not use_tools:  # agent slots are never served from the cache
+                cache_run = _cache_run(env.cache, model, spec)
+                served_by = caches.cached_model(served_by)
+            cache_token = CURRENT_CACHE_RUN.set(cache_run)
+            message_history, user_prompt = attempts.request(history, prompt)
+            try:
+                with attempts.running(label) as run_usage:
+                    run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
+                        user_prompt,
+                        message_history=message_history or None,
+                        instructions=instructions,
+                        deps=env.deps,
+                        model_settings=settings,
+                        usage_limits=limits.usage_limits(),
+                        usage=run_usage,
+                        capabilities=list(env.capabilities) or None,
+                        event_stream_handler=streamer.handle if streamer else None,
+                    )
+                cut = attempts.truncated_error(run, label)
+                if cut is not None:
+                    raise cut
+                break
+            except Exception as exc:
+                error = slot_error(exc, key, model)
+                if error is None:
+                    raise
+                fallback = await attempts.fall_back(error)
+                if fallback is None:
+                    if error is exc:
+                        raise
+                    raise error from exc
+                model = fallback
+            finally:
+                CURRENT_CACHE_RUN.reset(cache_token)
     finally:
         CURRENT_WRAP.reset(token)
-        CURRENT_CACHE_RUN.reset(cache_token)
     if streamer is not None:
         await streamer.flush()
     value = spec.to_value(run.output)
@@ -232,15 +252,20 @@ async def run_model_slot(
     if cache_run is not None:
         await store_answer(cache_run, run.new_messages())
         hits = cache_run.hits
+    usage = _usage(run.usage, hits)
+    for spent in attempts.spent_runs:  # every attempt that got a response is billed
+        usage = usage + _usage(spent)
     return SlotResult(
         key=key,
         type=plan.slot.type_name,
         output=value,
         messages=tuple(messages),
-        usage=_usage(run.usage, hits),
+        usage=usage,
         elapsed_ms=(time.perf_counter() - started) * 1000,
         cached=hits > 0,
         tool_calls=tuple(wrap.calls) if wrap else (),
+        truncated=is_truncated(messages),
+        fallback_used=attempts.fallback_used,
     )
 
 
@@ -310,6 +335,16 @@ class _Streamer:
             self.held.append(delta)
         else:
             await self._emit(delta)
+
+    async def retract(self, reason: str) -> None:
+        """A failed attempt's text is void (SPEC §14): retract what went out; the next
+        attempt streams from an empty `accumulated`."""
+        self.held.clear()
+        if self.started:
+            self.started = False
+            self.accumulated = ""
+            self.env.streaming_now.discard(self.slot)
+            await self.env.emit(SlotRetracted(self.slot, reason))
 
     async def flush(self) -> None:
         held, self.held = self.held, []
