@@ -516,12 +516,18 @@ def fallback_reason(error: BaseException) -> tuple[str | None, bool]:
     if isinstance(error, ToolLimitExceeded):
         return f"its tool loop hit its limit ({_sentence(error.detail)})", True
     if isinstance(error, BadModelOutput):
-        return f"its answer failed validation every time ({_sentence(error.detail)})", True
+        full = str(error.args[2]) if len(error.args) > 2 else error.detail
+        problem = (full.partition("(last problem: ")[2].rstrip(")") or full).partition(" For further information")[0]
+        return f"its answer failed validation every time (last problem: {_sentence(problem, first=False)})", True
     return None, False
 
 
-def _sentence(text: str) -> str:
-    text = " ".join(str(text).split()).rstrip(".")
+def _sentence(text: str, *, first: bool = True) -> str:
+    """pydantic-ai's message as a clause: on one line, its first sentence, lower case."""
+    text = " ".join(str(text).split())
+    if first:
+        text = text.split(". ")[0]
+    text = text.rstrip(".")
     return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
 
