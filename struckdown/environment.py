@@ -72,6 +72,7 @@ class RunOptions(TypedDict, total=False):
     retry_max_delay: float | None  # seconds a retry waits at most (default 30)
     fallback: ModelLike | Sequence[ModelLike]  # models a slot runs on, in order, when it cannot finish on its own
     on_truncate: Literal["keep", "error"]  # an answer cut at its token limit: kept and flagged, or TruncatedError
+    on_retry: Callable[[Any], Any] | None  # called with every SlotRetry and SlotFallback event (also in complete())
 
 
 class BatchExecutor(Protocol):
@@ -276,6 +277,7 @@ class Environment:
             options.get("retry_max_delay", self.retry_max_delay),
             options.get("fallback", self.fallback),
             options.get("on_truncate", self.on_truncate),
+            options.get("on_retry"),
         )
 
     async def complete_async(

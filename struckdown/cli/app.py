@@ -56,6 +56,35 @@ ToolsOpt = Annotated[
     ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")]
+RetriesOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--retries",
+        min=0,
+        help="Retries of a transient provider failure (rate limit, connection error, timeout, 5xx) per request, "
+        "with exponential backoff. Default: STRUCKDOWN_MAX_RETRIES, else 3.",
+        show_default=False,
+    ),
+]
+MaxTokensOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="Output cap of every request (a slot's own max_tokens= wins). Default: 4096 for text and structured "
+        "answers, 1024 for single values, 16384 with thinking.",
+        show_default=False,
+    ),
+]
+FallbackOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--fallback",
+        metavar="MODEL",
+        help="A model a slot starts again on when it cannot finish on its own (repeatable, tried in order).",
+        show_default=False,
+    ),
+]
 IncludeOpt = Annotated[
     Optional[list[Path]],
     typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
@@ -118,6 +147,9 @@ def run(
     stop_at: Annotated[
         Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
     ] = None,
+    retries: RetriesOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    fallback: FallbackOpt = None,
     include_path: IncludeOpt = None,
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
@@ -137,6 +169,9 @@ def run(
                 cache=not no_cache,
                 stop_at=stop_at,
                 include_paths=include_path or (),
+                retries=retries,
+                max_tokens=max_tokens,
+                fallback=tuple(fallback or ()),
             )
         )
     raise typer.Exit(code)
@@ -242,14 +277,18 @@ def batch(
         ),
     ] = None,
     retries: Annotated[
-        int,
+        Optional[int],
         typer.Option(
             "--retries",
             min=0,
-            help="With --engine dask: run a row again up to this many times after a transient provider "
-            "error (rate limit, connection error, 5xx).",
+            help="Retries of a transient provider failure (rate limit, connection error, timeout, 5xx) per request, "
+            "with exponential backoff (default: STRUCKDOWN_MAX_RETRIES, else 3). With --engine dask also how many "
+            "times a row runs again after such a failure remains (default 2).",
+            show_default=False,
         ),
-    ] = 2,
+    ] = None,
+    max_tokens: MaxTokensOpt = None,
+    fallback: FallbackOpt = None,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -281,6 +320,8 @@ def batch(
                 engine=engine,
                 address=address,
                 retries=retries,
+                max_tokens=max_tokens,
+                fallback=tuple(fallback or ()),
             )
         )
     raise typer.Exit(code)

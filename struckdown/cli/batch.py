@@ -38,7 +38,9 @@ class BatchRequest:
     include_paths: Sequence[Path] = field(default_factory=tuple)
     engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
     address: str | None = None  # the Dask scheduler; None: a private local cluster
-    retries: int = 2  # Dask: runs of a row again after a transient provider error
+    retries: int | None = None  # per request (SPEC §14); Dask: also runs of a row again (None: 2)
+    max_tokens: int | None = None
+    fallback: Sequence[str] = ()
 
 
 def batch_command(request: BatchRequest) -> int:
@@ -86,7 +88,12 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
     console = make_console(sys.stderr)
     entries, journal = _open_journal(request, rows, input_hashes, template_hash, console)
     pending = [i for i in range(len(rows)) if i not in entries]
-    run = _dask_runner(request, program) if request.engine != "local" else _local_runner(request, program)
+    progress_box: list[BatchProgress] = []
+    run = (
+        _dask_runner(request, program)
+        if request.engine != "local"
+        else _local_runner(request, program, lambda event: progress_box[0].resilience_event(event))
+    )
     stdout = _InOrder() if request.output is None else None
     finished_now: list[dict[str, Any]] = []
 
@@ -100,12 +107,15 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
                 raise CliError(f"cannot write journal {journal.path}: {exc}", code=EXIT_ERROR) from None
         entries[index] = entry
         finished_now.append(entry)
+        if not isinstance(outcome, BaseException):
+            progress.truncated += sum(1 for slot in outcome.results.values() if slot.truncated)
         progress.advance(entry["ok"])
         if stdout is not None:
             stdout.offer(index, output_row(rows[index], entry))
 
     started = time.perf_counter()
     progress = BatchProgress(console, len(rows), len(entries))
+    progress_box.append(progress)
     try:
         with progress:
             asyncio.run(run([rows[i] for i in pending], on_result))
@@ -176,7 +186,7 @@ def _model(name: str | None, program: Any) -> Any:
     return default_environment().resolve_model(model)
 
 
-def _local_runner(request: BatchRequest, program: Any) -> Any:
+def _local_runner(request: BatchRequest, program: Any, on_retry: Any = None) -> Any:
     """The rows run on this process's event loop."""
     tools = load_tools(request.tools_file)
     model = _model(request.model, program)
@@ -185,6 +195,7 @@ def _local_runner(request: BatchRequest, program: Any) -> Any:
         if not contexts:
             return
         from ..api import complete_batch_async
+        from .run_cmd import resilience_options
 
         await complete_batch_async(
             program,
@@ -196,6 +207,8 @@ def _local_runner(request: BatchRequest, program: Any) -> Any:
             cache=request.cache,
             on_halt="return",
             max_requests=request.max_requests or 2 * request.jobs,
+            on_retry=on_retry,
+            **resilience_options(request.retries, request.max_tokens, request.fallback),
         )
 
     return run
@@ -215,6 +228,10 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
     except ImportError as exc:
         raise CliError(f"--engine dask: {exc}") from None
     kwargs: dict[str, Any] = {"model": request.model, "tools": _dask_tools(request.tools_file)}
+    if request.fallback:
+        raise CliError("--fallback is not available with --engine dask: the workers use their own model only")
+    if request.max_tokens is not None:
+        kwargs["settings"] = {"max_tokens": request.max_tokens}
     try:
         from ..distributed import ship_kwargs
 
@@ -227,7 +244,8 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
             return
         from ..api import complete_batch_async
 
-        async with DaskExecutor(request.address, max_in_flight=request.jobs, retries=request.retries) as executor:
+        row_retries = 2 if request.retries is None else request.retries
+        async with DaskExecutor(request.address, max_in_flight=request.jobs, retries=row_retries) as executor:
             if program.slots():
                 await executor.probe(**kwargs)  # a missing model or tool: one error, not one per row
             await complete_batch_async(

@@ -31,6 +31,21 @@ class RunRequest:
     cache: bool = True
     stop_at: str | None = None
     include_paths: Sequence[Path] = field(default_factory=tuple)
+    retries: int | None = None  # SPEC §14; None: STRUCKDOWN_MAX_RETRIES or 3
+    max_tokens: int | None = None  # the output cap of every request (a slot's own max_tokens= wins)
+    fallback: Sequence[str] = ()
+
+
+def resilience_options(retries: int | None, max_tokens: int | None, fallback: Sequence[str]) -> dict[str, Any]:
+    """The `complete…` keywords of --retries, --max-tokens and --fallback (none when not given)."""
+    options: dict[str, Any] = {}
+    if retries is not None:
+        options["retries"] = retries
+    if max_tokens is not None:
+        options["settings"] = {"max_tokens": max_tokens}
+    if fallback:
+        options["fallback"] = list(fallback)
+    return options
 
 
 def run_command(request: RunRequest) -> int:
@@ -75,6 +90,7 @@ async def _drive(
             on_halt="return",
             cache=request.cache,
             stop_at=request.stop_at,
+            **resilience_options(request.retries, request.max_tokens, request.fallback),
         ):
             display.handle(event)
             if event.type == "processing_complete":

@@ -75,6 +75,7 @@ class Resilience:
     retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY
     fallback: tuple[Any, ...] = ()  # models (or model strings) tried in order after the slot's own
     on_truncate: str = "keep"
+    observer: Callable[[Any], Any] | None = field(default=None, compare=False)  # on_retry=: sees SlotRetry/SlotFallback
 
     @classmethod
     def of(
@@ -84,6 +85,7 @@ class Resilience:
         retry_max_delay: float | None = None,
         fallback: Any = None,
         on_truncate: str | None = None,
+        observer: Callable[[Any], Any] | None = None,
     ) -> Resilience:
         """Checked settings; None means the default (`retries`: STRUCKDOWN_MAX_RETRIES, else 3)."""
         if retries is None:
@@ -107,11 +109,13 @@ class Resilience:
             models = tuple(fallback)
         else:
             models = (fallback,)
-        if not models and cls.retries == retries and (base, top, on_truncate) == (
+        if observer is not None and not callable(observer):
+            raise ValueError(f"on_retry must be a function of one event, not {observer!r}")
+        if not models and observer is None and cls.retries == retries and (base, top, on_truncate) == (
             DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY, "keep"
         ):
             return DEFAULTS
-        return cls(retries, base, top, models, on_truncate)
+        return cls(retries, base, top, models, on_truncate, observer)
 
 
 def _seconds(name: str, value: Any) -> float:
@@ -158,6 +162,16 @@ def retry_after_of(exc: BaseException) -> float | None:
     return None
 
 
+async def report(emit: Emit, settings: Resilience, event: Any) -> None:
+    """A SlotRetry or SlotFallback: into the run's events, and to the caller's `on_retry`
+    (which sees them in `complete()` and batches too, where no event stream is read)."""
+    await emit(event)
+    if settings.observer is not None:
+        maybe = settings.observer(event)
+        if hasattr(maybe, "__await__"):
+            await maybe
+
+
 def describe(error: ModelError) -> str:
     """A provider failure on one line, without its hint: `rate limited (HTTP 429): slow down`."""
     where = f" (HTTP {error.status})" if error.status is not None else ""
@@ -188,7 +202,7 @@ class RetryRun:
     async def wait(self, retry: int, delay: float, error: str, *, streamed: bool) -> None:
         if streamed and self.restart is not None:
             await self.restart("retry")  # SlotRetracted first, when tokens had gone out
-        await self.emit(SlotRetry(self.slot, retry, error, delay))
+        await report(self.emit, self.settings, SlotRetry(self.slot, retry, error, delay))
         await CLOCK.sleep(delay)
 
 
@@ -500,7 +514,7 @@ class SlotAttempts:
         self.hint = reason if hint else None
         if self.restart is not None:
             await self.restart("fallback")
-        await self.emit(SlotFallback(self.slot, model_name(failed), model_name(self.model), reason))
+        await report(self.emit, self.settings, SlotFallback(self.slot, model_name(failed), model_name(self.model), reason))
         return self.model
 
 
