@@ -52,6 +52,9 @@ def test_a_persistent_failure_is_answered_by_the_fallback_model() -> None:
     kinds = [type(e).__name__ for e in slot_events(events)]
     assert kinds == ["SlotRetry", "SlotFallback", "SlotCompleted"]
     assert slot_events(events)[1] == SlotFallback("a", "primary", "backup", OVERLOADED)
+    assert slot_events(events)[1].to_dict() == {
+        "type": "slot_fallback", "slot": "a", "from_model": "primary", "to_model": "backup", "reason": OVERLOADED,
+    }  # fmt: skip
     completed = slot_events(events)[2]
     assert completed.result.output == "from the backup"
     assert completed.result.fallback_used == "backup"
@@ -315,3 +318,24 @@ def test_tool_call_streams_are_untouched_by_the_retry_wrapper() -> None:
     ]  # fmt: skip
     assert not [e for e in events if isinstance(e, SlotRetry)]
     assert slot_events(events)[-1].result.output == "It is an animal."
+
+
+def test_on_retry_sees_retries_and_fallbacks_where_no_event_stream_is_read() -> None:
+    seen: list[Any] = []
+    backup = Script(lambda call: "ok")
+    sd.complete("Hi [[a]]", model=down().model("primary"), fallback=backup.model("backup"), retries=2, on_retry=seen.append)
+    assert [(type(e).__name__, getattr(e, "attempt", None)) for e in seen] == [
+        ("SlotRetry", 1), ("SlotRetry", 2), ("SlotFallback", None),
+    ]  # fmt: skip
+
+    async def collect() -> list[Any]:
+        got: list[Any] = []
+
+        async def note(event: Any) -> None:  # a coroutine function works too
+            got.append(event.type)
+
+        await sd.complete_batch_async("Hi [[a]]", [{}, {}], model=down().model("primary"), retries=0,
+                                      fallback=backup.model("backup"), on_retry=note)  # fmt: skip
+        return got
+
+    assert asyncio.run(collect()) == ["slot_fallback", "slot_fallback"]

@@ -8,6 +8,7 @@ No test sleeps: `resilience.CLOCK.sleep` records the waits, `CLOCK.random` is se
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -75,6 +76,9 @@ def test_a_503_then_success_is_one_answer_after_a_retry_event(waits: list[float]
     expected_delay = random.Random(7).uniform(0.0, 1.0)  # the first retry: up to retry_base_delay (1 s)
     assert [type(e).__name__ for e in events] == ["SlotRetry", "SlotCompleted", "CheckpointReached", "ProcessingComplete"]
     assert events[0] == SlotRetry("a", 1, OVERLOADED, expected_delay)
+    assert json.loads(events[0].to_json()) == {
+        "type": "slot_retry", "slot": "a", "attempt": 1, "error": OVERLOADED, "delay_s": expected_delay,
+    }  # fmt: skip
     assert waits == [expected_delay]
     assert len(calls) == 2
     done = events[-1]
