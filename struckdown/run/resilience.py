@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -187,14 +187,16 @@ class RetryRun:
     slot: str
     emit: Emit
     settings: Resilience
-    label: str  # the model's name in mapped errors
+    model: Any  # the model of this attempt (named in mapped errors)
     restart: Callable[[str], Awaitable[None]] | None = None  # retracts what a failed attempt streamed
 
     def decide(self, exc: BaseException, retry: int) -> tuple[float, str] | None:
         """(delay, description) when the failure is worth retry number `retry`, else None."""
         if retry > self.settings.retries:
             return None
-        mapped = map_model_error(exc, self.label)
+        from ..models import model_label
+
+        mapped = map_model_error(exc, model_label(self.model))
         if mapped is None or not is_transient(mapped):
             return None
         return retry_delay(retry, retry_after_of(exc), self.settings), describe(mapped)
@@ -470,30 +472,21 @@ class SlotAttempts:
 
         return per_request
 
-    @contextmanager
-    def running(self, label: str) -> Iterator[Any]:
+    def running(self) -> _Running:
         """Around one attempt's `agent.run`: its retry state, its usage (read even when it
         fails) and, with `parallel_tools=false`, tool calls one at a time."""
         from pydantic_ai.usage import RunUsage
 
         self.usage = RunUsage()
-        token = CURRENT_RETRIES.set(RetryRun(self.slot, self.emit, self.settings, label, self.restart))
-        try:
-            if self.control.get("parallel_tools") is False:
-                from pydantic_ai.tool_manager import ToolManager
+        return _Running(self, RetryRun(self.slot, self.emit, self.settings, self.model, self.restart))
 
-                with ToolManager.parallel_execution_mode("sequential"):
-                    yield self.usage
-            else:
-                yield self.usage
-        finally:
-            CURRENT_RETRIES.reset(token)
-
-    def truncated_error(self, run: Any, label: str) -> TruncatedError | None:
+    def truncated_error(self, run: Any) -> TruncatedError | None:
         """With on_truncate=error, the error for an answer whose last response was cut."""
         if self.on_truncate != "error" or not is_truncated(run.new_messages()):
             return None
-        return TruncatedError(label, "the answer stopped at its output token limit (finish_reason 'length')")
+        from ..models import model_label
+
+        return TruncatedError(model_label(self.model), "the answer stopped at its output token limit (finish_reason 'length')")
 
     # -- fallback -------------------------------------------------------------------
     async def fall_back(self, error: BaseException) -> Any | None:
@@ -516,6 +509,30 @@ class SlotAttempts:
             await self.restart("fallback")
         await report(self.emit, self.settings, SlotFallback(self.slot, model_name(failed), model_name(self.model), reason))
         return self.model
+
+
+class _Running:
+    """The context of one attempt (a class, not a generator: it is entered once per slot)."""
+
+    __slots__ = ("attempts", "run", "token", "order")
+
+    def __init__(self, attempts: SlotAttempts, run: RetryRun) -> None:
+        self.attempts, self.run = attempts, run
+        self.order: Any = None
+
+    def __enter__(self) -> Any:
+        self.token = CURRENT_RETRIES.set(self.run)
+        if self.attempts.control.get("parallel_tools") is False:
+            from pydantic_ai.tool_manager import ToolManager
+
+            self.order = ToolManager.parallel_execution_mode("sequential")
+            self.order.__enter__()
+        return self.attempts.usage
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.order is not None:
+            self.order.__exit__(*exc)
+        CURRENT_RETRIES.reset(self.token)
 
 
 def fallback_reason(error: BaseException) -> tuple[str | None, bool]:

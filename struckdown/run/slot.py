@@ -25,7 +25,6 @@ from .. import slot_options as opts
 from ..errors import TemplateRuntimeError
 from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
-from ..models import model_label
 from ..plan import SlotPlan
 from ..render import Renderer
 from ..results import SlotResult, Usage
@@ -200,7 +199,6 @@ async def run_model_slot(
     token = CURRENT_WRAP.set(wrap)
     try:
         while True:  # one attempt per model: the slot's own, then its fallbacks (SPEC §14)
-            label = model_label(model)
             settings = attempts.model_settings(
                 model_settings(env.settings, resolved.settings, env.environment.models.defaults(model)),
                 env.settings,
@@ -214,7 +212,7 @@ async def run_model_slot(
             cache_token = CURRENT_CACHE_RUN.set(cache_run)
             message_history, user_prompt = attempts.request(history, prompt)
             try:
-                with attempts.running(label) as run_usage:
+                with attempts.running() as run_usage:
                     run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
                         user_prompt,
                         message_history=message_history or None,
@@ -226,7 +224,7 @@ async def run_model_slot(
                         capabilities=list(env.capabilities) or None,
                         event_stream_handler=streamer.handle if streamer else None,
                     )
-                cut = attempts.truncated_error(run, label)
+                cut = attempts.truncated_error(run)
                 if cut is not None:
                     raise cut
                 break
