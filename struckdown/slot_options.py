@@ -117,6 +117,27 @@ CONTROL_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
 #: tool_choice values that are not a tool's name.
 TOOL_CHOICES = ("auto", "required", "none")
 
+#: The default output cap of one request (`max_tokens`) by the slot's type family, when
+#: neither the slot, the call, the Environment nor the model object sets one (issue 23).
+DEFAULT_MAX_TOKENS: Mapping[str, int] = {"text": 4096, "structured": 4096, "value": 1024}
+#: The default cap when the slot or the call turns thinking on: reasoning tokens count too.
+THINKING_MAX_TOKENS = 16384
+#: Types whose answer is one short value (a list of them is "structured").
+VALUE_TYPES = frozenset({"bool", "int", "number", "pick", "date", "datetime", "time", "duration", "score", "halt"})
+
+
+def type_family(type_name: str, quantifier: Any, is_text: bool) -> str:
+    """"text", "value" or "structured": what sizes a slot's default `max_tokens`."""
+    if is_text and quantifier is None:
+        return "text"
+    if quantifier is None and type_name in VALUE_TYPES:
+        return "value"
+    return "structured"
+
+
+def default_max_tokens(family: str, thinking: Any = None) -> int:
+    return THINKING_MAX_TOKENS if thinking and thinking != "off" else DEFAULT_MAX_TOKENS[family]
+
 
 def check_option(key: str, value: Any) -> Any:
     """Validate one keyed option value; raises ValueError with a readable reason."""

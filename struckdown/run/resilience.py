@@ -46,19 +46,11 @@ from pydantic_ai.usage import RequestUsage
 from ..errors import ConfigurationError, StruckdownError, TemplateRuntimeError
 from ..incremental import SlotFallback, SlotRetry
 from ..model_errors import ModelError, TruncatedError, is_transient, map_model_error
-from ..slot_options import TOOL_CHOICES
+from ..slot_options import TOOL_CHOICES, default_max_tokens
 
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_BASE_DELAY = 1.0
 DEFAULT_RETRY_MAX_DELAY = 30.0
-
-#: The default output cap of one request (`max_tokens`) by the slot's type family, when
-#: neither the slot, the call, the Environment nor the model object sets one (issue 23).
-DEFAULT_MAX_TOKENS: Mapping[str, int] = {"text": 4096, "structured": 4096, "value": 1024}
-#: The default cap when the slot or the call turns thinking on: reasoning tokens count too.
-THINKING_MAX_TOKENS = 16384
-#: Types whose answer is one short value (a list of them is "structured").
-VALUE_TYPES = frozenset({"bool", "int", "number", "pick", "date", "datetime", "time", "duration", "score", "halt"})
 
 HINT_TURN = "A previous attempt could not finish: {reason}."
 
@@ -369,15 +361,6 @@ def model_name(model: Any) -> str:
     return str(getattr(model, "model_name", None) or type(model).__name__)
 
 
-def type_family(type_name: str, quantifier: Any, is_text: bool) -> str:
-    """"text", "value" or "structured": what sizes a slot's default `max_tokens`."""
-    if is_text and quantifier is None:
-        return "text"
-    if quantifier is None and type_name in VALUE_TYPES:
-        return "value"
-    return "structured"
-
-
 def _accepts(model: Any, setting: str) -> bool:
     """Whether the model's class takes `setting` (an ignored one warns on every request)."""
     while True:
@@ -459,7 +442,7 @@ class SlotAttempts:
         model = self.model
         own = getattr(model, "settings", None) or {}
         if "max_tokens" not in merged and "max_tokens" not in own:
-            merged["max_tokens"] = THINKING_MAX_TOKENS if merged.get("thinking") else DEFAULT_MAX_TOKENS[family]
+            merged["max_tokens"] = default_max_tokens(family, merged.get("thinking"))
         if "max_retries" not in (caller or {}) and _accepts(model, "max_retries"):
             merged["max_retries"] = 0
         choice = self.control.get("tool_choice")

@@ -31,7 +31,7 @@ from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
-from .resilience import SlotAttempts, is_truncated, slot_error, type_family
+from .resilience import SlotAttempts, is_truncated, slot_error
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ async def run_model_slot(
         key, env.emit, env.resilience, resolved.control, model, env.resolve_fallback, env.toolbox.names
     )
     attempts.restart = streamer.retract if streamer else None
-    family = type_family(plan.slot.type_name, plan.slot.quantifier, spec.is_text)
+    family = opts.type_family(plan.slot.type_name, plan.slot.quantifier, spec.is_text)
     token = CURRENT_WRAP.set(wrap)
     try:
         while True:  # one attempt per model: the slot's own, then its fallbacks (SPEC §14)

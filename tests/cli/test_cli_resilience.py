@@ -115,3 +115,14 @@ def test_batch_fallback_is_not_for_dask(tmp_path: Path) -> None:
     result = sd("batch", template(tmp_path), rows, "--engine", "dask", "--fallback", "test")
     assert result.exit_code == 2
     assert "--fallback is not available with --engine dask" in result.output
+
+
+def test_explain_shows_the_resilience_options_and_the_output_cap(tmp_path: Path) -> None:
+    path = template(tmp_path, 'A [[a|fallback="test", on_truncate=error]] B [[int:b]] C [[c|max_tokens=9]]\n')
+    result = sd("explain", path)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "resilience: fallback=test, on_truncate=error" in text
+    assert "output cap: 4,096 tokens per request (the default for text answers" in text
+    assert "output cap: 1,024 tokens per request (the default for value answers" in text
+    assert text.count("output cap:") == 2  # slot c sets its own
