@@ -44,11 +44,13 @@ _EXPORTS = {
     "ContentFilterError": "model_errors",
     "ModelConnectionError": "model_errors",
     "BadRequestError": "model_errors",
+    "TruncatedError": "model_errors",
     "Result": "results",
     "SlotResult": "results",
     "ToolCall": "results",
     "Usage": "results",
     "readonly": "run.tools",
+    "sequential": "run.tools",
     "Safe": "safe",
     "ProviderBatch": "provider_batch",
     "BatchCounts": "provider_batch",
@@ -180,6 +182,9 @@ if TYPE_CHECKING:
     from .model_errors import (
         RateLimitError as RateLimitError,
     )
+    from .model_errors import (
+        TruncatedError as TruncatedError,
+    )
     from .models import LLMCredentials as LLMCredentials
     from .plan import Program as Program
     from .provider_batch import BatchCounts as BatchCounts
@@ -192,4 +197,5 @@ if TYPE_CHECKING:
     from .run.tools import BadModelOutput as BadModelOutput
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
     from .run.tools import readonly as readonly
+    from .run.tools import sequential as sequential
     from .safe import Safe as Safe

@@ -138,6 +138,9 @@ class _Checker(NodeVisitor):
                 opts.check_option(option.key, option.value)
             except ValueError as exc:
                 raise self.error(f"bad value for {option.key}: {exc}", option.pos) from None
+        clash = opts.combination_problem(slot.options)
+        if clash is not None:
+            raise self.error(clash[0], clash[1].pos)
 
     # -- actions and blocks ------------------------------------------------------
     def visit_Action(self, node: Action) -> None:

@@ -83,6 +83,13 @@ class RunOptions(TypedDict, total=False):
     instrument: Any  # True, an OpenTelemetry TracerProvider or pydantic-ai InstrumentationSettings (SPEC §19)
     image_max_side: int | None  # images with a longer side are shrunk with Pillow (default 2048; None: never)
     max_images: int | None  # images one request may hold, earlier turns included (default 50; None: no limit)
+    # SPEC §14 (docs/resilience.md)
+    retries: int | None  # retries of a transient provider failure per request (None: STRUCKDOWN_MAX_RETRIES or 3)
+    retry_base_delay: float | None  # seconds; the n-th retry waits up to base × 2^(n-1) (full jitter)
+    retry_max_delay: float | None  # seconds a retry waits at most (default 30)
+    fallback: ModelLike | Sequence[ModelLike]  # models a slot runs on, in order, when it cannot finish on its own
+    on_truncate: Literal["keep", "error"]  # an answer cut at its token limit: kept and flagged, or TruncatedError
+    on_retry: Callable[[Any], Any] | None  # called with every SlotRetry and SlotFallback event (also in complete())
 
 
 #: The keywords every entry point takes (others are a TypeError at the call; see compat.py).
@@ -124,6 +131,11 @@ class Environment:
         prices: Mapping[str, Mapping[str, float]] | None = None,
         instrument: Any = False,
         tool_limits: Mapping[str, int] | None = None,
+        retries: int | None = None,
+        retry_base_delay: float | None = None,
+        retry_max_delay: float | None = None,
+        fallback: ModelLike | Sequence[ModelLike] = None,
+        on_truncate: Literal["keep", "error"] = "keep",
     ) -> None:
         self.model = model
         self.tools = tuple(tools)
@@ -142,6 +154,8 @@ class Environment:
         self.prices = prices
         self.instrument = instrument
         self.tool_limits = tool_limits
+        self.retries, self.retry_base_delay, self.retry_max_delay = retries, retry_base_delay, retry_max_delay
+        self.fallback, self.on_truncate = fallback, on_truncate
         self.types = TypeRegistry()
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
@@ -303,6 +317,20 @@ class Environment:
             **budget_settings(self, options),
             image_max_side=options.get("image_max_side", DEFAULT_MAX_SIDE),
             max_images=options.get("max_images", DEFAULT_MAX_IMAGES),
+            resilience=self._resilience(options),
+        )
+
+    def _resilience(self, options: RunOptions) -> Any:
+        """Retries, fallback and truncation (SPEC §14): the call's over this Environment's."""
+        from .run.resilience import Resilience
+
+        return Resilience.of(
+            options.get("retries", self.retries),
+            options.get("retry_base_delay", self.retry_base_delay),
+            options.get("retry_max_delay", self.retry_max_delay),
+            options.get("fallback", self.fallback),
+            options.get("on_truncate", self.on_truncate),
+            options.get("on_retry"),
         )
 
     async def complete_async(

@@ -86,6 +86,7 @@ class SlotCompleted(_Event):
     result: SlotResult
     elapsed_ms: float
     was_cached: bool
+    truncated: bool = False  # the answer's last response stopped at its token limit (SPEC §14)
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,30 @@ class ApprovalDecided(_Event):
     message: str | None
 
 
+@dataclass(frozen=True)
+class SlotRetry(_Event):
+    """A transient provider failure: the request is sent again after `delay_s` seconds
+    (`attempt` counts the retries of that request from 1; SPEC §14)."""
+
+    type: ClassVar[str] = "slot_retry"
+    slot: str
+    attempt: int
+    error: str
+    delay_s: float
+
+
+@dataclass(frozen=True)
+class SlotFallback(_Event):
+    """The slot starts again on its next fallback model (models named by their pydantic-ai
+    `model_name`; SPEC §14)."""
+
+    type: ClassVar[str] = "slot_fallback"
+    slot: str
+    from_model: str
+    to_model: str
+    reason: str
+
+
 Event = Union[
     SlotStreamStart,
     TokenDelta,
@@ -181,6 +206,8 @@ Event = Union[
     ApprovalRequested,
     ApprovalDecided,
     ModelResponded,
+    SlotRetry,
+    SlotFallback,
 ]
 
 __all__ = [
@@ -192,7 +219,9 @@ __all__ = [
     "ProcessingComplete",
     "ProcessingError",
     "SlotCompleted",
+    "SlotFallback",
     "SlotRetracted",
+    "SlotRetry",
     "SlotStreamStart",
     "ThinkingDelta",
     "TokenDelta",

@@ -16,9 +16,11 @@ Retries and timeouts are model-level `ModelSettings` on the models built here:
 from a string, and `timeout` from `STRUCKDOWN_TIMEOUT` (default 120 s) on
 OpenAI-compatible endpoints; hosted providers keep their client's own timeout
 (600 s for OpenAI, which slow reasoning models need) unless the variable is
-set. pydantic-ai forwards both to the provider SDK client, whose own retry loop
-(exponential backoff, honouring `Retry-After`) does the retrying; per-run
-settings still override them. A `Model` instance you pass in is never changed.
+set. pydantic-ai forwards both to the provider SDK client. Inside a struckdown run
+the retrying is struckdown's own (run/resilience.py, SPEC §14), which sends
+`max_retries=0` per request so attempts are not multiplied; the model-level value
+matters when the model is used outside struckdown. A `Model` instance you pass in
+is never changed.
 """
 
 from __future__ import annotations

@@ -104,6 +104,8 @@ class SlotResult:
     elapsed_ms: float = 0.0
     cached: bool = False
     tool_calls: tuple[ToolCall, ...] = ()
+    truncated: bool = False  # the answer's last response stopped at its token limit (SPEC §14)
+    fallback_used: str | None = None  # the fallback model that answered (its pydantic-ai model_name)
 
     def to_dict(self) -> dict[str, Any]:
         from .codec import jsonable
@@ -115,6 +117,8 @@ class SlotResult:
             "usage": self.usage.to_dict(),
             "elapsed_ms": round(self.elapsed_ms, 3),
             "cached": self.cached,
+            "truncated": self.truncated,
+            "fallback_used": self.fallback_used,
             "tool_calls": [
                 {
                     "tool_name": c.tool_name,

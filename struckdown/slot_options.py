@@ -105,6 +105,28 @@ def _budget(value: Any) -> dict[str, int]:
     return budgets
 
 
+def _on_truncate(value: Any) -> str:
+    text = str(value).lower() if isinstance(value, str) else ""
+    if text not in ("keep", "error"):
+        raise ValueError("expected keep or error")
+    return text
+
+
+def _tool_choice(value: Any) -> str:
+    """auto, required, none or a tool's name (checked against the tools when the run starts)."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not text.isidentifier():
+        raise ValueError("expected auto, required, none or a tool name")
+    return text
+
+
+def _models(value: Any) -> str:
+    """One model name or several, separated by commas."""
+    if isinstance(value, bool) or not [m for m in str(value).split(",") if m.strip()]:
+        raise ValueError("expected one or more model names, separated by commas")
+    return str(value)
+
+
 def _thinking(value: Any) -> str:
     text = str(value).lower() if not isinstance(value, bool) else ("high" if value else "off")
     if text not in THINKING_LEVELS:
@@ -153,7 +175,36 @@ CONTROL_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
     "when": _boolean,
     "mcp": server_names,
     "approve": tool_names,
+    # SPEC §14 (resilience): read by run/resilience.py
+    "fallback": _models,
+    "on_truncate": _on_truncate,
+    "tool_choice": _tool_choice,
+    "parallel_tools": _boolean,
 }
+
+#: tool_choice values that are not a tool's name.
+TOOL_CHOICES = ("auto", "required", "none")
+
+#: The default output cap of one request (`max_tokens`) by the slot's type family, when
+#: neither the slot, the call, the Environment nor the model object sets one (issue 23).
+DEFAULT_MAX_TOKENS: Mapping[str, int] = {"text": 4096, "structured": 4096, "value": 1024}
+#: The default cap when the slot or the call turns thinking on: reasoning tokens count too.
+THINKING_MAX_TOKENS = 16384
+#: Types whose answer is one short value (a list of them is "structured").
+VALUE_TYPES = frozenset({"bool", "int", "number", "pick", "date", "datetime", "time", "duration", "score", "halt"})
+
+
+def type_family(type_name: str, quantifier: Any, is_text: bool) -> str:
+    """"text", "value" or "structured": what sizes a slot's default `max_tokens`."""
+    if is_text and quantifier is None:
+        return "text"
+    if quantifier is None and type_name in VALUE_TYPES:
+        return "value"
+    return "structured"
+
+
+def default_max_tokens(family: str, thinking: Any = None) -> int:
+    return THINKING_MAX_TOKENS if thinking and thinking != "off" else DEFAULT_MAX_TOKENS[family]
 
 
 def check_option(key: str, value: Any) -> Any:
@@ -169,10 +220,26 @@ def check_option(key: str, value: Any) -> Any:
 def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     """Every keyed option a slot of this type accepts (for messages and hints)."""
     keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
-    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget"]
+    keys += [
+        "use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget",
+        "fallback", "on_truncate", "tool_choice", "parallel_tools",
+    ]
     if type_name == "halt":
         keys.append("when")
     return keys
+
+
+def combination_problem(options: Any) -> tuple[str, Any] | None:
+    """(message, option) for keyed options that cannot go together (each value is already
+    valid on its own): a tool_choice that forces a tool on a slot without use_tools=true."""
+    given = {o.key: o for o in options if o.key is not None}
+    choice = given.get("tool_choice")
+    if choice is None or isinstance(choice.value, JinjaValue) or choice.value in ("auto", "none"):
+        return None
+    tools = given.get("use_tools")
+    if tools is None or tools.value is False:
+        return f"tool_choice={choice.value} needs use_tools=true", choice
+    return None
 
 
 def option_family(key: str) -> str:

@@ -90,6 +90,35 @@ OtelOpt = Annotated[
         "--otel", help="Export OpenTelemetry traces over OTLP (OTEL_EXPORTER_OTLP_* variables; needs struckdown[otel])."
     ),
 ]
+RetriesOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--retries",
+        min=0,
+        help="Retries of a transient provider failure (rate limit, connection error, timeout, 5xx) per request, "
+        "with exponential backoff. Default: STRUCKDOWN_MAX_RETRIES, else 3.",
+        show_default=False,
+    ),
+]
+MaxTokensOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="Output cap of every request (a slot's own max_tokens= wins). Default: 4096 for text and structured "
+        "answers, 1024 for single values, 16384 with thinking.",
+        show_default=False,
+    ),
+]
+FallbackOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--fallback",
+        metavar="MODEL",
+        help="A model a slot starts again on when it cannot finish on its own (repeatable, tried in order).",
+        show_default=False,
+    ),
+]
 IncludeOpt = Annotated[
     Optional[list[Path]],
     typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
@@ -152,6 +181,9 @@ def run(
     stop_at: Annotated[
         Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
     ] = None,
+    retries: RetriesOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    fallback: FallbackOpt = None,
     include_path: IncludeOpt = None,
     strict: Annotated[
         bool,
@@ -203,6 +235,9 @@ def run(
                 prices_file=prices,
                 max_cost=max_cost,
                 otel=otel,
+                retries=retries,
+                max_tokens=max_tokens,
+                fallback=tuple(fallback or ()),
             )
         )
     raise typer.Exit(code)
@@ -385,14 +420,16 @@ def batch(
         ),
     ] = None,
     retries: Annotated[
-        int,
+        Optional[int],
         typer.Option(
             "--retries",
             min=0,
-            help="With --engine dask: run a row again up to this many times after a transient provider "
-            "error (rate limit, connection error, 5xx).",
+            help="Retries of a transient provider failure (rate limit, connection error, timeout, 5xx) per request, "
+            "with exponential backoff (default: STRUCKDOWN_MAX_RETRIES, else 3). With --engine dask also how many "
+            "times a row runs again after such a failure remains (default 2).",
+            show_default=False,
         ),
-    ] = 2,
+    ] = None,
     provider_batch: Annotated[
         bool,
         typer.Option(
@@ -448,6 +485,8 @@ def batch(
                      "accuracy, per-class precision/recall/F1, Cohen's kappa (needs struckdown[stats]; repeatable).",
                      show_default=False),
     ] = None,
+    max_tokens: MaxTokensOpt = None,
+    fallback: FallbackOpt = None,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -491,6 +530,8 @@ def batch(
                 file_columns=file_columns or (),
                 head=head,
                 compare=compare or (),
+                max_tokens=max_tokens,
+                fallback=tuple(fallback or ()),
             )
         )
     raise typer.Exit(code)

@@ -41,7 +41,6 @@ class BatchRequest:
     include_paths: Sequence[Path] = field(default_factory=tuple)
     engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
     address: str | None = None  # the Dask scheduler; None: a private local cluster
-    retries: int = 2  # Dask: runs of a row again after a transient provider error
     provider_batch: bool = False  # requests through the provider's batch API (cli/provider_batch.py)
     batch_wait: float | None = None  # seconds a queued request waits for others (None: 30, 0: no timer)
     batch_size: int | None = None  # requests per provider batch (None: 1,000)
@@ -56,6 +55,9 @@ class BatchRequest:
     head: int | None = None  # only the first N rows, then a projection for all (batch_report)
     compare: Sequence[str] = ()  # COLUMN[=SLOT]: score answers against ground truth (compare.py)
     total_rows: int | None = None  # how many rows the inputs hold (set when reading them)
+    retries: int | None = None  # per request (SPEC §14); Dask: also runs of a row again (None: 2)
+    max_tokens: int | None = None
+    fallback: Sequence[str] = ()
 
 
 def batch_command(request: BatchRequest) -> int:
@@ -131,7 +133,12 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
         job = BatchJob(journal, pending, input_hashes, template_hash, console, resume=request.resume,
                        batch_size=request.batch_size, batch_wait=request.batch_wait)  # fmt: skip
     contexts = file_contexts([rows[i] for i in pending], request.file_columns, request.inputs)
-    run = _dask_runner(request, program) if request.engine != "local" else _local_runner(request, program, job)
+    progress_box: list[BatchProgress] = []
+    run = (
+        _dask_runner(request, program)
+        if request.engine != "local"
+        else _local_runner(request, program, job, lambda event: progress_box[0].resilience_event(event))
+    )
     stdout = _InOrder() if request.output is None else None
     finished_now: list[dict[str, Any]] = []
     renames = batch_report.answer_columns(columns_of(rows), program.keys, _warn)  # never over an input column
@@ -148,6 +155,8 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
                 raise CliError(f"cannot write journal {journal.path}: {exc}", code=EXIT_ERROR) from None
         entries[index] = entry
         finished_now.append(entry)
+        if not isinstance(outcome, BaseException):
+            progress.truncated += sum(1 for slot in outcome.results.values() if slot.truncated)
         progress.advance(entry["ok"])
         if stdout is not None:
             stdout.offer(index, output_row(rows[index], entry, renames))
@@ -156,6 +165,7 @@ def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) 
     progress = BatchProgress(console, len(rows), len(entries))
     if job is not None:
         job.progress = progress
+    progress_box.append(progress)
     try:
         with progress:
             asyncio.run(run(contexts, on_result))
@@ -230,7 +240,7 @@ def _model(name: str | None, program: Any) -> Any:
     return default_environment().resolve_model(model)
 
 
-def _local_runner(request: BatchRequest, program: Any, job: BatchJob | None = None) -> Any:
+def _local_runner(request: BatchRequest, program: Any, job: BatchJob | None = None, on_retry: Any = None) -> Any:
     """The rows run on this process's event loop."""
     tools = load_tools(request.tools_file)
     mcp = loading.load_mcp(request.mcp, request.mcp_config)
@@ -242,6 +252,7 @@ def _local_runner(request: BatchRequest, program: Any, job: BatchJob | None = No
         if not contexts:
             return
         from ..api import complete_batch_async
+        from .run_cmd import resilience_options
 
         await complete_batch_async(
             program,
@@ -257,6 +268,8 @@ def _local_runner(request: BatchRequest, program: Any, job: BatchJob | None = No
             mcp=mcp,
             approve=request.approve == "all",
             **budget_options(request.prices_file, request.max_cost, request.instrument),
+            on_retry=on_retry,
+            **resilience_options(request.retries, request.max_tokens, request.fallback),
         )
 
     return run
@@ -282,6 +295,10 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
     if mcp is not None:
         kwargs["mcp"] = mcp
     kwargs.update(budget_options(request.prices_file, request.max_cost, None))
+    if request.fallback:
+        raise CliError("--fallback is not available with --engine dask: the workers use their own model only")
+    if request.max_tokens is not None:
+        kwargs["settings"] = {"max_tokens": request.max_tokens}
     try:
         from ..distributed import ship_kwargs
 
@@ -294,7 +311,8 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
             return
         from ..api import complete_batch_async
 
-        async with DaskExecutor(request.address, max_in_flight=request.jobs, retries=request.retries) as executor:
+        row_retries = 2 if request.retries is None else request.retries
+        async with DaskExecutor(request.address, max_in_flight=request.jobs, retries=row_retries) as executor:
             if program.slots():
                 await executor.probe(**kwargs)  # a missing model or tool: one error, not one per row
             await complete_batch_async(

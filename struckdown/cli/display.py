@@ -218,6 +218,7 @@ class RunDisplay:
             self.answers += 1
             self.shown.add(slot)
             self._finish_owner()
+            self._truncation_note(event)
             self._release()
             return
         if slot not in self.rank:
@@ -253,10 +254,32 @@ class RunDisplay:
             head.append(f"  {event.result.type} · {event.elapsed_ms / 1000:.2f} s", style="dim")
             if event.was_cached:
                 head.append(" · cached", style="dim")
+            if getattr(event, "truncated", False):
+                head.append(" · truncated", style="yellow")
             body = Text("\n".join("  " + line for line in (value.splitlines() or [""])))
             self._line(Group(head, body))
         else:  # (a slot that streamed while another one was writing shows up here, whole)
             self._line(Text(f"{slot}: {value}"))
+            self._truncation_note(event)
+
+    def _on_slot_retry(self, event: Any) -> None:
+        """SPEC §14: a transient provider failure, sent again after a wait."""
+        line = Text(f"{event.slot}: retry {event.attempt} in {event.delay_s:.1f} s", style="yellow")
+        line.append(f" — {visible(str(event.error))}", style="dim")
+        self._line(line)
+
+    def _on_slot_fallback(self, event: Any) -> None:
+        """SPEC §14: the slot starts again on its next model."""
+        line = Text(
+            f"{event.slot}: falling back from {visible(event.from_model)} to {visible(event.to_model)}", style="yellow"
+        )
+        line.append(f" — {visible(str(event.reason))}", style="dim")
+        self._line(line)
+
+    def _truncation_note(self, event: Any) -> None:
+        if getattr(event, "truncated", False):
+            self._line(Text(f"{event.slot}: cut off at the output token limit (raise max_tokens= or --max-tokens)",
+                            style="yellow"))  # fmt: skip
 
     def _on_approval_requested(self, event: Any) -> None:
         label = call_label(event.tool_name, event.arguments)
@@ -274,7 +297,8 @@ class RunDisplay:
         self.streams.pop(event.slot, None)
         if self.owner == event.slot:
             self._finish_owner()
-        self._line(Text(f"{event.slot}: retracted ({visible(str(event.reason))})", style="red"))
+        style = "yellow" if event.reason in ("retry", "fallback") else "red"  # SPEC §14: the slot starts again
+        self._line(Text(f"{event.slot}: retracted ({visible(str(event.reason))})", style=style))
 
     def _verdict(self, slot: str, output: Any) -> Text:
         verdict = output if isinstance(output, Mapping) else {}

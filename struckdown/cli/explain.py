@@ -160,8 +160,25 @@ class PlanTree:
                 node.add(f"{family}: " + ", ".join(f"{k}={option_value(v)}" for k, v in items.items()))
         if plan.dynamic:
             node.add(Text("{{ … }} option values are rendered when the slot runs", style="dim"))
+        self._resilience(node, slot, plan)
         if plan.use_tools or "max_iter" in plan.control or "max_calls" in plan.control:
             self._agent(node, plan)
+
+    def _resilience(self, node: Tree, slot: Any, plan: Any) -> None:
+        """SPEC §14: the slot's fallback, truncation and tool options, and its output cap."""
+        from .. import slot_options as opts
+        from ..types.builtin import TEXT_TYPES
+
+        keys = ("fallback", "on_truncate", "tool_choice", "parallel_tools")
+        given = [f"{k}={option_value(plan.control[k])}" for k in keys if k in plan.control]
+        if given:
+            node.add("resilience: " + ", ".join(given))
+        if "max_tokens" not in plan.settings:
+            is_text = plan.spec.is_text if plan.spec is not None else slot.type_name in TEXT_TYPES
+            family = opts.type_family(slot.type_name, slot.quantifier, is_text)
+            cap = opts.default_max_tokens(family, plan.settings.get("thinking"))
+            node.add(Text(f"output cap: {cap:,} tokens per request (the default for {family} answers; "
+                          "settings= or --max-tokens change it)", style="dim"))  # fmt: skip
 
     def _agent(self, node: Tree, plan: Any) -> None:
         c, clamped = self.ceiling, plan.limits

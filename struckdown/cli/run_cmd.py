@@ -41,6 +41,21 @@ class RunRequest:
     max_cost: float | None = None  # --max-cost USD
     otel: bool = False  # --otel
     source: str | None = None  # the template's text itself (`sd chat "… [[x]]"`); `template` then only names it
+    retries: int | None = None  # SPEC §14; None: STRUCKDOWN_MAX_RETRIES or 3
+    max_tokens: int | None = None  # the output cap of every request (a slot's own max_tokens= wins)
+    fallback: Sequence[str] = ()
+
+
+def resilience_options(retries: int | None, max_tokens: int | None, fallback: Sequence[str]) -> dict[str, Any]:
+    """The `complete…` keywords of --retries, --max-tokens and --fallback (none when not given)."""
+    options: dict[str, Any] = {}
+    if retries is not None:
+        options["retries"] = retries
+    if max_tokens is not None:
+        options["settings"] = {"max_tokens": max_tokens}
+    if fallback:
+        options["fallback"] = list(fallback)
+    return options
 
 
 def run_command(request: RunRequest) -> int:
@@ -129,6 +144,7 @@ async def _drive(
             mcp=mcp,
             approve=approve,
             **extra,
+            **resilience_options(request.retries, request.max_tokens, request.fallback),
         ):
             display.handle(event)
             if recorder is not None:

@@ -70,14 +70,20 @@ OPTION_DOCS: dict[str, str] = {
     ),
     "when": "A guard halts the run when `triggered` equals this (default true).",
     "mcp": '`mcp=name` or `mcp="a, b"`: an agent slot that may use these MCP servers\' tools (`<server>_<tool>`).',
+    "fallback": 'Models this slot runs on, in order, when it cannot finish on its own: `fallback="m1, m2"`.',
+    "on_truncate": "An answer cut at its token limit: `keep` it (flagged truncated, the default) or `error`.",
+    "tool_choice": "`auto`, `required` or a tool's name (first request only), or `none` (no tools).",
+    "parallel_tools": "`parallel_tools=false`: the tool calls of one response run one after another, in order.",
 }
 
 VALUE_CHOICES: dict[str, tuple[str, ...]] = {
     "required": ("true", "false"),
     "use_tools": ("true", "false"),
     "when": ("true", "false"),
+    "on_truncate": ("keep", "error"),
+    "parallel_tools": ("true", "false"),
 }
-TOOL_VALUED_OPTIONS = ("approve",)  # options whose value names tools
+TOOL_VALUED_OPTIONS = ("approve", "tool_choice")  # options whose value names tools
 
 
 # ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pydantic_ai.output import TextOutput
 from ..types import OutputSpec
 from .cached_model import CachedModel
 from .ledger import MeteredModel
+from .resilience import RetryingModel
 from .tools import ToolBox, WrapSlotTools
 
 _MAX_AGENTS = 4096
@@ -34,6 +35,7 @@ class EngineCaches:
         self._cached_models: dict[int, tuple[Any, CachedModel]] = {}
         self._deferrable: dict[int, tuple[Any, list[Any]]] = {}
         self._metered_models: dict[int, tuple[Any, MeteredModel]] = {}
+        self._retrying_models: dict[int, tuple[Any, RetryingModel]] = {}
         self._lock = threading.Lock()
 
     def agent_for(self, output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
@@ -103,6 +105,7 @@ class EngineCaches:
                 self._deferrable.clear()
             self._deferrable[id(output_type)] = (output_type, union)
         return union
+
     def metered_model(self, model: Any) -> MeteredModel:
         """The usage meter around `model` (one per model, so its agents are reused)."""
         held = self._metered_models.get(id(model))
@@ -113,6 +116,18 @@ class EngineCaches:
             if len(self._metered_models) >= _MAX_AGENTS:
                 self._metered_models.clear()
             self._metered_models[id(model)] = (model, wrapper)
+        return wrapper
+
+    def retrying_model(self, model: Any) -> RetryingModel:
+        """The retry wrapper of `model` (SPEC §14; one per model, so its agents are reused)."""
+        held = self._retrying_models.get(id(model))
+        if held is not None and held[0] is model:
+            return held[1]
+        wrapper = RetryingModel(model)
+        with self._lock:
+            if len(self._retrying_models) >= _MAX_AGENTS:
+                self._retrying_models.clear()
+            self._retrying_models[id(model)] = (model, wrapper)
         return wrapper
 
     def text_output(self, spec: OutputSpec) -> Any:

@@ -51,6 +51,7 @@ from .approval import ApprovalRun, SegmentPaused, SlotPaused
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .ledger import RunLedger
+from .resilience import check_tool_choices
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tools import ModelCallHook, RequestLimit
 
@@ -85,6 +86,7 @@ class RunSettings:
     tracing: Any = None  # observe.Tracing (instrument=), or None
     image_max_side: int | None = DEFAULT_MAX_SIDE  # larger images are shrunk (None: sent as they are)
     max_images: int | None = DEFAULT_MAX_IMAGES  # per request (None: no limit)
+    resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
 
 
 @dataclass
@@ -154,6 +156,8 @@ class Run:
             ledger=self.ledger,
             tool_limits=self.options.tool_limits or {},
             tracing=tracing,
+            resilience=self.options.resilience,
+            resolve_fallback=partial(resolve_model, store=environment.models),
         )
         self.approval = ApprovalRun(
             decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
@@ -168,6 +172,7 @@ class Run:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
                 check_run(self)  # budgets' tool names, max_cost's prices: before any model call
+                check_tool_choices(self.program, self.env.toolbox.names)  # SPEC §14: before any model call
             await self.approval.announce()
             segments = self._segments_to_run()
             if len(segments) == 1 and not self.guards.states:
@@ -405,7 +410,7 @@ class Run:
             span(result)
         self.env.streaming_now.discard(node.key)
         self._store(result)
-        await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached))
+        await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated))
         return result
 
     def _slot_env(self, segment: int) -> SlotEnv:

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
-from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     ModelMessage,
@@ -23,8 +22,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
-from ..errors import StruckdownError, TemplateRuntimeError
-from ..incremental import SlotStreamStart, ThinkingDelta, TokenDelta
+from ..errors import TemplateRuntimeError
+from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
 from ..models import slot_run_defaults
 from ..plan import SlotPlan
@@ -36,7 +35,8 @@ from .budgets import slot_budget
 from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
 from .ledger import CURRENT_METER
 from .media_turns import prepare_prompt, redact
-from .tools import CURRENT_WRAP, BadModelOutput, ToolBox, ToolLimitExceeded, ToolWrap
+from .resilience import SlotAttempts, is_truncated, slot_error
+from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 
 if TYPE_CHECKING:
     from ..env_view import EnvironmentView
@@ -63,6 +63,8 @@ class SlotEnv:
     ledger: Any = None  # the run's usage ledger (run/ledger.py): every request metered, priced, limited
     tool_limits: Mapping[str, int] = field(default_factory=dict)  # the host's per-tool call ceilings
     tracing: Any = None  # struckdown spans (observe.py), or None
+    resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
+    resolve_fallback: Callable[[Any], Any] = lambda model: model  # a fallback model (or its name) → a Model
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,7 @@ async def run_model_slot(
         raise TemplateRuntimeError(
             f"slot {key!r} has use_tools=true but no tools were given; pass tools=[…] (or --tools FILE.py)"
         )
+    use_tools = use_tools and resolved.control.get("tool_choice") != "none"  # SPEC §14: no gathering tools
     max_iter = resolved.control.get("max_iter")
     limits = _limits(env, plan, resolved)
     meter = env.ledger.meter(key) if env.ledger is not None else None
@@ -221,53 +224,65 @@ async def run_model_slot(
         output_type = caches.deferrable(output_type)
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
     model = env.resolve_model(resolved.settings.get("model"))
-    defaults = slot_run_defaults(model, env.environment, plan.slot.type_name, env.settings, resolved.settings)
-    settings = model_settings(env.settings, resolved.settings, defaults)
-    cache_run = None
-    served_by = caches.metered_model(model)  # innermost: every real request is metered once
-    if env.cache is not None and not use_tools:  # agent slots are never served from the cache
-        cache_run = _cache_run(env.cache, model, spec)
-        served_by = caches.cached_model(served_by)
-    user_prompt = prepare_prompt(history, prompt)  # images placed in the question: its content parts
+    attempts = SlotAttempts.start(
+        key, env.emit, env.resilience, resolved.control, model, env.resolve_fallback, env.toolbox.names
+    )
+    attempts.restart = streamer.retract if streamer else None
+    family = opts.type_family(plan.slot.type_name, plan.slot.quantifier, spec.is_text)
+    paused_before = None  # what the paused run spent (its usage object grows during this run)
+    if gate is not None and gate.resumed is not None:
+        spent = gate.resumed.usage
+        paused_before = (spent.requests, spent.input_tokens or 0, spent.output_tokens or 0)
     token = CURRENT_WRAP.set(wrap)
-    cache_token = CURRENT_CACHE_RUN.set(cache_run)
     meter_token = CURRENT_METER.set(meter)
     try:
-        arguments: dict[str, Any] = {
-            "user_prompt": user_prompt, "message_history": history or None, "capabilities": list(env.capabilities) or None,
-        }
-        paused_before = None  # what the paused run spent (its usage object grows during this run)
-        if gate is not None and gate.resumed is not None:
-            spent = gate.resumed.usage
-            paused_before = (spent.requests, spent.input_tokens or 0, spent.output_tokens or 0)
-        if gate is not None and gate.resumed is not None:  # the paused run's messages and the decisions
-            arguments = gate.resume_arguments(arguments)
-        run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
-            instructions=instructions,
-            deps=env.deps,
-            model_settings=settings,
-            usage_limits=limits.usage_limits(),
-            event_stream_handler=streamer.handle if streamer else None,
-            toolsets=mcp.toolsets if mcp else None,
-            **arguments,
-        )
-    except UsageLimitExceeded as exc:
-        if isinstance(exc, ToolLimitExceeded):
-            raise
-        raise ToolLimitExceeded(key, str(exc)) from exc
-    except Exception as exc:
-        from ..model_errors import map_model_error
-        from ..models import model_display
-
-        mapped: StruckdownError | None = map_model_error(exc, model_display(model))
-        if mapped is None and isinstance(exc, UnexpectedModelBehavior) and not isinstance(exc, StruckdownError):
-            mapped = BadModelOutput(key, model_display(model), exc)
-        if mapped is None:
-            raise
-        raise mapped from exc
+        while True:  # one attempt per model: the slot's own, then its fallbacks (SPEC §14)
+            defaults = slot_run_defaults(model, env.environment, plan.slot.type_name, env.settings, resolved.settings)
+            settings = attempts.model_settings(model_settings(env.settings, resolved.settings, defaults), env.settings, family)
+            cache_run = None
+            # cache -> retries -> meter -> provider: every real request (each retry included) is metered once
+            served_by = caches.retrying_model(caches.metered_model(model))
+            if env.cache is not None and not use_tools:  # agent slots are never served from the cache
+                cache_run = _cache_run(env.cache, model, spec)
+                served_by = caches.cached_model(served_by)
+            cache_token = CURRENT_CACHE_RUN.set(cache_run)
+            message_history, text_prompt = attempts.request(history, prompt)
+            user_prompt = prepare_prompt(message_history, text_prompt)  # images placed in the question: content parts
+            try:
+                with attempts.running() as run_usage:
+                    arguments: dict[str, Any] = {
+                        "user_prompt": user_prompt, "message_history": message_history or None, "usage": run_usage,
+                        "capabilities": list(env.capabilities) or None,
+                    }
+                    if gate is not None and gate.resumed is not None:  # the paused run's messages and the decisions
+                        arguments = gate.resume_arguments(arguments)
+                    run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
+                        instructions=instructions,
+                        deps=env.deps,
+                        model_settings=settings,
+                        usage_limits=limits.usage_limits(),
+                        event_stream_handler=streamer.handle if streamer else None,
+                        toolsets=mcp.toolsets if mcp else None,
+                        **arguments,
+                    )
+                cut = attempts.truncated_error(run)
+                if cut is not None:
+                    raise cut
+                break
+            except Exception as exc:
+                error = slot_error(exc, key, model)
+                if error is None:
+                    raise
+                fallback = await attempts.fall_back(error)
+                if fallback is None:
+                    if error is exc:
+                        raise
+                    raise error from exc
+                model = fallback
+            finally:
+                CURRENT_CACHE_RUN.reset(cache_token)
     finally:
         CURRENT_WRAP.reset(token)
-        CURRENT_CACHE_RUN.reset(cache_token)
         CURRENT_METER.reset(meter_token)
     if gate is not None and wrap is not None:
         gate.check(run, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
@@ -281,7 +296,12 @@ async def run_model_slot(
         hits = cache_run.hits
     if meter is not None:
         meter.finished = True
-    usage = _usage(run.usage, hits, meter)
+    usage = _usage(run.usage, hits, meter)  # the meter saw every request of every attempt
+    if meter is None:
+        for spent_run in attempts.spent_runs:  # every attempt that got a response is billed
+            usage = usage + _usage(spent_run)
+    else:  # the meter counts requests; tool calls are the runs' (earlier attempts' included)
+        usage = replace(usage, tool_calls=usage.tool_calls + sum(r.tool_calls for r in attempts.spent_runs))
     if meter is not None and paused_before is not None:
         # the paused run's requests were metered in the process that paused: add them back
         usage = replace(
@@ -299,6 +319,8 @@ async def run_model_slot(
         elapsed_ms=(time.perf_counter() - started) * 1000,
         cached=hits > 0,
         tool_calls=tuple(wrap.calls) if wrap else (),
+        truncated=is_truncated(messages),
+        fallback_used=attempts.fallback_used,
     )
 
 
@@ -377,6 +399,16 @@ class _Streamer:
             self.held.append(delta)
         else:
             await self._emit(delta)
+
+    async def retract(self, reason: str) -> None:
+        """A failed attempt's text is void (SPEC §14): retract what went out; the next
+        attempt streams from an empty `accumulated`."""
+        self.held.clear()
+        if self.started:
+            self.started = False
+            self.accumulated = ""
+            self.env.streaming_now.discard(self.slot)
+            await self.env.emit(SlotRetracted(self.slot, reason))
 
     async def flush(self) -> None:
         held, self.held = self.held, []

@@ -29,6 +29,7 @@ from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
 
 READONLY_ATTR = "__struckdown_readonly__"
+SEQUENTIAL_ATTR = "__struckdown_sequential__"
 
 T = TypeVar("T")
 
@@ -86,6 +87,27 @@ def readonly(tool: T) -> T:
     return tool
 
 
+def sequential(tool: T) -> T:
+    """Mark a tool (function or `pydantic_ai.Tool`) to run alone (SPEC §14): the calls a
+    response makes before it finish first, then it runs, then the calls after it, in the
+    order the model wrote them (pydantic-ai's `Tool(sequential=True)`)."""
+    if isinstance(tool, Tool):
+        tool.sequential = True
+    else:
+        setattr(tool, SEQUENTIAL_ATTR, True)
+    return tool
+
+
+def _as_tool(tool: Any) -> Any:
+    """A function marked `@sequential` as the `Tool(sequential=True)` pydantic-ai runs alone."""
+    if not isinstance(tool, Tool) and getattr(tool, SEQUENTIAL_ATTR, False):
+        wrapped = Tool(tool, sequential=True)
+        if is_readonly(tool):
+            setattr(wrapped, READONLY_ATTR, True)
+        return wrapped
+    return tool
+
+
 def is_readonly(tool: Any) -> bool:
     if getattr(tool, READONLY_ATTR, False):
         return True
@@ -106,6 +128,7 @@ class ToolBox:
 
     @classmethod
     def build(cls, tools: tuple[Any, ...]) -> ToolBox:
+        tools = tuple(_as_tool(t) for t in tools)
         names = tuple(tool_name(t) for t in tools)
         return cls(tools, frozenset(tool_name(t) for t in tools if is_readonly(t)), names)
 

@@ -118,7 +118,7 @@ def test_batch_takes_max_concurrent_and_on_complete() -> None:
 def test_extra_kwargs_are_settings() -> None:
     script = Script(lambda c: "x")
     sd.complete("Q [[a]]", model=script.model(), extra_kwargs={"max_tokens": 7, "stream_debounce_ms": 50, "thinking": "off"})
-    assert script.calls[0].info.model_settings == {"max_tokens": 7, "temperature": 0.7}
+    assert script.calls[0].info.model_settings == {"max_tokens": 7, "temperature": 0.7, "max_retries": 0}
 
 
 # -- the response cache ------------------------------------------------------------------------
