@@ -94,6 +94,8 @@ class RunOptions(TypedDict, total=False):
 
 #: The keywords every entry point takes (others are a TypeError at the call; see compat.py).
 _RUN_OPTIONS = frozenset(RunOptions.__annotations__)
+#: What a batch executor's workers take besides (struckdown/distributed/shipping.py).
+_EXECUTOR_OPTIONS = frozenset({"model_factory", "deps_factory"})
 
 
 class BatchExecutor(Protocol):
@@ -275,10 +277,14 @@ class Environment:
 
         return call_options(function, options, self, _RUN_OPTIONS)
 
-    def _checked_batch(self, function: str, concurrency: int, on_result: Any, options: Any) -> Any:
+    def _checked_batch(
+        self, function: str, concurrency: int, on_result: Any, options: Any, executor: Any = None
+    ) -> Any:
         from .compat import batch_options
 
-        return batch_options(function, concurrency, on_result, options, self, _RUN_OPTIONS)
+        # an executor (Dask) also takes its workers' factories (model_factory=, deps_factory=)
+        valid = _RUN_OPTIONS if executor is None else _RUN_OPTIONS | _EXECUTOR_OPTIONS
+        return batch_options(function, concurrency, on_result, options, self, valid)
 
     def engine_caches(self) -> Any:
         """The agents, tool boxes and output wrappers runs of this Environment reuse
@@ -527,7 +533,9 @@ class Environment:
         `BatchModelRequests`, or a `struckdown.ProviderBatch`) sends the rows' model
         requests through the provider's batch API (docs/batch.md).
         """
-        concurrency, on_result, options = self._checked_batch("complete_batch_async", concurrency, on_result, options)
+        concurrency, on_result, options = self._checked_batch(
+            "complete_batch_async", concurrency, on_result, options, executor
+        )
         program = self.program(template, options)
         batching = None
         if provider_batch is not None and provider_batch is not False:
@@ -617,7 +625,7 @@ class Environment:
         """Sync `complete_batch_async`."""
         from .sync import run_sync
 
-        concurrency, on_result, options = self._checked_batch("complete_batch", concurrency, on_result, options)
+        concurrency, on_result, options = self._checked_batch("complete_batch", concurrency, on_result, options, executor)
         return run_sync(
             lambda: self.complete_batch_async(
                 template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,

@@ -295,6 +295,8 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
     if mcp is not None:
         kwargs["mcp"] = mcp
     kwargs.update(budget_options(request.prices_file, request.max_cost, None))
+    if request.retries is not None:  # per request on the workers too (and row re-runs, in the executor)
+        kwargs["retries"] = request.retries
     if request.fallback:
         raise CliError("--fallback is not available with --engine dask: the workers use their own model only")
     if request.max_tokens is not None:

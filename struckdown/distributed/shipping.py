@@ -20,7 +20,7 @@ from typing import Any
 #: factory names resolved on the workers.
 _KWARGS = frozenset({
     "model", "tools", "deps", "deps_type", "limits", "on_halt", "settings", "cache", "stop_at",
-    "model_factory", "deps_factory", "mcp", "approve",
+    "model_factory", "deps_factory", "mcp", "approve", "retries",
 })  # fmt: skip
 
 
@@ -84,6 +84,11 @@ def ship_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if approve is not None and not isinstance(approve, bool):
             raise ValueError("approve= must be True or False for a Dask batch: a function cannot be shipped to workers")
         out["approve"] = approve
+    if kwargs.get("retries") is not None:  # SPEC §14: per-request retries on the workers too
+        retries = kwargs["retries"]
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries= must be a whole number of at least 0, not {retries!r}")
+        out["retries"] = retries
     # deps_type is accepted for compatibility; the engine does not use it, so it stays here.
     return out
 

@@ -142,12 +142,13 @@ def test_without_retries_the_rate_limit_error_is_the_rows_outcome(client: Any, t
     marks = tmp_path / "marks"
     marks.mkdir()
     executor = DaskExecutor(client=client, max_in_flight=2, retries=0)
-    results, _ = run(rows(2, flaky=lambda i: str(marks) if i == 1 else ""), executor, model_factory=FACTORY)
+    # retries=0: no per-request retry on the worker either (SPEC §14), so the 429 is the row's outcome
+    results, _ = run(rows(2, flaky=lambda i: str(marks) if i == 1 else ""), executor, model_factory=FACTORY, retries=0)
     assert dict(results[0]) == {"answer": "answer 0", "n": 0}
     error = results[1]
     assert isinstance(error, sd.RateLimitError) and error.status == 429 and is_transient(error)
     message = describe(error)
-    assert message.startswith("slot 'answer': model ") and "rate limited (HTTP 429): slow down" in message
+    assert message.startswith("slot 'answer': RateLimitError: model ") and "rate limited (HTTP 429): slow down" in message
 
 
 def test_a_halted_row_comes_back_whole(client: Any) -> None:
