@@ -212,10 +212,16 @@ def segments(program: Any) -> list[SegmentView]:
 
 
 def type_names() -> list[tuple[str, str | None]]:
-    """(name, description) of every registered type, builtins first."""
+    """(name, description) of every registered type, builtins first; the names kept only
+    for 0.x templates (docs/migration.md) are accepted but not offered."""
+    from ..types.legacy import ALIASES, LEGACY_POSITIONAL, LEGACY_TEXT_TYPES
+
+    legacy = {*ALIASES, *LEGACY_POSITIONAL, *LEGACY_TEXT_TYPES, "date_rule", "chunked_conversation"}
     registry = _env().types
     out: list[tuple[str, str | None]] = []
     for name in registry.names():
+        if name in legacy and registry.custom(name) is None:
+            continue
         custom = registry.custom(name)
         out.append((name, custom.description if custom else None))
     return out
