@@ -72,6 +72,7 @@ def diagnostics(text: str, path: Path, context_names: set[str] | None, *, tools_
     return [
         {"line": d.line, "column": d.column, "severity": d.severity, "message": d.message, "hint": d.hint}
         for d in found
+        if d.severity != "note"  # the expected-variables list: the context editor beside it shows them
     ]
 
 
