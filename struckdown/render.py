@@ -11,6 +11,7 @@ import json
 import keyword
 import math
 import re
+import threading
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -20,6 +21,7 @@ from jinja2 import meta, nodes
 from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError, TemplateAssertionError, TemplateSyntaxError
 from jinja2.parser import Parser
+from jinja2.runtime import Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .media import Media, render_list
@@ -27,6 +29,50 @@ from .media import Media, render_list
 #: Largest string or list that `*` may build, and largest integer `**` may build (bits).
 MAX_REPEAT = 1_000_000
 MAX_POWER_BITS = 100_000
+#: Most work one rendering of one piece of text may do: loop iterations plus calls
+#: (functions and methods one step each, macros `MACRO_STEPS`). Nested loops and
+#: recursive macros reach it within a second or two of CPU; a prompt built from more
+#: loop steps than this would not fit a model's context anyway. The host may change it
+#: (`struckdown.render.MAX_STEPS = …`, read at each rendering); a template cannot.
+MAX_STEPS = 250_000
+#: What one macro call counts for (a call of a macro costs as much as ~50 loop steps).
+MACRO_STEPS = 50
+#: Most paragraphs and words per paragraph `lipsum()` writes.
+MAX_LIPSUM = 100, 1_000
+
+
+class _Work(threading.local):
+    """Steps left in the rendering running on this thread (rendering is synchronous)."""
+
+    left = MAX_STEPS
+
+
+_work = _Work()
+
+
+def _tick(steps: int = 1) -> None:
+    _work.left -= steps
+    if _work.left < 0:
+        raise SecurityError(
+            f"the template did too much work: more than {MAX_STEPS:,} loop steps and calls in one rendering "
+            "(nested loops or recursive macros?)"
+        )
+
+
+def _counted(iterable: Any) -> Any:
+    """A loop's iterable, one step per item."""
+    for item in iterable:
+        _tick()
+        yield item
+
+
+def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # noqa: A002 - Jinja's names
+    from jinja2.utils import generate_lorem_ipsum
+
+    paragraphs, words = MAX_LIPSUM
+    if n > paragraphs or max > words or min > words:
+        raise SecurityError(f"lipsum() writes at most {paragraphs} paragraphs of at most {words:,} words")
+    return str(generate_lorem_ipsum(n=n, html=html, min=min, max=max))
 
 
 def _finalize(value: Any) -> Any:
@@ -62,11 +108,24 @@ class Sandbox(ImmutableSandboxedEnvironment):
 
     On top of Jinja's immutable sandbox: an unsafe attribute (`''.__class__`,
     `x.__dict__`, `'{0.__class__}'.format(x)`) is an error instead of an empty string,
-    and `*` / `**` refuse to build huge strings, lists or numbers.
+    `*` / `**` refuse to build huge strings, lists or numbers, and one rendering does
+    at most `MAX_STEPS` loop iterations and calls (every `{% for %}` iterable is counted
+    as it is consumed; every call passes through `call`).
     """
 
     code_generator_class = _RuntimeOnlyCodeGenerator
     intercepted_binops = frozenset({"*", "**"})
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        tree = super()._parse(source, name, filename)
+        for loop in tree.find_all(nodes.For):
+            counted = nodes.Filter(loop.iter, "_sd_counted", [], [], None, None, lineno=loop.lineno)
+            loop.iter = counted.set_environment(self)
+        return tree
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's signature
+        _tick(MACRO_STEPS if isinstance(__obj, Macro) else 1)
+        return super().call(__context, __obj, *args, **kwargs)
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
         raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe.")
@@ -111,6 +170,8 @@ class Renderer:
             finalize=_finalize,
         )
         self.sandbox.filters["tojson"] = _tojson
+        self.sandbox.filters["_sd_counted"] = _counted
+        self.sandbox.globals["lipsum"] = _lipsum
         # Per-instance caches: two environments never share a compiled template.
         self.compile_text = lru_cache(maxsize=16384)(self._compile_text)
         self.compile_expression = lru_cache(maxsize=4096)(self._compile_expression)
@@ -198,6 +259,7 @@ class Renderer:
         with more texts than any global bound still compiles each text once."""
         if "{" not in source:  # plain text: what Jinja would give, without Jinja
             return source.replace("\r\n", "\n").replace("\r", "\n")
+        _work.left = MAX_STEPS
         if compiled is None:
             return self.compile_text(source).render(variables)
         template = compiled.get(source)
@@ -206,6 +268,7 @@ class Renderer:
         return template.render(variables)
 
     def evaluate(self, expression: str, variables: Mapping[str, Any]) -> Any:
+        _work.left = MAX_STEPS
         return self.compile_expression(expression)(dict(variables))  # positional: a context key "self" is fine
 
 

@@ -150,6 +150,53 @@ def test_resource_bombs_fail_with_a_clear_error(expression: str, words: str) -> 
     assert words in str(error)
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}[[a]]",
+        "{% for i in items %}{% for j in range(99999) %}{% for k in range(99999) %}{% endfor %}{% endfor %}{% endfor %}[[a]]",
+        "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}[[a]]",
+        "{% for i in range(99999) %}{{ s.upper() }}{{ s.lower() }}{{ s.title() }}{% endfor %}[[a]]",
+    ],
+)
+def test_nested_loops_and_recursive_macros_stop_at_the_work_limit(template: str) -> None:
+    """Issue 24 item 7: one rendering does at most MAX_STEPS loop steps and calls, so a
+    template cannot hold the event loop for hours; the error says what happened."""
+    error = rendering_error(template)
+    assert "the template did too much work: more than 250,000 loop steps and calls in one rendering" in str(error)
+
+
+def test_the_work_limit_is_per_rendering_and_the_host_may_raise_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import struckdown.render as render
+
+    loops = "{% for i in range(500) %}{% for j in range(400) %}{% endfor %}{% endfor %}done"  # 200,500 steps
+    renderer = Renderer()
+    assert [renderer.render_text(loops, {}) for _ in range(3)] == ["done"] * 3  # each rendering starts afresh
+    monkeypatch.setattr(render, "MAX_STEPS", 1_000)
+    with pytest.raises(SecurityError, match="more than 1,000 loop steps"):
+        renderer.render_text(loops, {})
+    monkeypatch.setattr(render, "MAX_STEPS", 10**7)
+    assert renderer.render_text(loops.replace("400", "4000"), {}) == "done"
+
+
+def test_loops_keep_their_loop_variable_filters_and_else() -> None:
+    text = (
+        "{% for x in items if x > 1 %}{{ loop.index }}/{{ loop.length }}{{ '!' if loop.last }}{% endfor %}"
+        "{% for x in [] %}no{% else %}empty{% endfor %}"
+        "{% for k, v in d|dictsort %}{{ k }}={{ v }}{% endfor %}"
+        "{% for n in tree recursive %}{{ n.name }}{% if n.kids %}({{ loop(n.kids) }}){% endif %}{% endfor %}"
+    )
+    tree = [{"name": "a", "kids": [{"name": "b", "kids": []}, {"name": "c", "kids": []}]}]
+    assert render_text(text, {"items": [1, 2, 3], "d": {"k": 1, "j": 2}, "tree": tree}) == "1/22/2!emptyj=2k=1a(bc)"
+
+
+@pytest.mark.parametrize("call", ["lipsum(n=10**7)", "lipsum(2, max=10**7)", "lipsum(1, min=10**7, max=10**7)"])
+def test_lipsum_writes_a_bounded_amount(call: str) -> None:
+    error = rendering_error(f"{{{{ {call} }}}} [[a]]")
+    assert "lipsum() writes at most 100 paragraphs of at most 1,000 words" in str(error)
+    assert render_text("{{ lipsum(2, html=False, min=5, max=6).count('.') > 0 }}", {}) == "True"
+
+
 def test_ordinary_arithmetic_still_works() -> None:
     assert render_text("{{ 'ab' * 3 }} {{ 3 * 'x' }} {{ [1] * 2 }} {{ 2 ** 10 }} {{ 6 * 7 }} {{ 2.5 ** 2 }}", {}) == (
         "ababab xxx [1, 1] 1024 42 6.25"
