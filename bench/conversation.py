@@ -12,8 +12,6 @@ grows from the short to the long conversation.
 
 from __future__ import annotations
 
-from typing import Any
-
 from .common import Row, interleaved, median, ratio_of, scripted_model, secs, target_row
 from .overhead import bare_conversation
 
@@ -25,8 +23,9 @@ def _prompts(n: int) -> list[str]:
 
 
 async def _measure(n: int, repeats: int) -> tuple[float, float]:
-    import struckdown
     from pydantic_ai import Agent
+
+    import struckdown
 
     prompts = _prompts(n)
     program = struckdown.parse("\n".join(f"{q} [[a{i}]]" for i, q in enumerate(prompts)))
