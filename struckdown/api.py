@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Unpack
 
 from .environment import BatchExecutor, PathLike, RunOptions, default_environment
@@ -15,6 +15,7 @@ __all__ = [
     "complete_async",
     "complete_batch",
     "complete_batch_async",
+    "complete_batch_iter_async",
     "complete_incremental",
     "complete_incremental_async",
     "load_type_file",
@@ -54,7 +55,7 @@ def complete_incremental(
 
 async def complete_batch_async(
     template: str | Program,
-    contexts: Iterable[Mapping[str, Any]],
+    contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
     *,
     concurrency: int = 8,
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
@@ -64,6 +65,20 @@ async def complete_batch_async(
     """Run one template over many contexts; results in input order."""
     return await default_environment().complete_batch_async(
         template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+    )
+
+
+def complete_batch_iter_async(
+    template: str | Program,
+    contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
+    *,
+    concurrency: int = 8,
+    executor: BatchExecutor | None = None,
+    **options: Unpack[RunOptions],
+) -> AsyncGenerator[tuple[int, Result | BaseException], None]:
+    """Run one template over many contexts; yield `(index, outcome)` as rows finish, keeping none."""
+    return default_environment().complete_batch_iter_async(
+        template, contexts, concurrency=concurrency, executor=executor, **options
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
 from .actions import ActionRegistry, builtin_actions
@@ -317,7 +317,7 @@ class Environment:
     async def complete_batch_async(
         self,
         template: str | Program,
-        contexts: Iterable[Mapping[str, Any]],
+        contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
         *,
         concurrency: int = 8,
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
@@ -330,57 +330,102 @@ class Environment:
         template is parsed once. Concurrency belongs to this batch alone.
         `executor=None` runs the rows here on asyncio; another executor (e.g.
         `struckdown.distributed.DaskExecutor`) receives the template text and the
-        row contexts and must honour the same contract.
+        row contexts and must honour the same contract. The returned list holds
+        every row; `complete_batch_iter_async` is the form that holds none.
         """
         program = self.program(template, options)
         if executor is not None:
-            kwargs = {k: v for k, v in options.items() if k not in ("template_path", "include_paths")}
-            return await executor.run_batch(
-                program.template.source,
-                contexts,
-                concurrency=concurrency,
-                on_result=on_result,
-                template_path=options.get("template_path"),
-                include_paths=options.get("include_paths", self.include_paths),
-                **kwargs,
-            )
-        return await self._local_batch(program, contexts, concurrency, on_result, options)
+            return await self._executor_batch(program, contexts, concurrency, on_result, executor, options, collect=True)
+        from .batching import callback_emitter
+
+        results: list[Result | BaseException | None] = []
+
+        def keep(index: int, outcome: Result | BaseException) -> None:
+            results.extend([None] * (index + 1 - len(results)))
+            results[index] = outcome
+
+        await self._local_batch(program, contexts, concurrency, callback_emitter(on_result, keep), options)
+        return results  # type: ignore[return-value]
+
+    async def complete_batch_iter_async(
+        self,
+        template: str | Program,
+        contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
+        *,
+        concurrency: int = 8,
+        executor: BatchExecutor | None = None,
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[tuple[int, Result | BaseException], None]:
+        """Run one template over many contexts and yield `(index, Result or exception)`
+        as each row finishes (finishing order), keeping none of them: the
+        constant-memory batch. `contexts` is read lazily, one row as a worker is free
+        (an async iterable too, without an executor). Closing the generator cancels
+        the rows in flight; a slow consumer holds the batch back."""
+        from .batching import outcomes
+
+        program = self.program(template, options)
+
+        async def start(emit: Any) -> None:
+            if executor is not None:
+                await self._executor_batch(program, contexts, concurrency, emit, executor, options, collect=False)
+            else:
+                await self._local_batch(program, contexts, concurrency, emit, options)
+
+        stream = outcomes(start, concurrency)
+        try:
+            async for pair in stream:
+                yield pair
+        finally:
+            await stream.aclose()
+
+    async def _executor_batch(
+        self,
+        program: Program,
+        contexts: Any,
+        concurrency: int,
+        on_result: Any,
+        executor: BatchExecutor,
+        options: RunOptions,
+        *,
+        collect: bool,
+    ) -> list[Result | BaseException]:
+        """The rows on `executor`; with `collect=False` (when it accepts that keyword)
+        it keeps no finished row."""
+        from .batching import accepts_keyword
+
+        if isinstance(contexts, AsyncIterable):
+            raise TypeError("a batch on an executor takes an iterable of contexts, not an async iterable")
+        kwargs: dict[str, Any] = {k: v for k, v in options.items() if k not in ("template_path", "include_paths")}
+        if not collect and accepts_keyword(executor.run_batch, "collect"):
+            kwargs["collect"] = False
+        return await executor.run_batch(
+            program.template.source,
+            contexts,
+            concurrency=concurrency,
+            on_result=on_result,
+            template_path=options.get("template_path"),
+            include_paths=options.get("include_paths", self.include_paths),
+            **kwargs,
+        )
 
     async def _local_batch(
         self,
         program: Program,
-        contexts: Iterable[Mapping[str, Any]],
+        contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
         concurrency: int,
-        on_result: Callable[[int, Result | BaseException], Any] | None,
+        emit: Callable[[int, Any], Awaitable[None]],
         options: RunOptions,
-    ) -> list[Result | BaseException]:
-        """Rows on this event loop, in input order; a failing row is its exception and the
-        others go on. Workers share one iterator (no task per row, no global semaphore)."""
-        import asyncio
+    ) -> None:
+        """Rows on this event loop, each handed to `emit` as it finishes; a failing row
+        is its exception and the others go on (see `batching`)."""
+        from .batching import run_rows, shared_rows
 
-        import anyio
-
-        results: list[Result | BaseException | None] = []
-        rows = iter(enumerate(contexts))
         requests = _request_limiter(options.get("max_requests"))  # one cap for every row
 
-        async def worker() -> None:
-            for index, context in rows:
-                results.extend([None] * (index + 1 - len(results)))
-                try:
-                    outcome: Result | BaseException = await self._complete_row(program, context, options, requests)
-                except Exception as exc:  # noqa: BLE001 - recorded per row
-                    outcome = exc
-                results[index] = outcome
-                if on_result is not None:
-                    maybe = on_result(index, outcome)
-                    if asyncio.iscoroutine(maybe):
-                        await maybe
+        def run_row(context: Mapping[str, Any]) -> Awaitable[Result]:
+            return self._complete_row(program, context, options, requests)
 
-        async with anyio.create_task_group() as tg:
-            for _ in range(max(1, concurrency)):
-                tg.start_soon(worker)
-        return results  # type: ignore[return-value]
+        await run_rows(shared_rows(contexts), run_row, concurrency, emit)
 
     def complete_batch(
         self,
