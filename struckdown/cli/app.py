@@ -201,6 +201,17 @@ def batch(
         ),
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Rows run at the same time.")] = 8,
+    workers: Annotated[
+        Optional[int],
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Run the rows in N local processes (a private Dask cluster on 127.0.0.1; needs "
+            "struckdown[dask]): one journal, one progress bar, and -j and --max-requests cap the whole job. "
+            "Default 1: this process. See docs/performance.md.",
+            show_default=False,
+        ),
+    ] = None,
     max_requests: Annotated[
         Optional[int],
         typer.Option(
@@ -265,6 +276,8 @@ def batch(
             raise CliError(f"--engine must be local or dask, not {engine!r}")
         if engine != "dask" and address is not None:
             raise CliError("--address is for --engine dask")
+        if address is not None and workers is not None:
+            raise CliError("--workers starts a private cluster; with --address the cluster's workers run the rows")
         code = batch_command(
             BatchRequest(
                 template=template,
@@ -281,6 +294,7 @@ def batch(
                 engine=engine,
                 address=address,
                 retries=retries,
+                workers=workers,
             )
         )
     raise typer.Exit(code)
