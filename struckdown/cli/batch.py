@@ -322,9 +322,9 @@ def _local_runner(job: BatchJob, request: BatchRequest, program: Any) -> Any:
     model = _model(request.model, program)
 
     async def run(contexts: Iterator[dict[str, Any]]) -> None:
-        from ..environment import default_environment
+        from .. import api
 
-        batch = default_environment().complete_batch_iter_async(
+        batch = api.complete_batch_iter_async(
             program, contexts, concurrency=request.jobs, model=model, tools=tools, **job.run_options()
         )
         async with aclosing(batch):
@@ -362,13 +362,13 @@ def _dask_runner(job: BatchJob, request: BatchRequest, program: Any) -> Any:
         workers = max(1, min(workers, request.jobs, options["max_requests"]))
 
     async def run(contexts: Iterator[dict[str, Any]]) -> None:
-        from ..environment import default_environment
+        from .. import api
 
         executor = DaskExecutor(request.address, max_in_flight=request.jobs, retries=request.retries, n_workers=workers)
         async with executor:
             if program.slots():
                 await executor.probe(**kwargs)  # a missing model or tool: one error, not one per row
-            batch = default_environment().complete_batch_iter_async(
+            batch = api.complete_batch_iter_async(
                 program,
                 contexts,
                 concurrency=2 * request.jobs,  # queued at the scheduler; -j caps how many run
