@@ -4,8 +4,9 @@ A line is `{"index", "ok", "answers", "error", "usage", "halted", "input_hash",
 "template_hash"}`; the last line for an index wins. The hashes let `--resume`
 skip only rows whose input and job are unchanged. Each line reaches the
 operating system before `record` returns (a killed or crashed `sd` loses no
-finished row); a background thread `fsync`s what was written, one `fsync` for
-every line since the last, so the disk's latency never holds the rows back.
+finished row); a background thread `fsync`s what was written every
+`SYNC_EVERY_S`, one `fsync` for every line since the last, so the disk's latency
+never holds the rows back.
 
 The journal is also where the output comes from: `JournalIndex` keeps, per row,
 only where its last line starts (and whether it can be reused), in compact
@@ -71,6 +72,9 @@ def _read_all(path: Path) -> tuple[dict[int, dict[str, Any]], int]:
 #: journaling its K-th row, a crash at an exact point instead of a timed kill.
 KILL_AFTER_ENV = "_STRUCKDOWN_BATCH_KILL_AFTER"
 
+#: How often (seconds) the journal is fsynced while rows are being written.
+SYNC_EVERY_S = 0.2
+
 #: Rows a journal index can address (a larger index in a journal line is damage).
 MAX_ROWS = 1 << 31
 
@@ -126,34 +130,36 @@ class Journal:
 
 
 class _Syncer:
-    """fsyncs a file in a thread whenever something was written since the last fsync."""
+    """fsyncs a file from a thread, every `SYNC_EVERY_S` while something was written
+    since the last fsync. Writers only bump a counter: waking a thread per line would
+    cost each row a switch of the interpreter lock."""
 
     def __init__(self, fd: int) -> None:
         import threading
 
         self.fd = fd
-        self.wake = threading.Event()
-        self.stopping = False
+        self.written = 0
+        self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="struckdown-journal-fsync", daemon=True)
         self.thread.start()
 
     def dirty(self) -> None:
-        self.wake.set()
+        self.written += 1
 
     def _run(self) -> None:
-        while True:
-            self.wake.wait()
-            self.wake.clear()
-            if self.stopping:
-                return
+        synced = 0
+        while not self.stopping.wait(SYNC_EVERY_S):
+            written = self.written
+            if written == synced:
+                continue
             try:
                 os.fsync(self.fd)
             except OSError:
                 return  # closed under us, or a disk error the final fsync reports
+            synced = written
 
     def stop(self) -> None:
-        self.stopping = True
-        self.wake.set()
+        self.stopping.set()
         self.thread.join()
 
 
