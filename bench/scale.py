@@ -14,8 +14,9 @@ cluster's start) that a short run would otherwise be measured by. The model is t
 so the batch is pure CPU and the numbers are struckdown's (and Dask's) own cost.
 
 The machine the suite runs on is shared: the rows also record the load average and
-the CPU time all processes of a run used per row (the sd process and its workers),
-which does not depend on how many cores other work left us. On 2 cores that are
+the CPU time all processes of a run used per row (the sd process and its workers,
+sampled twice a second, between the first and the last finished row), which does
+not depend on how many cores other work left us. On 2 cores that are
 also running other jobs, two workers cannot get twice the CPU; the CPU per row says
 what they would give on idle cores.
 """
@@ -136,10 +137,10 @@ def sd_batch(workdir: Path, rows: int, *extra: str) -> dict[str, Any]:
         [sys.executable, "-m", "bench.scale", "--child", str(report), "--", *args, *extra],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    cpu = 0.0
-    while process.poll() is None:  # the tree's CPU, sampled until it ends (workers exit first)
-        cpu = max(cpu, _cpu_of_tree(process.pid))
-        time.sleep(0.2)
+    samples: list[tuple[float, float]] = []  # (perf_counter, CPU of the tree): comparable across processes
+    while process.poll() is None:
+        samples.append((time.perf_counter(), _cpu_of_tree(process.pid)))
+        time.sleep(0.5)
     wall = time.perf_counter() - started
     err = process.stderr.read() if process.stderr else ""
     if process.returncode != 0 or not report.exists():
@@ -152,8 +153,22 @@ def sd_batch(workdir: Path, rows: int, *extra: str) -> dict[str, Any]:
         raise RuntimeError(f"sd batch over {rows} rows wrote {lines} rows")
     data["rate"] = (rows - 1) / (data["last"] - data["first"])
     data["wall"] = wall
-    data["cpu_ms_per_row"] = 1000 * cpu / rows
+    data["cpu_ms_per_row"] = 1000 * _cpu_between(samples, data["first"], data["last"]) / (rows - 1)
     return data
+
+
+def _cpu_between(samples: list[tuple[float, float]], start: float, end: float) -> float:
+    """CPU seconds the tree used from `start` to `end`, read off the samples around them
+    (the steady part of the run: no imports, no cluster start or stop)."""
+
+    def at(moment: float) -> float:
+        before = [cpu for when, cpu in samples if when <= moment]
+        after = [cpu for when, cpu in samples if when >= moment]
+        if not before or not after:
+            return (before or after or [0.0])[-1 if before else 0]
+        return (before[-1] + after[0]) / 2
+
+    return max(0.0, at(end) - at(start))
 
 
 def _load() -> str:

@@ -364,7 +364,10 @@ def _dask_runner(job: BatchJob, request: BatchRequest, program: Any) -> Any:
     async def run(contexts: Iterator[dict[str, Any]]) -> None:
         from .. import api
 
-        executor = DaskExecutor(request.address, max_in_flight=request.jobs, retries=request.retries, n_workers=workers)
+        executor = DaskExecutor(
+            request.address, max_in_flight=request.jobs, retries=request.retries, n_workers=workers,
+            keep_messages=False,  # the journal keeps answers and usage, not conversations
+        )  # fmt: skip
         async with executor:
             if program.slots():
                 await executor.probe(**kwargs)  # a missing model or tool: one error, not one per row

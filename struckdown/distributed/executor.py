@@ -61,6 +61,9 @@ class DaskExecutor:
     `distributed.Semaphore` of that name (give several executors the same name and
     the same cap to share one budget). `retries` is how often a row runs again
     after a transient provider error, waiting `retry_delay` seconds first.
+    `keep_messages=False` sends each Result back without its slots' messages (the
+    conversations: most of a Result's weight and of the time it takes to unpickle
+    it here); answers, usage, tool calls and `halted` stay. `sd batch` does so.
 
     Rows travel in chunks, one Dask task each, sized to about a tenth of a second of
     work (see `_Batch`). Dask runs at most `nthreads` tasks per worker, async ones
@@ -81,6 +84,7 @@ class DaskExecutor:
         threads_per_worker: int | None = None,
         retry_delay: float = 1.0,
         semaphore_name: str | None = None,
+        keep_messages: bool = True,
     ) -> None:
         if address is not None and client is not None:
             raise ValueError("pass address= or client=, not both")
@@ -92,6 +96,7 @@ class DaskExecutor:
         self.max_in_flight = max_in_flight
         self.retries = retries
         self.retry_delay = retry_delay
+        self.keep_messages = keep_messages
         # A private cluster gets no more workers than rows may run at once (each
         # worker takes a share of the cap, and a worker with no share would idle).
         private = address is None and client is None
@@ -454,4 +459,5 @@ def _job(
         "semaphore": semaphore,
         "retries": executor.retries,
         "retry_delay": executor.retry_delay,
+        "keep_messages": executor.keep_messages,
     }

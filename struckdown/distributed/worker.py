@@ -15,6 +15,7 @@ packed (see `packing`) and returned with the chunk.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import itertools
 import threading
@@ -115,7 +116,20 @@ async def run_rows(job: dict[str, Any], rows: list[tuple[int, dict[str, Any]]]) 
         async with anyio.create_task_group() as tg:
             for index, context in rows:
                 tg.start_soon(one, index, context)
+    if not job.get("keep_messages", True):
+        outcomes = [(index, without_messages(outcome)) for index, outcome in outcomes]
     return pack_outcomes(outcomes), spent[0] / max(1, len(rows))
+
+
+def without_messages(outcome: Any) -> Any:
+    """A Result whose slots keep no messages (the conversation: most of what a Result
+    weighs, and of the time it takes to send back); anything else as it is."""
+    from ..results import Result
+
+    if not isinstance(outcome, Result) or not any(slot.messages for slot in outcome.results.values()):
+        return outcome
+    slots = {key: dataclasses.replace(slot, messages=()) for key, slot in outcome.results.items()}
+    return Result(slots, outcome.order, outcome.halted, outcome._discarded)
 
 
 def _row_runner(job: dict[str, Any], spent: list[float]) -> Callable[[dict[str, Any]], Any]:
