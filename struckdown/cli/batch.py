@@ -147,7 +147,8 @@ class BatchJob:
         _freeze_start_up()
         try:
             with progress:
-                asyncio.run(runner(self.contexts()))
+                if self.total > self.done_before:  # else nothing to run: no cluster to start
+                    asyncio.run(runner(self.contexts()))
         except KeyboardInterrupt:
             done = self.done_before + self.tally.rows
             where = f"saved in {self.journal.path}; run the same command with --resume" if self.journal else "written above"
