@@ -202,6 +202,17 @@ def _cpu_between(samples: list[tuple[float, float]], start: float, end: float) -
     return max(0.0, at(end) - at(start))
 
 
+def cores_available(seconds: float = 2.0) -> float:
+    """How many cores two CPU-bound processes get right now (2.0 on two idle cores): the
+    condition the --workers row is measured in, on a machine other work shares."""
+    code = (
+        "import time\nend = time.perf_counter() + %r\nstart = time.process_time()\n"
+        "while time.perf_counter() < end: pass\nprint(time.process_time() - start)" % seconds
+    )
+    burners = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    return sum(float(b.communicate()[0]) for b in burners) / seconds
+
+
 def _load() -> str:
     try:
         one, five, _ = os.getloadavg()
@@ -307,9 +318,11 @@ async def run(quick: bool = False) -> list[Row]:
             f"vs {bare['peak_kib'] / 1024:.1f} MiB bare (which holds its {big:,} runs)",
         ))  # fmt: skip
         load_before = _load()
+        cores_before = cores_available()
         one = sd_batch(workdir, worker_rows)
         two = sd_batch(workdir, worker_rows, "--workers", "2")
         one_again = sd_batch(workdir, worker_rows)
+        cores_after = cores_available()
         one_rate = (one["rate"] + one_again["rate"]) / 2
         speedup = two["rate"] / one_rate
         cpu_one = (one["cpu_ms_per_row"] + one_again["cpu_ms_per_row"]) / 2
@@ -320,6 +333,7 @@ async def run(quick: bool = False) -> list[Row]:
             note=f"1 process before and after: {one['rate']:.0f} / {one_again['rate']:.0f} rows/s; "
             f"CPU per row (all processes) {cpu_one:.2f} ms in 1, {two['cpu_ms_per_row']:.2f} ms with 2 workers: "
             f"on 2 idle cores 2 workers would give {2 * cpu_one / two['cpu_ms_per_row']:.2f}x; "
+            f"two CPU-bound processes got {cores_before:.2f} cores before, {cores_after:.2f} after; "
             f"wall with the cluster's start {two['wall']:.1f} s vs {one['wall']:.1f} s; "
             f"{load_before} before, {_load()} after",
         ))  # fmt: skip
