@@ -67,7 +67,7 @@ def child(report: Path, args: list[str]) -> None:
     """Run `sd ARGS` here; write what the parent measures to `report`."""
     from struckdown.cli import batch
 
-    seen: dict[str, Any] = {"rows": 0, "first": 0.0, "last": 0.0}
+    seen: dict[str, Any] = {"rows": 0, "first": 0.0, "last": 0.0, "tenths": []}
     finish = batch.BatchJob.finish
 
     def timed_finish(self: Any, position: int, outcome: Any) -> None:
@@ -77,6 +77,8 @@ def child(report: Path, args: list[str]) -> None:
             seen["first"] = now
         seen["last"] = now
         seen["rows"] += 1
+        if seen["rows"] % max(1, self.total // 10) == 0:  # this process's CPU time at each tenth of the rows
+            seen["tenths"].append(time.process_time())
 
     batch.BatchJob.finish = timed_finish  # type: ignore[method-assign]
     from struckdown.cli.app import app
@@ -183,6 +185,8 @@ def sd_batch(workdir: Path, rows: int, *extra: str, bare: bool = False) -> dict[
     if lines != rows:
         raise RuntimeError(f"sd batch over {rows} rows wrote {lines} rows")
     data["rate"] = (rows - 1) / (data["last"] - data["first"])
+    tenths = data.get("tenths") or []
+    data["tenth_ms"] = [1000 * (b - a) / (rows // 10) for a, b in zip(tenths, tenths[1:])]
     data["wall"] = wall
     data["cpu_ms_per_row"] = 1000 * _cpu_between(samples, data["first"], data["last"]) / (rows - 1)
     return data
@@ -306,7 +310,8 @@ async def run(quick: bool = False) -> list[Row]:
             ratio=rate_ratio, target=f">= {RATE_TARGET:.2f}x", passed=rate_ratio >= RATE_TARGET,
             note=f"{small:,} rows before and after: {first['rate']:.0f} / {second['rate']:.0f} rows/s; "
             f"CPU per row {first['cpu_ms_per_row']:.2f} / {large['cpu_ms_per_row']:.2f} / "
-            f"{second['cpu_ms_per_row']:.2f} ms; {load_before} before, {_load()} after",
+            f"{second['cpu_ms_per_row']:.2f} ms; CPU per row of the {big:,}-row process by tenth of its rows: "
+            f"{' '.join(f'{v:.2f}' for v in large['tenth_ms'])} ms; {load_before} before, {_load()} after",
         ))  # fmt: skip
         bare = sd_batch(workdir, big, bare=True)
         out.append(Row(
