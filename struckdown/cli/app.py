@@ -206,6 +206,7 @@ def batch(
         typer.Option(
             "--workers",
             min=1,
+            metavar="N",
             help="Run the rows in N local processes (a private Dask cluster on 127.0.0.1; needs "
             "struckdown[dask]): one journal, one progress bar, and -j and --max-requests cap the whole job. "
             "Default 1: this process. See docs/performance.md.",
@@ -247,8 +248,8 @@ def batch(
         typer.Option(
             "--address",
             metavar="tcp://HOST:PORT",
-            help="Dask scheduler to use with --engine dask. Default: a private cluster of 2 local worker "
-            "processes on 127.0.0.1.",
+            help="Dask scheduler to use with --engine dask. Default: a private cluster of --workers (2) local "
+            "worker processes on 127.0.0.1.",
             show_default=False,
         ),
     ] = None,
