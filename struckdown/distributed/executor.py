@@ -276,7 +276,7 @@ def _close_semaphore(semaphore: Any, *, forget: bool) -> None:
 #: reaches the caller (and the journal); chunk sizes follow from it.
 CHUNK_SECONDS = 0.5
 #: The most rows in one task.
-MAX_CHUNK = 64
+MAX_CHUNK = 256
 
 
 class _Batch:

@@ -3,7 +3,7 @@
 The shipped names (model and deps factories, tools as importable names or a
 tools file sent as text) are resolved once per worker process. One task runs a
 chunk of rows side by side (the caller sizes chunks from how long rows take: one
-row when rows are slow, up to 64 when they are instant), so the cost of a task
+row when rows are slow, up to 256 when they are instant), so the cost of a task
 (a few milliseconds of the scheduler's, the client's and the worker's time) is
 spread over its rows. Each row runs inside the
 batch's cap on rows: on a private cluster this process's share of it (no round
