@@ -30,6 +30,7 @@ _EXPORTS = {
     "default_environment": "environment",
     "Program": "plan",
     "ConfigurationError": "errors",
+    "BudgetExceeded": "errors",
     "Halted": "errors",
     "SlotError": "errors",
     "StruckdownError": "errors",
@@ -44,12 +45,35 @@ _EXPORTS = {
     "ContentFilterError": "model_errors",
     "ModelConnectionError": "model_errors",
     "BadRequestError": "model_errors",
+    "TruncatedError": "model_errors",
     "Result": "results",
     "SlotResult": "results",
     "ToolCall": "results",
     "Usage": "results",
     "readonly": "run.tools",
+    "sequential": "run.tools",
     "Safe": "safe",
+    "ProviderBatch": "provider_batch",
+    "BatchCounts": "provider_batch",
+    "MCPServerError": "errors",
+    "MCPSessions": "mcp_tools",
+    "resume": "api",
+    "resume_async": "api",
+    "resume_incremental_async": "api",
+    "Paused": "errors",
+    "ApprovalRequest": "approval_state",
+    "needs_approval": "run.approval",
+    "Image": "media",
+    "File": "media",
+    "attach": "media",
+    "MediaError": "errors",
+    # struckdown 0.x's names (SPEC §11)
+    "StruckdownResult": "compat",
+    "TemplateError": "compat",
+    "LLMError": "compat",
+    "OnHalt": "environment",
+    "LLMCredentials": "models",
+    "make_search": "action_search",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -69,6 +93,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .action_search import make_search as make_search
     from .api import (
         complete as complete,
     )
@@ -102,14 +127,28 @@ if TYPE_CHECKING:
     from .api import (
         register_type as register_type,
     )
+    from .api import resume as resume
+    from .api import resume_async as resume_async
+    from .api import resume_incremental_async as resume_incremental_async
+    from .approval_state import ApprovalRequest as ApprovalRequest
+    from .compat import LLMError as LLMError
+    from .compat import StruckdownResult as StruckdownResult
+    from .compat import TemplateError as TemplateError
     from .environment import Environment as Environment
+    from .environment import OnHalt as OnHalt
     from .environment import default_environment as default_environment
+    from .errors import (
+        BudgetExceeded as BudgetExceeded,
+    )
     from .errors import (
         ConfigurationError as ConfigurationError,
     )
     from .errors import (
         Halted as Halted,
     )
+    from .errors import MCPServerError as MCPServerError
+    from .errors import MediaError as MediaError
+    from .errors import Paused as Paused
     from .errors import (
         SlotError as SlotError,
     )
@@ -122,6 +161,10 @@ if TYPE_CHECKING:
     from .errors import (
         TemplateSyntaxError as TemplateSyntaxError,
     )
+    from .mcp_tools import MCPSessions as MCPSessions
+    from .media import File as File
+    from .media import Image as Image
+    from .media import attach as attach
     from .model_errors import (
         AuthenticationError as AuthenticationError,
     )
@@ -143,12 +186,20 @@ if TYPE_CHECKING:
     from .model_errors import (
         RateLimitError as RateLimitError,
     )
+    from .model_errors import (
+        TruncatedError as TruncatedError,
+    )
+    from .models import LLMCredentials as LLMCredentials
     from .plan import Program as Program
+    from .provider_batch import BatchCounts as BatchCounts
+    from .provider_batch import ProviderBatch as ProviderBatch
     from .results import Result as Result
     from .results import SlotResult as SlotResult
     from .results import ToolCall as ToolCall
     from .results import Usage as Usage
+    from .run.approval import needs_approval as needs_approval
     from .run.tools import BadModelOutput as BadModelOutput
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
     from .run.tools import readonly as readonly
+    from .run.tools import sequential as sequential
     from .safe import Safe as Safe

@@ -1,10 +1,16 @@
 """`[[@name:key|args]]` actions: Python functions that run without a model call.
 
-Built-ins: `@timestamp`, `@set`, `@fetch` (opt-in: STRUCKDOWN_ALLOW_FETCH=1).
-Each Environment owns an `ActionRegistry` (`builtin_actions()` plus what users add
-with `Environment.register_action`). An action marked `side_effects=True` is a
-join point for pending guards (SPEC §4); one with a `role` also becomes a
-conversation turn.
+Built-ins: `@timestamp`, `@set`, `@fetch` (opt-in: STRUCKDOWN_ALLOW_FETCH=1), and
+0.x's `@history`, `@evidence`, `@search` (opt-in: STRUCKDOWN_ALLOW_SEARCH=1),
+`@markdownify` and `@noop` (their own modules: `action_history`, `action_evidence`,
+`action_search`). Each Environment owns an `ActionRegistry` (`builtin_actions()`
+plus what users add with `Environment.register_action`). An action marked
+`side_effects=True` is a join point for pending guards (SPEC §4); one with a
+`role` also becomes a conversation turn (`@history` adds the turns it read).
+
+An unquoted identifier among an action's options that names a variable (a context
+value or an earlier answer) passes that variable's value, as in 0.x
+(`[[@search:hits|query=topic]]`); anything else, and every quoted string, is literal.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .syntax.nodes import Action
+from .syntax.nodes import Action, Option
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,7 @@ class ActionSpec:
     side_effects: bool = False
     validate: Callable[[Action], None] = field(default=lambda node: None)
     role: Literal["user", "assistant"] | None = None  # the result also joins the conversation as this turn
+    turns: bool = False  # the result is a list of {"role", "content"} turns that join the conversation
 
     def check(self, node: Action) -> None:
         self.validate(node)
@@ -34,6 +41,47 @@ class ActionSpec:
     @property
     def wants_context(self) -> bool:
         return "context" in inspect.signature(self.func).parameters
+
+    @property
+    def context_first(self) -> bool:
+        """Whether `context` is the function's first positional parameter (0.x's habit)."""
+        params = list(inspect.signature(self.func).parameters.values())
+        return bool(params) and params[0].name == "context" and params[0].kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+
+    @property
+    def joins_conversation(self) -> bool:
+        return self.role is not None or self.turns
+
+    def add_to(self, conversation: Any, value: Any) -> None:
+        """Add the result to the segment's conversation: as one turn of `role`, or (for an
+        action of `turns`) as the turns it holds, in order."""
+        from .codec import as_text
+
+        if not self.turns:
+            conversation.add_turn(self.role, as_text(value))
+            return
+        for turn in value or ():
+            conversation.add_turn(turn["role"], as_text(turn["content"]))
+
+
+def option_argument(option: Option, variables: Mapping[str, Any]) -> Any:
+    """What an action receives for one (non-`{{ }}`) option: the variable an unquoted
+    identifier names, when there is one; otherwise the value as written."""
+    value = option.value
+    if not option.quoted and isinstance(value, str) and value.isidentifier() and value in variables:
+        return variables[value]
+    return value
+
+
+def action_refs(node: Any) -> frozenset[str]:
+    """The names an action's unquoted identifiers may read (for the segments' waits)."""
+    if not isinstance(node, Action):
+        return frozenset()
+    return frozenset(
+        o.value for o in node.options if not o.quoted and isinstance(o.value, str) and o.value.isidentifier()
+    )
 
 
 class ActionRegistry:
@@ -48,12 +96,13 @@ class ActionRegistry:
         side_effects: bool = False,
         validate: Callable[[Action], None] | None = None,
         role: Literal["user", "assistant"] | None = None,
+        turns: bool = False,
     ) -> None:
         if not name.isidentifier():
             raise ValueError(f"action names are identifiers, got {name!r}")
         if role not in (None, "user", "assistant"):
             raise ValueError(f"role must be 'user', 'assistant' or None, not {role!r}")
-        self._actions[name] = ActionSpec(name, func, side_effects, validate or (lambda node: None), role)
+        self._actions[name] = ActionSpec(name, func, side_effects, validate or (lambda node: None), role, turns)
 
     def get(self, name: str) -> ActionSpec:
         return self._actions[name]
@@ -85,7 +134,7 @@ def _set(*values: Any, value: Any = None) -> Any:
 
 
 def _check_set(node: Action) -> None:
-    if node.key is None:
+    if node.key is None or node.implicit_key:
         raise ValueError("needs a key: [[@set:name|value]]")
     if any(o.key not in (None, "value") for o in node.options):
         raise ValueError("takes a value: [[@set:name|value]] or [[@set:name|value=…]]")
@@ -159,19 +208,57 @@ def _check_fetch(node: Action) -> None:
         raise ValueError('takes only a URL: [[@fetch:page|url="https://…"]] (its time and size caps are the host\'s)')
 
 
+def _markdownify(html: str) -> str:
+    """HTML → readable markdown-ish text (`html_to_text`), e.g. a page held in a context value."""
+    return html_to_text(str(html))
+
+
+def _noop(*args: Any, **kwargs: Any) -> str:
+    """Does nothing and stores "" (0.x ran unknown actions as this)."""
+    return ""
+
+
+def takes_only(*keys: str, usage: str, needs_value: bool = False) -> Callable[[Action], None]:
+    """A validator: the action takes positional values and these keys only."""
+
+    def check(node: Action) -> None:
+        if needs_value and not node.options:
+            raise ValueError(f"needs a value: {usage}")
+        unknown = [o.key for o in node.options if o.key is not None and o.key not in keys]
+        if unknown:
+            listed = ", ".join(f"{k}=" for k in keys) if keys else "no keyed options"
+            raise ValueError(f"unknown option {unknown[0]!r} (it takes {listed}): {usage}")
+
+    return check
+
+
 def builtin_actions() -> ActionRegistry:
     """A new registry holding the built-in actions (each Environment starts from one)."""
+    from . import action_evidence, action_history, action_search
+
     registry = ActionRegistry()
     registry.register("timestamp", _timestamp, validate=_check_timestamp)
     registry.register("set", _set, validate=_check_set)
     registry.register("fetch", _fetch, validate=_check_fetch)
+    registry.register("history", action_history.history, validate=action_history.check, turns=True)
+    registry.register("evidence", action_evidence.evidence, validate=action_evidence.check, role="user")
+    registry.register("search", action_search.builtin_search, validate=action_search.check, role="user")
+    registry.register(
+        "markdownify", _markdownify, validate=takes_only("html", usage="[[@markdownify:text|html=page]]", needs_value=True)
+    )
+    registry.register("noop", _noop)
     return registry
 
 
 async def call_action(spec: ActionSpec, args: list[Any], kwargs: Mapping[str, Any], variables: Mapping[str, Any]) -> Any:
     import anyio
 
-    extra = {"context": dict(variables)} if spec.wants_context else {}
+    extra: dict[str, Any] = {}
+    if spec.wants_context:
+        if spec.context_first:  # 0.x's `def action(context, query, n=3)`: the options fill the rest
+            args = [dict(variables), *args]
+        else:
+            extra = {"context": dict(variables)}
     if inspect.iscoroutinefunction(spec.func):
         return await spec.func(*args, **kwargs, **extra)
     return await anyio.to_thread.run_sync(lambda: spec.func(*args, **kwargs, **extra))

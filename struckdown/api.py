@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .environment import BatchExecutor, PathLike, RunOptions, default_environment
 from .plan import Program
 from .results import Result
 from .types import TypeFactory
+
+if TYPE_CHECKING:
+    from pydantic_ai.capabilities import BatchModelRequests
+
+    from .provider_batch import ProviderBatch
 
 __all__ = [
     "complete",
@@ -22,6 +27,9 @@ __all__ = [
     "parse",
     "register_action",
     "register_type",
+    "resume",
+    "resume_async",
+    "resume_incremental_async",
 ]
 
 
@@ -60,11 +68,15 @@ async def complete_batch_async(
     concurrency: int = 8,
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
+    provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+    batch_limits: Any = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
-    """Run one template over many contexts; results in input order."""
+    """Run one template over many contexts; results in input order (`batch_limits=` and
+    `max_cost=` are the whole batch's budget)."""
     return await default_environment().complete_batch_async(
-        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+        provider_batch=provider_batch, batch_limits=batch_limits, **options,
     )
 
 
@@ -74,12 +86,15 @@ def complete_batch_iter_async(
     *,
     concurrency: int = 8,
     executor: BatchExecutor | None = None,
+    provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+    batch_limits: Any = None,
     **options: Unpack[RunOptions],
 ) -> AsyncGenerator[tuple[int, Result | BaseException], None]:
     """Run one template over many contexts; yield `(index, outcome)` as rows finish, keeping none."""
     return default_environment().complete_batch_iter_async(
-        template, contexts, concurrency=concurrency, executor=executor, **options
-    )
+        template, contexts, concurrency=concurrency, executor=executor,
+        provider_batch=provider_batch, batch_limits=batch_limits, **options,
+    )  # fmt: skip
 
 
 def complete_batch(
@@ -89,11 +104,14 @@ def complete_batch(
     concurrency: int = 8,
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
+    provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+    batch_limits: Any = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
     """Sync `complete_batch_async`."""
     return default_environment().complete_batch(
-        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+        provider_batch=provider_batch, batch_limits=batch_limits, **options,
     )
 
 
@@ -123,3 +141,29 @@ def register_action(
     default_environment().register_action(name, func, side_effects=side_effects, role=role)
 
 
+
+
+def resume(
+    state: Mapping[str, Any] | str, decisions: Mapping[str, Any], *, template: str | None = None,
+    context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions],
+) -> Result:
+    """Continue a paused run (`Paused.state`) with `{request_id: True | False | "reason"}` (SPEC §12)."""
+    return default_environment().resume(state, decisions, template=template, context=context, **options)
+
+
+async def resume_async(
+    state: Mapping[str, Any] | str, decisions: Mapping[str, Any], *, template: str | None = None,
+    context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions],
+) -> Result:
+    """Continue a paused run (async)."""
+    return await default_environment().resume_async(state, decisions, template=template, context=context, **options)
+
+
+def resume_incremental_async(
+    state: Mapping[str, Any] | str, decisions: Mapping[str, Any], *, template: str | None = None,
+    context: Mapping[str, Any] | None = None, stream: bool = True, **options: Unpack[RunOptions],
+) -> AsyncGenerator[Any, None]:
+    """Continue a paused run, yielding its events."""
+    return default_environment().resume_incremental_async(
+        state, decisions, template=template, context=context, stream=stream, **options
+    )

@@ -65,9 +65,21 @@ CREATE INDEX IF NOT EXISTS responses_accessed ON responses (accessed);
 """
 
 
+#: `STRUCKDOWN_CACHE` values that turn the response cache off (0.x's spelling; any case).
+CACHE_OFF = frozenset({"", "0", "false", "no", "off"})
+
+
+def cache_disabled() -> bool:
+    """`STRUCKDOWN_CACHE=0` (or false, no, off, empty): no response cache, in the library and the CLI."""
+    raw = os.environ.get("STRUCKDOWN_CACHE")
+    return raw is not None and raw.strip().lower() in CACHE_OFF
+
+
 def default_cache_dir() -> Path:
-    """`STRUCKDOWN_CACHE_DIR`, else `~/.cache/struckdown`."""
-    raw = os.environ.get("STRUCKDOWN_CACHE_DIR")
+    """`STRUCKDOWN_CACHE=<dir>` (0.x's name), else `STRUCKDOWN_CACHE_DIR`, else `~/.cache/struckdown`."""
+    raw = os.environ.get("STRUCKDOWN_CACHE")
+    if raw is None or raw.strip().lower() in CACHE_OFF or raw.strip().lower() in ("1", "true", "yes", "on"):
+        raw = os.environ.get("STRUCKDOWN_CACHE_DIR")
     return Path(raw).expanduser() if raw else Path.home() / ".cache" / "struckdown"
 
 
@@ -443,8 +455,12 @@ def resolve_cache(cache: Any, stores: dict[Path, ResponseCache]) -> Any:
     None/False → no cache; True → the default on-disk cache; a directory path →
     a cache there (one per directory in `stores`, an Environment's, so counters and
     connections are reused); any object with `aget`/`aput` → itself.
+    `STRUCKDOWN_CACHE=0` turns the on-disk cache off (True and paths); an object the
+    caller passes is theirs and is used.
     """
     if cache is None or cache is False:
+        return None
+    if (cache is True or isinstance(cache, str | os.PathLike)) and cache_disabled():
         return None
     if cache is True or isinstance(cache, str | os.PathLike):
         directory = default_cache_dir() if cache is True else Path(cache).expanduser()

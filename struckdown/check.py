@@ -19,6 +19,7 @@ from . import slot_options as opts
 from .errors import TemplateSyntaxError
 from .syntax.nodes import Action, If, JinjaValue, NodeVisitor, Option, Pos, Slot, Template, Text, Together
 from .syntax.source import SourceMap
+from .types.legacy import LEGACY_NAMES
 
 if TYPE_CHECKING:
     from .env_view import EnvironmentView
@@ -99,7 +100,7 @@ class _Checker(NodeVisitor):
     def visit_Slot(self, slot: Slot) -> None:
         self.option_names(slot.options)  # the Jinja inside the slot first, as it is written first
         types = self.env.types
-        if slot.type_pos is None and slot.key in types:
+        if slot.type_pos is None and slot.key in types and slot.key not in LEGACY_NAMES:  # [[poem]]: a 0.x answer name
             raise self.error(
                 f"[[{slot.key}]] is ambiguous: {slot.key!r} is a type name",
                 slot.key_pos or slot.pos,
@@ -137,6 +138,9 @@ class _Checker(NodeVisitor):
                 opts.check_option(option.key, option.value)
             except ValueError as exc:
                 raise self.error(f"bad value for {option.key}: {exc}", option.pos) from None
+        clash = opts.combination_problem(slot.options)
+        if clash is not None:
+            raise self.error(clash[0], clash[1].pos)
 
     # -- actions and blocks ------------------------------------------------------
     def visit_Action(self, node: Action) -> None:

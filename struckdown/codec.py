@@ -32,7 +32,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (_dt.date, _dt.time)):
         return value.isoformat()
     if isinstance(value, _dt.timedelta):
-        return value.total_seconds()
+        return iso_duration(value)
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
@@ -42,3 +42,20 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, BaseException):
         return f"{type(value).__name__}: {value}"
     return str(value)
+
+
+def iso_duration(value: _dt.timedelta) -> str:
+    """Render a timedelta as ISO 8601 (``PT1H30M``), the form the model is asked for."""
+    micro_total = (value.days * 86400 + value.seconds) * 1_000_000 + value.microseconds
+    sign = "-" if micro_total < 0 else ""
+    seconds_total, micro = divmod(abs(micro_total), 1_000_000)
+    days, rest = divmod(seconds_total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    date_part = f"{days}D" if days else ""
+    time_part = (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
+    if micro:
+        time_part += f"{seconds}.{micro:06d}".rstrip("0") + "S"
+    elif seconds or not (days or hours or minutes):
+        time_part += f"{seconds}S"
+    return f"{sign}P{date_part}" + (f"T{time_part}" if time_part else "")

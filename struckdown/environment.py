@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
 from .actions import ActionRegistry, builtin_actions
 from .lru import LRU
+from .media_scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE
 from .model_store import ModelStore
 from .plan import Program
 from .render import Renderer
@@ -24,13 +26,18 @@ from .types import TypeFactory, TypeRegistry
 
 if TYPE_CHECKING:
     from pydantic_ai import Tool
+    from pydantic_ai.capabilities import BatchModelRequests
     from pydantic_ai.models import Model
     from pydantic_ai.usage import UsageLimits
 
+    from .approval_state import ApprovalRequest
+    from .provider_batch import ProviderBatch
     from .results import Result
 
     ModelLike = Model | str | None  # a Model, a model string or `module:factory`, None: environment/config
     ToolLike = Callable[..., Any] | Tool[Any]
+    # SPEC §12: (request) -> True | False | "reason" (sync or async), True/False for every call, None: pause
+    Approver = Callable[[ApprovalRequest], Any] | bool | None
 
 PathLike = str | os.PathLike[str]
 OnHalt = Literal["raise", "return"]
@@ -66,6 +73,29 @@ class RunOptions(TypedDict, total=False):
     template_path: PathLike | None
     include_paths: Sequence[PathLike]
     stop_at: str | None
+    strict_undefined: bool  # a variable neither in the context nor answered before: an error, not a warning
+    mcp: Any  # MCP servers as slot tools: URLs, commands, .py paths, an mcp.json, MCPToolset/MCP objects (SPEC §16)
+    approve: Approver  # who decides tool calls that need approval; None: the run pauses (SPEC §12)
+    run_limits: UsageLimits | None  # run-wide: every model request and tool call of the run (SPEC §13)
+    max_cost: float | None  # USD, run-wide (for complete_batch: the whole batch's)
+    prices: Mapping[str, Mapping[str, float]] | None  # USD per million tokens, by model name or provider:name
+    tool_limits: Mapping[str, int] | None  # per-tool call ceilings per slot (`budget=` lowers them)
+    instrument: Any  # True, an OpenTelemetry TracerProvider or pydantic-ai InstrumentationSettings (SPEC §19)
+    image_max_side: int | None  # images with a longer side are shrunk with Pillow (default 2048; None: never)
+    max_images: int | None  # images one request may hold, earlier turns included (default 50; None: no limit)
+    # SPEC §14 (docs/resilience.md)
+    retries: int | None  # retries of a transient provider failure per request (None: STRUCKDOWN_MAX_RETRIES or 3)
+    retry_base_delay: float | None  # seconds; the n-th retry waits up to base × 2^(n-1) (full jitter)
+    retry_max_delay: float | None  # seconds a retry waits at most (default 30)
+    fallback: ModelLike | Sequence[ModelLike]  # models a slot runs on, in order, when it cannot finish on its own
+    on_truncate: Literal["keep", "error"]  # an answer cut at its token limit: kept and flagged, or TruncatedError
+    on_retry: Callable[[Any], Any] | None  # called with every SlotRetry and SlotFallback event (also in complete())
+
+
+#: The keywords every entry point takes (others are a TypeError at the call; see compat.py).
+_RUN_OPTIONS = frozenset(RunOptions.__annotations__)
+#: What a batch executor's workers take besides (struckdown/distributed/shipping.py).
+_EXECUTOR_OPTIONS = frozenset({"model_factory", "deps_factory"})
 
 
 class BatchExecutor(Protocol):
@@ -98,6 +128,16 @@ class Environment:
         cache: ResponseCache | bool | str | None = None,
         include_paths: Sequence[PathLike] = (),
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        mcp: Any = None,
+        approve: Approver = None,
+        prices: Mapping[str, Mapping[str, float]] | None = None,
+        instrument: Any = False,
+        tool_limits: Mapping[str, int] | None = None,
+        retries: int | None = None,
+        retry_base_delay: float | None = None,
+        retry_max_delay: float | None = None,
+        fallback: ModelLike | Sequence[ModelLike] = None,
+        on_truncate: Literal["keep", "error"] = "keep",
     ) -> None:
         self.model = model
         self.tools = tuple(tools)
@@ -107,6 +147,17 @@ class Environment:
         self.cache = cache
         self.include_paths = tuple(include_paths)
         self.tool_timeout = tool_timeout
+        self.mcp = mcp
+        if mcp is not None:  # a bad server spec fails here, not at the first run
+            from .mcp_tools import resolve_servers
+
+            resolve_servers(mcp)
+        self.approve = approve
+        self.prices = prices
+        self.instrument = instrument
+        self.tool_limits = tool_limits
+        self.retries, self.retry_base_delay, self.retry_max_delay = retries, retry_base_delay, retry_max_delay
+        self.fallback, self.on_truncate = fallback, on_truncate
         self.types = TypeRegistry()
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
@@ -220,6 +271,21 @@ class Environment:
         )
 
     # -- running ---------------------------------------------------------------
+    def _checked(self, function: str, options: Any) -> Any:
+        """The call's keywords with 0.x's names mapped; an unknown one is a TypeError now."""
+        from .compat import call_options
+
+        return call_options(function, options, self, _RUN_OPTIONS)
+
+    def _checked_batch(
+        self, function: str, concurrency: int, on_result: Any, options: Any, executor: Any = None
+    ) -> Any:
+        from .compat import batch_options
+
+        # an executor (Dask) also takes its workers' factories (model_factory=, deps_factory=)
+        valid = _RUN_OPTIONS if executor is None else _RUN_OPTIONS | _EXECUTOR_OPTIONS
+        return batch_options(function, concurrency, on_result, options, self, valid)
+
     def engine_caches(self) -> Any:
         """The agents, tool boxes and output wrappers runs of this Environment reuse
         (made on the first run: parsing alone does not import pydantic-ai)."""
@@ -231,9 +297,11 @@ class Environment:
                     self._engine_caches = EngineCaches()
         return self._engine_caches
 
-    def run_settings(self, options: RunOptions, *, stream: bool, requests: Any = None) -> Any:
+    def run_settings(self, options: RunOptions, *, stream: bool, requests: Any = None, mcp: Any = None) -> Any:
         """The call's options over this Environment's defaults, as the engine takes them."""
+        from .batching import request_limiter
         from .run import RunSettings
+        from .run.accounting import budget_settings
 
         on_halt = options.get("on_halt", "raise")
         if on_halt not in ("raise", "return"):
@@ -247,9 +315,29 @@ class Environment:
             settings=options.get("settings", self.settings),
             cache=options.get("cache", self.cache),
             stop_at=options.get("stop_at"),
+            strict_undefined=bool(options.get("strict_undefined", False)),
             stream=stream,
             tool_timeout=options.get("tool_timeout", self.tool_timeout),
-            requests=requests if requests is not None else _request_limiter(options.get("max_requests")),
+            requests=requests if requests is not None else request_limiter(options.get("max_requests")),
+            mcp=mcp,
+            approve=options.get("approve", self.approve),
+            **budget_settings(self, options),
+            image_max_side=options.get("image_max_side", DEFAULT_MAX_SIDE),
+            max_images=options.get("max_images", DEFAULT_MAX_IMAGES),
+            resilience=self._resilience(options),
+        )
+
+    def _resilience(self, options: RunOptions) -> Any:
+        """Retries, fallback and truncation (SPEC §14): the call's over this Environment's."""
+        from .run.resilience import Resilience
+
+        return Resilience.of(
+            options.get("retries", self.retries),
+            options.get("retry_base_delay", self.retry_base_delay),
+            options.get("retry_max_delay", self.retry_max_delay),
+            options.get("fallback", self.fallback),
+            options.get("on_truncate", self.on_truncate),
+            options.get("on_retry"),
         )
 
     async def complete_async(
@@ -258,18 +346,42 @@ class Environment:
         """Run a template to the end and return its Result."""
         from .run import run_to_result
 
+        options = self._checked("complete_async", options)
         program = self.program(template, options)
-        return await run_to_result(program, context, self.run_settings(options, stream=False))
+        async with self._mcp_sessions(program, options) as sessions:
+            return await run_to_result(program, context, self.run_settings(options, stream=False, mcp=sessions))
 
     async def _complete_row(
-        self, program: Program, context: Mapping[str, Any], options: RunOptions, requests: Any
+        self,
+        program: Program,
+        context: Mapping[str, Any],
+        options: RunOptions,
+        requests: Any,
+        batching: Any = None,
+        mcp: Any = None,
+        batch: Any = None,
     ) -> Result:
-        """One batch row: its requests share the batch's limiter."""
+        """One batch row: its requests share the batch's limiter (and provider batching),
+        its MCP servers the batch's sessions, its spending the batch's account."""
+        from dataclasses import replace
+
         from .run import run_to_result
 
-        return await run_to_result(program, context, self.run_settings(options, stream=False, requests=requests))
+        settings = self.run_settings(options, stream=False, requests=requests, mcp=mcp)
+        if batching is not None:
+            settings = replace(settings, provider_batch=batching)
+        if batch is not None:
+            settings = replace(settings, batch=batch)
+        return await run_to_result(program, context, settings)
 
-    async def complete_incremental_async(
+    def _mcp_sessions(self, program: Program, options: RunOptions) -> AbstractAsyncContextManager[Any]:
+        """The MCP sessions of one run or batch (None inside without servers): opened as
+        slots first need them, closed when the block ends (SPEC §16)."""
+        from .mcp_tools import run_sessions
+
+        return run_sessions(options.get("mcp", self.mcp), program)
+
+    def complete_incremental_async(
         self,
         template: str | Program,
         context: Mapping[str, Any] | None = None,
@@ -280,17 +392,24 @@ class Environment:
         """Run a template and yield its events as they happen (SPEC §6).
 
         Closing the generator (`await gen.aclose()`) or cancelling the consuming task
-        cancels every in-flight model call, tool and guard.
+        cancels every in-flight model call, tool and guard. A bad keyword is a
+        TypeError here, at the call, not at the first event.
         """
+        return self._events(template, context, stream, self._checked("complete_incremental_async", options))
+
+    async def _events(
+        self, template: str | Program, context: Mapping[str, Any] | None, stream: bool, options: RunOptions
+    ) -> AsyncGenerator[Any, None]:
         from .run import events
 
         program = self.program(template, options)
-        stream_of_events = events(program, context, self.run_settings(options, stream=stream))
-        try:
-            async for event in stream_of_events:
-                yield event
-        finally:
-            await stream_of_events.aclose()
+        async with self._mcp_sessions(program, options) as sessions:
+            stream_of_events = events(program, context, self.run_settings(options, stream=stream, mcp=sessions))
+            try:
+                async for event in stream_of_events:
+                    yield event
+            finally:
+                await stream_of_events.aclose()
 
     def complete(
         self, template: str | Program, context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions]
@@ -298,6 +417,7 @@ class Environment:
         """Sync `complete_async`; works inside a running event loop too."""
         from .sync import run_sync
 
+        options = self._checked("complete", options)
         return run_sync(lambda: self.complete_async(template, context, **options))
 
     def complete_incremental(
@@ -312,7 +432,81 @@ class Environment:
         Leaving the loop early (break, close, garbage collection) cancels the run."""
         from .sync import iterate_sync
 
+        options = self._checked("complete_incremental", options)
         return iterate_sync(lambda: self.complete_incremental_async(template, context, stream=stream, **options))
+
+    # -- resuming a paused run (SPEC §12) ----------------------------------------------
+    def _resumed(
+        self, state: Mapping[str, Any] | str, decisions: Mapping[str, Any], template: str | None,
+        options: RunOptions, *, stream: bool,
+    ) -> tuple[Program, dict[str, Any], Any]:
+        """The paused run's Program, its context and the settings that continue it; a
+        state or decisions that do not fit are a ValueError before any model call."""
+        from dataclasses import replace
+
+        from .approval_state import read_state
+
+        tools = self.engine_caches().toolbox(tuple(options.get("tools", self.tools)))
+        point = read_state(state, decisions, template=template, tools=tools.names)
+        path = options.get("template_path", point.template_path)  # where its includes resolve
+        program = self.parse(point.template, template_path=path, include_paths=options.get("include_paths"))
+        return program, point.context, replace(self.run_settings(options, stream=stream), resume=point)
+
+    async def resume_async(
+        self,
+        state: Mapping[str, Any] | str,
+        decisions: Mapping[str, Any],
+        *,
+        template: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> Result:
+        """Continue a paused run (`Paused.state`) with `{request_id: True | False | "reason"}`.
+
+        Slots that finished before the pause are not run again, the paused slot does not
+        resend the request that asked for the calls, and the calls of that response that
+        needed no approval are not run again. The run may pause again (`Paused`).
+        `context=` replaces the stored one (JSON) for values JSON cannot hold.
+        """
+        from .run import run_to_result
+
+        program, stored, settings = self._resumed(state, decisions, template, options, stream=False)
+        return await run_to_result(program, stored if context is None else context, settings)
+
+    def resume(
+        self,
+        state: Mapping[str, Any] | str,
+        decisions: Mapping[str, Any],
+        *,
+        template: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> Result:
+        """Sync `resume_async`."""
+        from .sync import run_sync
+
+        return run_sync(lambda: self.resume_async(state, decisions, template=template, context=context, **options))
+
+    async def resume_incremental_async(
+        self,
+        state: Mapping[str, Any] | str,
+        decisions: Mapping[str, Any],
+        *,
+        template: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        stream: bool = True,
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[Any, None]:
+        """`resume_async` as events (a pause again ends with `ProcessingComplete(paused=True)`)."""
+        from .run import events
+
+        program, stored, settings = self._resumed(state, decisions, template, options, stream=stream)
+        stream_of_events = events(program, stored if context is None else context, settings)
+        try:
+            async for event in stream_of_events:
+                yield event
+        finally:
+            await stream_of_events.aclose()
 
     async def complete_batch_async(
         self,
@@ -322,30 +516,33 @@ class Environment:
         concurrency: int = 8,
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
+        provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+        batch_limits: UsageLimits | None = None,
         **options: Unpack[RunOptions],
     ) -> list[Result | BaseException]:
         """Run one template over many contexts; results in input order.
+
+        `batch_limits=` (a `UsageLimits`) and `max_cost=` (USD) are the whole batch's
+        budget (SPEC §13): once it is spent no new row starts, rows in flight finish,
+        and the rows not started come back as `BudgetExceeded`. `run_limits=` is each row's.
 
         A failing row is returned as its exception; the other rows go on. The
         template is parsed once. Concurrency belongs to this batch alone.
         `executor=None` runs the rows here on asyncio; another executor (e.g.
         `struckdown.distributed.DaskExecutor`) receives the template text and the
-        row contexts and must honour the same contract. The returned list holds
-        every row; `complete_batch_iter_async` is the form that holds none.
+        row contexts and must honour the same contract. `provider_batch=True` (or a
+        `BatchModelRequests`, or a `struckdown.ProviderBatch`) sends the rows' model
+        requests through the provider's batch API (docs/batch.md). The returned list
+        holds every row; `complete_batch_iter_async` is the form that holds none.
         """
+        from .batching import BatchCall, collected
+
+        concurrency, on_result, options = self._checked_batch(
+            "complete_batch_async", concurrency, on_result, options, executor
+        )
         program = self.program(template, options)
-        if executor is not None:
-            return await self._executor_batch(program, contexts, concurrency, on_result, executor, options, collect=True)
-        from .batching import callback_emitter
-
-        results: list[Result | BaseException | None] = []
-
-        def keep(index: int, outcome: Result | BaseException) -> None:
-            results.extend([None] * (index + 1 - len(results)))
-            results[index] = outcome
-
-        await self._local_batch(program, contexts, concurrency, callback_emitter(on_result, keep), options)
-        return results  # type: ignore[return-value]
+        job = BatchCall.of(self, program, contexts, concurrency, options, executor, provider_batch, batch_limits)
+        return await collected(job, on_result)
 
     async def complete_batch_iter_async(
         self,
@@ -354,78 +551,29 @@ class Environment:
         *,
         concurrency: int = 8,
         executor: BatchExecutor | None = None,
+        provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+        batch_limits: UsageLimits | None = None,
         **options: Unpack[RunOptions],
     ) -> AsyncGenerator[tuple[int, Result | BaseException], None]:
         """Run one template over many contexts and yield `(index, Result or exception)`
         as each row finishes (finishing order), keeping none of them: the
         constant-memory batch. `contexts` is read lazily, one row as a worker is free
         (an async iterable too, without an executor). Closing the generator cancels
-        the rows in flight; a slow consumer holds the batch back."""
-        from .batching import outcomes
+        the rows in flight; a slow consumer holds the batch back. The other keywords
+        are `complete_batch_async`'s."""
+        from .batching import BatchCall, outcomes
 
+        concurrency, _, options = self._checked_batch(
+            "complete_batch_iter_async", concurrency, None, options, executor
+        )
         program = self.program(template, options)
-
-        async def start(emit: Any) -> None:
-            if executor is not None:
-                await self._executor_batch(program, contexts, concurrency, emit, executor, options, collect=False)
-            else:
-                await self._local_batch(program, contexts, concurrency, emit, options)
-
-        stream = outcomes(start, concurrency)
+        job = BatchCall.of(self, program, contexts, concurrency, options, executor, provider_batch, batch_limits)
+        stream = outcomes(job.run, concurrency)
         try:
             async for pair in stream:
                 yield pair
         finally:
             await stream.aclose()
-
-    async def _executor_batch(
-        self,
-        program: Program,
-        contexts: Any,
-        concurrency: int,
-        on_result: Any,
-        executor: BatchExecutor,
-        options: RunOptions,
-        *,
-        collect: bool,
-    ) -> list[Result | BaseException]:
-        """The rows on `executor`; with `collect=False` (when it accepts that keyword)
-        it keeps no finished row."""
-        from .batching import accepts_keyword
-
-        if isinstance(contexts, AsyncIterable):
-            raise TypeError("a batch on an executor takes an iterable of contexts, not an async iterable")
-        kwargs: dict[str, Any] = {k: v for k, v in options.items() if k not in ("template_path", "include_paths")}
-        if not collect and accepts_keyword(executor.run_batch, "collect"):
-            kwargs["collect"] = False
-        return await executor.run_batch(
-            program.template.source,
-            contexts,
-            concurrency=concurrency,
-            on_result=on_result,
-            template_path=options.get("template_path"),
-            include_paths=options.get("include_paths", self.include_paths),
-            **kwargs,
-        )
-
-    async def _local_batch(
-        self,
-        program: Program,
-        contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
-        concurrency: int,
-        emit: Callable[[int, Any], Awaitable[None]],
-        options: RunOptions,
-    ) -> None:
-        """Rows on this event loop, each handed to `emit` as it finishes; a failing row
-        is its exception and the others go on (see `batching`)."""
-        from .batching import run_rows, shared_rows
-
-        requests = _request_limiter(options.get("max_requests"))  # one cap for every row
-
-        def run_row(context: Mapping[str, Any]) -> Awaitable[Result]:
-            return self._complete_row(program, context, options, requests)
-
-        await run_rows(shared_rows(contexts), run_row, concurrency, emit)
 
     def complete_batch(
         self,
@@ -435,27 +583,20 @@ class Environment:
         concurrency: int = 8,
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
+        provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+        batch_limits: UsageLimits | None = None,
         **options: Unpack[RunOptions],
     ) -> list[Result | BaseException]:
         """Sync `complete_batch_async`."""
         from .sync import run_sync
 
+        concurrency, on_result, options = self._checked_batch("complete_batch", concurrency, on_result, options, executor)
         return run_sync(
             lambda: self.complete_batch_async(
-                template, contexts, concurrency=concurrency, on_result=on_result, executor=executor, **options
+                template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
+                provider_batch=provider_batch, batch_limits=batch_limits, **options,
             )
         )
-
-
-def _request_limiter(max_requests: int | None) -> Any:
-    """A cap on the model requests in flight at once (None: no cap)."""
-    if max_requests is None:
-        return None
-    if isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1:
-        raise ValueError(f"max_requests must be a whole number of at least 1, not {max_requests!r}")
-    import anyio
-
-    return anyio.CapacityLimiter(max_requests)
 
 
 def _includes_changed(program: Program) -> bool:

@@ -12,11 +12,22 @@ error that must also be a pydantic-ai class, `ToolLimitExceeded` (a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from .results import Result, SlotResult, Usage
+
+
+class ApprovalRequestLike(Protocol):
+    """What `Paused.requests` holds (`struckdown.ApprovalRequest`; a Protocol here, so
+    errors.py imports nothing)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def tool_name(self) -> str: ...
 
 E = TypeVar("E", bound=BaseException)
 
@@ -71,6 +82,11 @@ class TemplateSyntaxError(StruckdownError):
 class TemplateRuntimeError(StruckdownError):
     """The template was valid but something it needed at run time was not (a Jinja
     expression failed, an option rendered to a bad value, an action failed)."""
+
+
+class UndefinedVariableError(TemplateRuntimeError):
+    """With `strict_undefined=True`: the template reads a name that is neither in the
+    context nor answered before it (raised before any model call)."""
 
 
 class ConfigurationError(StruckdownError):
@@ -174,3 +190,88 @@ def _is_cancellation(exc: BaseException) -> bool:
     return isinstance(exc, asyncio.CancelledError)
 
 
+class MCPServerError(StruckdownError):
+    """An MCP server could not be started or reached (`server` names it; SPEC §16)."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(server, message)
+        self.server = server
+        self.detail = message
+
+    def __str__(self) -> str:
+        return f"MCP server {self.server!r}: {self.detail}"
+
+
+class Paused(StruckdownError):
+    """Tool calls wait for a person's decision (SPEC §12): the run stopped instead of asking.
+
+    `requests` lists the `ApprovalRequest`s to decide; `state` is a JSON-serialisable dict
+    (write it anywhere) that `struckdown.resume(state, decisions, …)` continues from, in
+    this process or another; `results` is the Result of the slots that finished (its
+    `paused` is this error). Like `Halted`, the error keeps the slot results, not the
+    Result, so the two never form a reference cycle.
+    """
+
+    def __init__(self, requests: Sequence[ApprovalRequestLike], state: Mapping[str, Any]) -> None:
+        super().__init__(list(requests), dict(state))
+        self.requests = list(requests)
+        self.state = dict(state)
+        self._finished: Mapping[str, SlotResult] | None = None
+        self._order: tuple[str, ...] = ()
+        self._discarded: Usage | None = None
+
+    def __str__(self) -> str:
+        listed = "; ".join(f"{r.id}: {r.tool_name}" for r in self.requests)
+        count = len(self.requests)
+        return f"paused: {count} tool call{'s' if count != 1 else ''} await{'s' if count == 1 else ''} approval ({listed})"
+
+    def keep(self, finished: Mapping[str, SlotResult], order: tuple[str, ...], spent: Usage | None = None) -> None:
+        """Hold the slots that finished before the pause, and what the paused slots spent
+        so far (the engine calls this)."""
+        self._finished, self._order, self._discarded = dict(finished), tuple(order), spent
+
+    @property
+    def results(self) -> Result:
+        from .results import Result
+
+        return Result(self._finished or {}, self._order, discarded=self._discarded, paused=self)
+
+
+class BudgetExceeded(StruckdownError):
+    """A run-wide or batch-wide budget ran out (SPEC §13).
+
+    `limit` names what ran out (`request_limit`, `tool_calls_limit`, `input_tokens_limit`,
+    `output_tokens_limit`, `total_tokens_limit` or `max_cost`), `scope` is "run" or
+    "batch" (a batch row that never started), and `results` is the Result so far: the
+    slots that finished before the limit was crossed, with every request the run made
+    in its usage. The slot whose response crossed the limit, and every slot still
+    running, are not in it.
+    """
+
+    def __init__(self, limit: str, message: str, scope: str = "run") -> None:
+        super().__init__(limit, message, scope)
+        self.limit = limit
+        self.message = message
+        self.scope = scope
+        self._finished: Mapping[str, SlotResult] = {}
+        self._order: tuple[str, ...] = ()
+        self._discarded: Usage | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def keep(self, finished: Mapping[str, SlotResult], order: tuple[str, ...], discarded: Usage | None = None) -> None:
+        """Hold the slots that finished and what the others cost (the engine calls this)."""
+        self._finished, self._order, self._discarded = dict(finished), tuple(order), discarded
+
+    @property
+    def results(self) -> Result:
+        from .results import Result
+
+        return Result(self._finished, self._order, discarded=self._discarded)
+
+
+class MediaError(TemplateRuntimeError):
+    """An image or file in the context cannot be sent as placed: in `<system>` or an
+    assistant turn, more images than `max_images` in one request, an image larger
+    than `image_max_side` without Pillow to shrink it, or bytes that are no image."""

@@ -6,10 +6,9 @@ turns them into one small hierarchy under `StruckdownError`, so the CLI can
 print one line with a hint and exit 1, and library users can catch
 `ModelError` without importing pydantic-ai.
 
-Retrying is not done here: by the time an error reaches `map_model_error`, the
-provider SDK client has already retried transient failures (408/409/429/5xx and
-connection errors) `STRUCKDOWN_MAX_RETRIES` times with exponential backoff; see
-`struckdown.models`.
+Retrying is not done here: struckdown's retry layer (`run/resilience.py`, SPEC §14)
+asks `is_transient` which mapped errors are worth another attempt, and only a
+failure that remains after its retries reaches the caller.
 """
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ class RateLimitError(ModelError):
     what = "rate limited"
     default_hint = (
         "wait and run again, lower the concurrency (sd batch -j N), "
-        "or raise STRUCKDOWN_MAX_RETRIES so more retries with backoff are made"
+        "or raise retries= (--retries, STRUCKDOWN_MAX_RETRIES) so more retries with backoff are made"
     )
 
 
@@ -102,8 +101,38 @@ class BadRequestError(ModelError):
 
 
 _QUOTA_HINT = "the account's quota or credits are exhausted: check billing or use another API key"
+
+
+class TruncatedError(ModelError):
+    """An answer was cut off at the output token limit (`finish_reason == "length"`) and
+    cannot be used: a typed answer or a tool call cut short, or any cut answer of a slot
+    with `on_truncate="error"` (SPEC §14). Raised after the slot's fallback models, if any,
+    were tried."""
+
+    what = "the answer was cut off at the output token limit"
+    default_hint = (
+        "raise the slot's max_tokens= (or settings={'max_tokens': N}, sd run --max-tokens N), "
+        "ask for a shorter answer, or set a fallback= model"
+    )
+
+
+def is_transient(error: ModelError) -> bool:
+    """Whether a provider failure may go away on its own, so another attempt is worth it
+    (SPEC §14): connection errors, timeouts, HTTP 408/409/429/5xx and overloaded servers.
+    An exhausted quota, a refused key, a bad request, the context window, the content
+    filter and a cut answer are permanent."""
+    if isinstance(error, ContentFilterError | ContextWindowError | AuthenticationError | TruncatedError):
+        return False
+    if isinstance(error, RateLimitError):
+        return error.hint != _QUOTA_HINT
+    if error.status is not None:
+        return error.status in (408, 409, 429) or error.status >= 500
+    return not isinstance(error, BadRequestError)  # no status: a dropped connection, an in-stream failure
 _NOT_FOUND_HINT = "check the model name and the base URL (an OpenAI-compatible base URL usually ends in /v1)"
-_SERVER_HINT = "the provider kept failing after retries; try again later or raise STRUCKDOWN_MAX_RETRIES"
+_SERVER_HINT = (
+    "the provider kept failing after retries; try again later, raise retries= (--retries, STRUCKDOWN_MAX_RETRIES) "
+    "or set a fallback= model"
+)
 
 
 def map_model_error(exc: BaseException, model_label: str) -> ModelError | None:

@@ -3,26 +3,33 @@
 Resolution order for a string: `"test"` → `TestModel`; `package.module:factory`
 (an importable module that is not a pydantic-ai provider) → the Model the factory
 returns; an alias from
-`struckdown.toml` / `[tool.struckdown]`; with `LLM_API_BASE` set, a bare name or
-an `openai:`/`openai-chat:` name → the chat-completions endpoint at that URL;
-anything else → `pydantic_ai.models.infer_model` (which reads the provider's own
-key variables). Resolved models are cached (same string and settings → the same
-object) so a batch does not build a client per row.
+`struckdown.toml` / `[tool.struckdown]`; with `LLM_API_BASE` set, a bare name, an
+`openai:`/`openai-chat:` name or a name whose prefix is no pydantic-ai provider
+(`qwen3:8b`) → the chat-completions endpoint at that URL; a bare name without it →
+the OpenAI chat model of that name (`gpt-4.1-mini`, as in 0.x); anything else →
+`pydantic_ai.models.infer_model` (which reads the provider's own key variables).
+Resolved models are cached (same string and settings → the same object) so a batch
+does not build a client per row.
 
 Retries and timeouts are model-level `ModelSettings` on the models built here:
 `max_retries` from `STRUCKDOWN_MAX_RETRIES` (default 2) on every model built
 from a string, and `timeout` from `STRUCKDOWN_TIMEOUT` (default 120 s) on
 OpenAI-compatible endpoints; hosted providers keep their client's own timeout
 (600 s for OpenAI, which slow reasoning models need) unless the variable is
-set. pydantic-ai forwards both to the provider SDK client, whose own retry loop
-(exponential backoff, honouring `Retry-After`) does the retrying; per-run
-settings still override them. A `Model` instance you pass in is never changed.
+set. pydantic-ai forwards both to the provider SDK client. Inside a struckdown run
+the retrying is struckdown's own (run/resilience.py, SPEC §14), which sends
+`max_retries=0` per request so attempts are not multiplied; the model-level value
+matters when the model is used outside struckdown. A `Model` instance you pass in
+is never changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from .config import EndpointAlias, load_config
@@ -142,13 +149,90 @@ def _from_string(name: str, env: Mapping[str, str], store: ModelStore, *, aliase
         if isinstance(target, str):
             return _from_string(target, env, store, aliases=False)
     base = env.get("LLM_API_BASE")
-    if base and (":" not in name or name.startswith(_OPENAI_PREFIXES)):
+    if base and (":" not in name or name.startswith(_OPENAI_PREFIXES) or not is_provider(name.partition(":")[0])):
+        # a bare name, an OpenAI one, or a server's own `name:tag` (qwen3:8b) goes to the endpoint as it is
         return openai_compatible(name, base, env.get("LLM_API_KEY"), env=env, store=store)
+    if ":" not in name:  # a bare name (0.x: DEFAULT_LLM=gpt-4.1-mini) is an OpenAI chat model
+        name = "openai-chat:" + name
     defaults: dict[str, Any] = {"max_retries": max_retries(env)}
     if env.get("STRUCKDOWN_TIMEOUT"):
         defaults["timeout"] = request_timeout(env)
     key = ("inferred", name, *sorted(defaults.items()))
     return store.get(key, lambda: _inferred(name), _supported(defaults))
+
+
+@lru_cache(maxsize=256)
+def is_provider(prefix: str) -> bool:
+    """Whether `prefix` (the part of a model string before ':') names a pydantic-ai provider."""
+    from pydantic_ai.providers import infer_provider_class
+
+    try:
+        infer_provider_class(prefix)
+    except ImportError:
+        return True  # a provider whose SDK is not installed
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class LLMCredentials:
+    """0.x's credentials: a key and/or an OpenAI-compatible base URL for the run's model.
+
+    `complete(..., credentials=LLMCredentials(api_key=…, base_url=…))` runs the model
+    named by `model=` (else STRUCKDOWN_MODEL / DEFAULT_LLM, else the server's default)
+    at `base_url`; with only a key, the provider of the model string gets that key.
+    `from_env()` reads LLM_API_KEY and LLM_API_BASE. The key never shows in a repr.
+    """
+
+    api_key: str | None = None
+    base_url: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LLMCredentials:
+        env = os.environ if env is None else env
+        return cls(api_key=env.get("LLM_API_KEY") or None, base_url=env.get("LLM_API_BASE") or None)
+
+    def __repr__(self) -> str:
+        key = self.api_key
+        shown = None if key is None else (f"{key[:4]}***{key[-4:]}" if len(key) > 12 else "***")
+        return f"LLMCredentials(api_key={shown!r}, base_url={self.base_url!r})"
+
+
+def with_credentials(model: Any, credentials: Any, store: ModelStore, env: Mapping[str, str] | None = None) -> Any:
+    """The Model `model` names, run with `credentials` (an `LLMCredentials`, or any object
+    with `api_key` and `base_url`). A Model instance already has its own and is refused."""
+    env = os.environ if env is None else env
+    if credentials is None:
+        return model
+    if model is not None and not isinstance(model, str):
+        raise TypeError("credentials= applies to a model named by a string, not to a Model object (which has its own)")
+    api_key, base_url = getattr(credentials, "api_key", None), getattr(credentials, "base_url", None)
+    name = model or env.get("STRUCKDOWN_MODEL") or env.get("DEFAULT_LLM")
+    if base_url:
+        return openai_compatible(name or "default", str(base_url), api_key, env=env, store=store)
+    if not name:
+        raise ConfigurationError("credentials= without base_url needs a model: pass model= or set STRUCKDOWN_MODEL")
+    if not api_key:
+        return _from_string(name, env, store)
+    name = name.strip()
+    if ":" not in name:
+        name = "openai-chat:" + name
+    key = ("keyed", name, hashlib.sha256(api_key.encode()).hexdigest())
+    return store.get(key, lambda: _with_key(name, api_key), _supported({"max_retries": max_retries(env)}))
+
+
+def _with_key(name: str, api_key: str) -> Any:
+    from pydantic_ai.models import infer_model
+    from pydantic_ai.providers import infer_provider_class
+
+    def provider(prefix: str) -> Any:
+        return infer_provider_class(prefix)(api_key=api_key)  # type: ignore[call-arg]
+
+    try:
+        return infer_model(name, provider_factory=provider)
+    except Exception as exc:
+        raise ConfigurationError(f"cannot use model {name!r} with the given api_key: {exc}") from exc
 
 
 def config_origin(model: str | None, env: Mapping[str, str] | None = None) -> str | None:
@@ -278,6 +362,31 @@ def _function_name(model: Any) -> str:
     return f"{module}.{qualname}" if module else qualname
 
 
+def model_display(model: Any) -> str:
+    """How errors and the CLI name a model: its name and, for a served model, where it runs
+    (`'qwen3:8b' at http://127.0.0.1:8080/v1`); pydantic-ai's `provider:name` otherwise."""
+    if isinstance(model, str):
+        return model
+    from pydantic_ai.models.function import FunctionModel
+
+    if isinstance(model, FunctionModel):
+        return model_label(model)
+    name = getattr(model, "model_name", "") or type(model).__name__
+    base = str(getattr(model, "base_url", None) or "").rstrip("/")
+    if base and not _is_provider_home(base):
+        return f"{name!r} at {base}"
+    system = getattr(model, "system", "") or ""
+    return f"{system}:{name}" if system else str(name)
+
+
+def _is_provider_home(base: str) -> bool:
+    """Whether `base` is a provider's own API (named by the provider, not the URL)."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(base).hostname or ""
+    return host.endswith(("api.openai.com", "api.anthropic.com", "googleapis.com", "api.mistral.ai", "api.groq.com"))
+
+
 def model_label(model: Any) -> str:
     """A short human name for a model (error messages, cache keys): `system:name[@base_url]`."""
     if isinstance(model, str):
@@ -291,3 +400,47 @@ def model_label(model: Any) -> str:
     name = getattr(model, "model_name", "") or type(model).__name__
     base = str(getattr(model, "base_url", None) or "").rstrip("/")
     return f"{system}:{name}@{base}" if base else f"{system}:{name}"
+
+
+def accepts_temperature(model: Any) -> bool:
+    """Whether `model` takes a `temperature` setting: not a model whose profile says it
+    always reasons (o-series, GPT-5, …), refuses sampling settings (newer Claude), or
+    whose class does not support the setting. pydantic-ai would drop the setting there
+    with a warning on every request; struckdown's type defaults are simply not sent."""
+    if "temperature" in getattr(type(model), "unsupported_settings", frozenset()):
+        return False
+    profile = getattr(model, "profile", None)
+    if not isinstance(profile, Mapping):
+        return True
+    if profile.get("thinking_always_enabled") or profile.get("anthropic_disallows_sampling_settings"):
+        return False
+    if profile.get("openai_supports_reasoning") and profile.get("thinking_enabled_by_default"):
+        return False
+    return "temperature" not in (profile.get("openai_unsupported_model_settings") or ())
+
+
+def slot_run_defaults(
+    model: Any,
+    environment: Any,
+    type_name: str,
+    caller: Mapping[str, Any] | None,
+    slot: Mapping[str, Any],
+) -> Mapping[str, Any]:
+    """The run settings struckdown gives one slot's requests, under the caller's and the
+    slot's own: the defaults of a model the Environment's store built, plus the slot
+    type's default temperature (SPEC §11) when no one set a temperature (the slot, the
+    caller's settings, the model object's own settings), nothing asks the model to
+    reason, and the model takes one."""
+    from .types.temperatures import default_temperature
+
+    defaults: Mapping[str, Any] = environment.models.defaults(model)
+    if "temperature" in slot or (caller and "temperature" in caller):
+        return defaults
+    temperature = default_temperature(type_name, environment.types)
+    own = getattr(model, "settings", None) or {}
+    if temperature is None or "temperature" in own:
+        return defaults
+    thinking = slot.get("thinking", (caller or {}).get("thinking", own.get("thinking")))
+    if thinking not in (None, False, "off") or not accepts_temperature(model):
+        return defaults
+    return {**defaults, "temperature": temperature}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import slot_options as opts
+from .actions import action_refs
 from .limits import Limits, asks_above, clamp_limits
 from .syntax.nodes import Action, Checkpoint, If, Instructions, JinjaValue, Node, Slot, Template, Text, walk
 from .syntax.source import SourceMap
@@ -46,7 +47,7 @@ class SlotPlan:
 
     @property
     def use_tools(self) -> bool:
-        return bool(self.control.get("use_tools", False))
+        return bool(self.control.get("use_tools", "mcp" in self.control))  # mcp= implies use_tools
 
     @property
     def when(self) -> bool:
@@ -74,6 +75,7 @@ class Program:
     plans: dict[Slot, SlotPlan] = field(repr=False)
     environment: EnvironmentView = field(repr=False, compare=False)
     compiled: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # text → Jinja template
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # facts computed on first use
 
     def plan(self, slot: Slot) -> SlotPlan:
         return self.plans[slot]
@@ -198,11 +200,11 @@ def plan_program(template: Template, env: EnvironmentView) -> Program:
                 plans[node] = plan_slot(node, env, src)
                 if node.is_guard:
                     guards.append(node.key)
-            reads |= node_reads(node, renderer)
+            reads |= node_reads(node, renderer) | action_refs(node)  # [[@search|topic]] waits for topic
         earlier = set(keys)
         waits_for = tuple(sorted(reads & earlier))
         carried = carried_instructions(nodes)
         segments.append(Segment(index, name, tuple(nodes), tuple(seg_keys), reads, waits_for, tuple(guards), carried))
-        keys += seg_keys
+        keys += [k for k in seg_keys if k not in keys]  # a keyless [[@history]] may recur in segments
         carried_reads |= reads_of(carried, renderer)
     return Program(template, tuple(segments), tuple(keys), plans, env)

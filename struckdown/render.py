@@ -22,9 +22,21 @@ from jinja2.exceptions import SecurityError, TemplateAssertionError, TemplateSyn
 from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .media import Media, render_list
+
 #: Largest string or list that `*` may build, and largest integer `**` may build (bits).
 MAX_REPEAT = 1_000_000
 MAX_POWER_BITS = 100_000
+
+
+def _finalize(value: Any) -> Any:
+    """`{{ photos }}`: a list of images or files renders as each of them (a single one
+    renders itself, through `str`); anything else is left to `str` as before."""
+    if type(value) is str:
+        return value
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], Media):
+        return render_list(value)
+    return value
 
 
 def _tojson(value: Any) -> str:
@@ -95,7 +107,8 @@ class Renderer:
 
     def __init__(self) -> None:
         self.sandbox = Sandbox(
-            undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True, optimized=False
+            undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True, optimized=False,
+            finalize=_finalize,
         )
         self.sandbox.filters["tojson"] = _tojson
         # Per-instance caches: two environments never share a compiled template.

@@ -21,14 +21,32 @@ class HaltInfo(Protocol):
     def results(self) -> Result | None: ...
 
 
+class PauseInfo(Protocol):
+    """What `Result.paused` holds: the `struckdown.Paused` of a run waiting for approval
+    decisions (SPEC §12)."""
+
+    state: dict[str, Any]
+
+    @property
+    def requests(self) -> list[Any]: ...
+
+    @property
+    def results(self) -> Result | None: ...
+
+
 @dataclass(frozen=True)
 class Usage:
-    """Requests, tool calls and tokens; summed per slot and per run."""
+    """Requests, tool calls, tokens and cost; summed per slot and per run.
+
+    `cost` is USD (SPEC §13), or None when a request's price is unknown; a sum with an
+    unknown part is unknown, while a part that made no request (an action, a cached
+    answer) adds nothing."""
 
     requests: int = 0
     tool_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -40,16 +58,29 @@ class Usage:
             self.tool_calls + other.tool_calls,
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
+            _add_cost(self, other),
         )
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "requests": self.requests,
             "tool_calls": self.tool_calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
+            "cost": self.cost,
         }
+
+
+def _add_cost(a: Usage, b: Usage) -> float | None:
+    """Known + known is known; an unknown price (None where requests were made) wins."""
+    if (a.cost is None and a.requests) or (b.cost is None and b.requests):
+        return None
+    if a.cost is None:
+        return b.cost
+    if b.cost is None:
+        return a.cost
+    return a.cost + b.cost
 
 
 @dataclass(frozen=True)
@@ -73,6 +104,8 @@ class SlotResult:
     elapsed_ms: float = 0.0
     cached: bool = False
     tool_calls: tuple[ToolCall, ...] = ()
+    truncated: bool = False  # the answer's last response stopped at its token limit (SPEC §14)
+    fallback_used: str | None = None  # the fallback model that answered (its pydantic-ai model_name)
 
     def to_dict(self) -> dict[str, Any]:
         from .codec import jsonable
@@ -84,6 +117,8 @@ class SlotResult:
             "usage": self.usage.to_dict(),
             "elapsed_ms": round(self.elapsed_ms, 3),
             "cached": self.cached,
+            "truncated": self.truncated,
+            "fallback_used": self.fallback_used,
             "tool_calls": [
                 {
                     "tool_name": c.tool_name,
@@ -104,7 +139,7 @@ class Result(Mapping[str, Any]):
     `result["a"]`, `result.a`, `dict(result)`; `result.results[key]` is the SlotResult.
     """
 
-    __slots__ = ("results", "halted", "_order", "_discarded")
+    __slots__ = ("results", "halted", "_order", "_discarded", "paused")
 
     def __init__(
         self,
@@ -112,6 +147,7 @@ class Result(Mapping[str, Any]):
         order: tuple[str, ...] = (),
         halted: HaltInfo | None = None,
         discarded: Usage | None = None,
+        paused: PauseInfo | None = None,
     ) -> None:
         rank = {k: i for i, k in enumerate(order)}
         ordered = sorted(results, key=lambda k: rank.get(k, len(rank)))
@@ -120,6 +156,8 @@ class Result(Mapping[str, Any]):
         object.__setattr__(self, "_order", order)
         # what answers computed beside a tripped guard cost: they are not delivered, but billed
         object.__setattr__(self, "_discarded", discarded or Usage())
+        # SPEC §12: the `struckdown.Paused` of a run that waits for approval decisions
+        object.__setattr__(self, "paused", paused)
 
     def __getitem__(self, key: str) -> Any:
         return self.results[key].output
@@ -140,11 +178,11 @@ class Result(Mapping[str, Any]):
         raise AttributeError("Result is read-only")
 
     def __repr__(self) -> str:
-        return f"Result({dict(self)!r}{', halted' if self.halted else ''})"
+        return f"Result({dict(self)!r}{', halted' if self.halted else ''}{', paused' if self.paused else ''})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         # read-only slots: rebuilt through the constructor (Halted holds no Result, so no cycle)
-        return (Result, (self.results, self._order, self.halted, self._discarded))
+        return (Result, (self.results, self._order, self.halted, self._discarded, self.paused))
 
     @property
     def order(self) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from .syntax.nodes import JinjaValue
 
-THINKING_LEVELS = ("off", "low", "medium", "high")
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")  # pydantic-ai's levels (0.x's too)
 
 
 def _number(lo: float | None = None, hi: float | None = None) -> Callable[[Any], float]:
@@ -43,8 +43,10 @@ def _positive(value: Any) -> float:
 
 
 def _boolean(value: Any) -> bool:
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return bool(value)  # 0.x wrote flags as 1/0 too (yes/no/on/off are read as booleans)
     if not isinstance(value, bool):
-        raise ValueError("expected true or false")
+        raise ValueError("expected true or false (or yes/no, on/off, 1/0)")
     return value
 
 
@@ -54,11 +56,96 @@ def _string(value: Any) -> str:
     return str(value)
 
 
+def tool_names(value: Any) -> tuple[str, ...]:
+    """`approve=` (SPEC §12): one tool name, a quoted list `"a, b"`, or `"*"` (every tool
+    of the slot that is not @readonly). Whether the names are tools of the run is checked
+    when the run starts, before any model call: the tools are the run's."""
+    if isinstance(value, (tuple, list)):
+        value = ", ".join(str(v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError('expected a tool name, a quoted list "a, b" or "*"')
+    names = tuple(name.strip() for name in value.split(","))
+    if names == ("*",):
+        return names
+    for name in names:
+        if not name.isidentifier():
+            raise ValueError(
+                f'{name!r} is not a tool name; expected a tool name, a quoted list "a, b" or "*"'
+                if name
+                else 'an empty name; expected a tool name, a quoted list "a, b" or "*"'
+            )
+    return names
+
+
+def _budget(value: Any) -> dict[str, int]:
+    """`budget="search=3, fetch=1"`: calls per tool in this slot (SPEC §13)."""
+    if isinstance(value, dict):  # already checked (a `{{ }}` value checked at run time)
+        items = list(value.items())
+    elif isinstance(value, str):
+        items = []
+        for part in value.split(","):
+            name, sep, count = part.strip().partition("=")
+            if not part.strip():
+                continue
+            if not sep or not name.strip() or not count.strip():
+                raise ValueError(f"expected tool=count pairs like \"search=3, fetch=1\", not {part.strip()!r}")
+            items.append((name.strip(), count.strip()))
+    else:
+        raise ValueError('expected tool=count pairs like "search=3, fetch=1"')
+    budgets: dict[str, int] = {}
+    for name, count in items:
+        text = str(count)
+        if isinstance(count, bool) or not text.isdigit():
+            raise ValueError(f"budget for {name!r} must be a whole number of at least 0, not {count!r}")
+        if name in budgets:
+            raise ValueError(f"budget names {name!r} twice")
+        budgets[str(name)] = int(text)
+    if not budgets:
+        raise ValueError('expected tool=count pairs like "search=3, fetch=1"')
+    return budgets
+
+
+def _on_truncate(value: Any) -> str:
+    text = str(value).lower() if isinstance(value, str) else ""
+    if text not in ("keep", "error"):
+        raise ValueError("expected keep or error")
+    return text
+
+
+def _tool_choice(value: Any) -> str:
+    """auto, required, none or a tool's name (checked against the tools when the run starts)."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not text.isidentifier():
+        raise ValueError("expected auto, required, none or a tool name")
+    return text
+
+
+def _models(value: Any) -> str:
+    """One model name or several, separated by commas."""
+    if isinstance(value, bool) or not [m for m in str(value).split(",") if m.strip()]:
+        raise ValueError("expected one or more model names, separated by commas")
+    return str(value)
+
+
 def _thinking(value: Any) -> str:
     text = str(value).lower() if not isinstance(value, bool) else ("high" if value else "off")
     if text not in THINKING_LEVELS:
         raise ValueError(f"expected one of {', '.join(THINKING_LEVELS)}")
     return text
+
+
+def server_names(value: Any) -> tuple[str, ...]:
+    """`mcp=notes` or `mcp="notes, files"` (a list from `{{ }}` too): MCP server names."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, list, tuple)):
+        raise ValueError('expected MCP server names: mcp=name or mcp="a, b"')
+    items = value.split(",") if isinstance(value, str) else [value] if isinstance(value, int) else value
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    if not names:
+        raise ValueError('expected MCP server names: mcp=name or mcp="a, b"')
+    for name in names:
+        if not all(ch.isalnum() or ch in "_-" for ch in name) or not name.isascii():
+            raise ValueError(f"{name!r} is not an MCP server name (letters, digits, _ and -)")
+    return names
 
 
 MODEL_SETTINGS: Mapping[str, Callable[[Any], Any]] = {
@@ -84,8 +171,40 @@ CONTROL_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
     "max_iter": _integer(1),
     "max_calls": _integer(0),
     "tool_timeout": _positive,
+    "budget": _budget,
     "when": _boolean,
+    "mcp": server_names,
+    "approve": tool_names,
+    # SPEC §14 (resilience): read by run/resilience.py
+    "fallback": _models,
+    "on_truncate": _on_truncate,
+    "tool_choice": _tool_choice,
+    "parallel_tools": _boolean,
 }
+
+#: tool_choice values that are not a tool's name.
+TOOL_CHOICES = ("auto", "required", "none")
+
+#: The default output cap of one request (`max_tokens`) by the slot's type family, when
+#: neither the slot, the call, the Environment nor the model object sets one (issue 23).
+DEFAULT_MAX_TOKENS: Mapping[str, int] = {"text": 4096, "structured": 4096, "value": 1024}
+#: The default cap when the slot or the call turns thinking on: reasoning tokens count too.
+THINKING_MAX_TOKENS = 16384
+#: Types whose answer is one short value (a list of them is "structured").
+VALUE_TYPES = frozenset({"bool", "int", "number", "pick", "date", "datetime", "time", "duration", "score", "halt"})
+
+
+def type_family(type_name: str, quantifier: Any, is_text: bool) -> str:
+    """"text", "value" or "structured": what sizes a slot's default `max_tokens`."""
+    if is_text and quantifier is None:
+        return "text"
+    if quantifier is None and type_name in VALUE_TYPES:
+        return "value"
+    return "structured"
+
+
+def default_max_tokens(family: str, thinking: Any = None) -> int:
+    return THINKING_MAX_TOKENS if thinking and thinking != "off" else DEFAULT_MAX_TOKENS[family]
 
 
 def check_option(key: str, value: Any) -> Any:
@@ -101,10 +220,26 @@ def check_option(key: str, value: Any) -> Any:
 def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     """Every keyed option a slot of this type accepts (for messages and hints)."""
     keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
-    keys += ["use_tools", "max_iter", "max_calls", "tool_timeout"]
+    keys += [
+        "use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget",
+        "fallback", "on_truncate", "tool_choice", "parallel_tools",
+    ]
     if type_name == "halt":
         keys.append("when")
     return keys
+
+
+def combination_problem(options: Any) -> tuple[str, Any] | None:
+    """(message, option) for keyed options that cannot go together (each value is already
+    valid on its own): a tool_choice that forces a tool on a slot without use_tools=true."""
+    given = {o.key: o for o in options if o.key is not None}
+    choice = given.get("tool_choice")
+    if choice is None or isinstance(choice.value, JinjaValue) or choice.value in ("auto", "none"):
+        return None
+    tools = given.get("use_tools")
+    if tools is None or tools.value is False:
+        return f"tool_choice={choice.value} needs use_tools=true", choice
+    return None
 
 
 def option_family(key: str) -> str:

@@ -14,3 +14,15 @@ def fresh_default_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     import struckdown.environment as environment
 
     monkeypatch.setattr(environment, "_default", None)
+
+
+@pytest.fixture(autouse=True)
+def instant_retry_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries of transient provider failures (SPEC §14) wait with backoff; in tests they
+    wait no time (the delays are still computed and reported in `SlotRetry`)."""
+    from struckdown.run import resilience
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr(resilience.CLOCK, "sleep", no_wait)

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from .errors import reporting_errors
+from .options import McpConfigOpt, McpOpt
 
 app = typer.Typer(
     name="sd",
@@ -23,7 +24,10 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-EXIT_CODES = "Exit codes: 0 ok, 1 model or runtime error, 2 template or input error, 3 halted by a guard."
+EXIT_CODES = (
+    "Exit codes: 0 ok, 1 model or runtime error, 2 template or input error, 3 halted by a guard, "
+    "4 awaiting approval (--pause-to)."
+)
 
 TemplateArg = Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)]
 ContextOpt = Annotated[
@@ -35,7 +39,8 @@ SetOpt = Annotated[
         "-c",
         "--set",
         metavar="KEY=VALUE",
-        help="Set a context variable (repeatable; overrides --context). VALUE is JSON if it parses, else text.",
+        help="Set a context variable (repeatable; overrides --context). VALUE is JSON if it parses, else text; "
+        "@PATH reads a file: an image or document is sent as such, a text file as its text.",
         show_default=False,
     ),
 ]
@@ -56,6 +61,64 @@ ToolsOpt = Annotated[
     ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")]
+ApproveOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--approve",
+        metavar="all|none",
+        help="Decide every tool call that needs approval: all allows them, none denies them. "
+        "Default: ask on a terminal, else none (with a note).",
+        show_default=False,
+    ),
+]
+PricesOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--prices", metavar="FILE",
+        help='Model prices, JSON or YAML: {"model-name": {"input": USD, "output": USD}} per million tokens '
+        "(keys: the model name, or provider:name). Overrides and adds to genai-prices.",
+        show_default=False,
+    ),
+]
+MaxCostOpt = Annotated[
+    Optional[float],
+    typer.Option("--max-cost", metavar="USD", help="Stop once this many US dollars are spent.", show_default=False),
+]
+OtelOpt = Annotated[
+    bool,
+    typer.Option(
+        "--otel", help="Export OpenTelemetry traces over OTLP (OTEL_EXPORTER_OTLP_* variables; needs struckdown[otel])."
+    ),
+]
+RetriesOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--retries",
+        min=0,
+        help="Retries of a transient provider failure (rate limit, connection error, timeout, 5xx) per request, "
+        "with exponential backoff. Default: STRUCKDOWN_MAX_RETRIES, else 3.",
+        show_default=False,
+    ),
+]
+MaxTokensOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="Output cap of every request (a slot's own max_tokens= wins). Default: 4096 for text and structured "
+        "answers, 1024 for single values, 16384 with thinking.",
+        show_default=False,
+    ),
+]
+FallbackOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--fallback",
+        metavar="MODEL",
+        help="A model a slot starts again on when it cannot finish on its own (repeatable, tried in order).",
+        show_default=False,
+    ),
+]
 IncludeOpt = Annotated[
     Optional[list[Path]],
     typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
@@ -118,7 +181,34 @@ def run(
     stop_at: Annotated[
         Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
     ] = None,
+    retries: RetriesOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    fallback: FallbackOpt = None,
     include_path: IncludeOpt = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="A variable the template reads that is neither in the context nor answered before is an error "
+            "(before any model call), not a warning.",
+        ),
+    ] = False,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
+    approve: ApproveOpt = None,
+    pause_to: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--pause-to",
+            metavar="FILE",
+            help="When a tool call needs approval, write the run's state to FILE and exit 4; "
+            "continue with `sd resume FILE`.",
+            show_default=False,
+        ),
+    ] = None,
+    prices: PricesOpt = None,
+    max_cost: MaxCostOpt = None,
+    otel: OtelOpt = False,
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
@@ -137,12 +227,77 @@ def run(
                 cache=not no_cache,
                 stop_at=stop_at,
                 include_paths=include_path or (),
+                strict=strict,
+                mcp=mcp or (),
+                mcp_config=mcp_config,
+                approve=approve,
+                pause_to=pause_to,
+                prices_file=prices,
+                max_cost=max_cost,
+                otel=otel,
+                retries=retries,
+                max_tokens=max_tokens,
+                fallback=tuple(fallback or ()),
             )
         )
     raise typer.Exit(code)
 
 
-app.command("chat", help="Same as `sd run`.", epilog=EXIT_CODES)(run)
+
+
+@app.command("resume", epilog=EXIT_CODES)
+def resume_(
+    state_file: Annotated[Path, typer.Argument(help="The state `sd run --pause-to FILE` wrote.", show_default=False)],
+    approve: Annotated[
+        Optional[list[str]],
+        typer.Option("--approve", metavar="ID", help="Allow this paused call (repeatable).", show_default=False),
+    ] = None,
+    deny: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--deny", metavar="ID[=REASON]", help="Deny this paused call; the model reads REASON (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    approve_all: Annotated[bool, typer.Option("--approve-all", help="Allow every call that needs approval.")] = False,
+    deny_all: Annotated[bool, typer.Option("--deny-all", help="Deny every call that needs approval.")] = False,
+    model: ModelOpt = None,
+    tools: ToolsOpt = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="Write {answers, usage, halted} to this JSON file.", show_default=False),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print only the answers as JSON on stdout (the display goes to stderr).")
+    ] = False,
+    pause_to: Annotated[
+        Optional[Path],
+        typer.Option("--pause-to", metavar="FILE", help="Where a new pause goes. Default: STATE_FILE.",
+                     show_default=False),
+    ] = None,
+) -> None:
+    """Continue a run paused for approval: decide its calls, then run the rest.
+
+    The model and tools file are the paused run's unless --model / --tools say otherwise. Calls left undecided are asked on a terminal. A later call that needs approval pauses the run again (exit 4), unless --approve-all or --deny-all decides it.
+    """  # noqa: E501 - typer keeps line breaks inside a paragraph
+    with reporting_errors():
+        from .resume_cmd import ResumeRequest, resume_command
+
+        code = resume_command(
+            ResumeRequest(
+                state_file=state_file,
+                approve=approve or (),
+                deny=deny or (),
+                approve_all=approve_all,
+                deny_all=deny_all,
+                model=model,
+                tools_file=tools,
+                output=output,
+                as_json=as_json,
+                pause_to=pause_to,
+            )
+        )
+    raise typer.Exit(code)
 
 
 @app.command(epilog="Exit codes: 0 no errors (warnings allowed), 1 errors found, 2 unreadable input.")
@@ -200,7 +355,14 @@ def batch(
             show_default=False,
         ),
     ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Rows run at the same time.")] = 8,
+    jobs: Annotated[
+        Optional[int],
+        typer.Option(
+            "--jobs", "-j", min=1,
+            help="Rows run at the same time. Default: 8; with --provider-batch, the batch size.",
+            show_default=False,
+        ),
+    ] = None,
     workers: Annotated[
         Optional[int],
         typer.Option(
@@ -233,6 +395,12 @@ def batch(
         bool, typer.Option("--keep-journal", help="Keep the journal even when every row succeeded.")
     ] = False,
     include_path: IncludeOpt = None,
+    approve: Annotated[
+        str,
+        typer.Option(
+            "--approve", metavar="all|none", help="Decide every tool call that needs approval: all allows, none denies."
+        ),
+    ] = "none",
     engine: Annotated[
         str,
         typer.Option(
@@ -253,15 +421,84 @@ def batch(
             show_default=False,
         ),
     ] = None,
+    file_columns: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--file-columns",
+            metavar="COL[,COL…]",
+            help="Columns holding paths (relative to the input file) of images or files to send as such "
+            "(repeatable or comma-separated; a JSON list of paths gives a list).",
+            show_default=False,
+        ),
+    ] = None,
     retries: Annotated[
-        int,
+        Optional[int],
         typer.Option(
             "--retries",
             min=0,
-            help="With --engine dask: run a row again up to this many times after a transient provider "
-            "error (rate limit, connection error, 5xx).",
+            help="Retries of a transient provider failure (rate limit, connection error, timeout, 5xx) per request, "
+            "with exponential backoff (default: STRUCKDOWN_MAX_RETRIES, else 3). With --engine dask also how many "
+            "times a row runs again after such a failure remains (default 2).",
+            show_default=False,
         ),
-    ] = 2,
+    ] = None,
+    provider_batch: Annotated[
+        bool,
+        typer.Option(
+            "--provider-batch",
+            help="Send the model requests through the provider's batch API (OpenAI, Anthropic, Google): about "
+            "half the price, results in minutes to a day. Rows advance slot by slot together; --resume "
+            "waits for batches already submitted. See docs/batch.md.",
+        ),
+    ] = False,
+    batch_wait: Annotated[
+        Optional[float],
+        typer.Option(
+            "--batch-wait",
+            min=0,
+            metavar="SECONDS",
+            help="With --provider-batch: the longest a queued request waits for others before its batch is "
+            "submitted (a batch also goes when full, or when every row waits for it). 0: no time limit. "
+            "Default: 30.",
+            show_default=False,
+        ),
+    ] = None,
+    batch_size: Annotated[
+        Optional[int],
+        typer.Option(
+            "--batch-size",
+            min=1,
+            help="With --provider-batch: the most requests in one batch (the provider's limit caps it). "
+            "Default: 1000.",
+            show_default=False,
+        ),
+    ] = None,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
+    prices: PricesOpt = None,
+    max_cost: Annotated[
+        Optional[float],
+        typer.Option(
+            "--max-cost", metavar="USD",
+            help="The whole batch's budget: once spent no new row starts (rows running finish); rows not run "
+            "are recorded as such and --resume runs them later.",
+            show_default=False,
+        ),
+    ] = None,
+    otel: OtelOpt = False,
+    head: Annotated[
+        Optional[int],
+        typer.Option("--head", min=1, metavar="N", help="Run only the first N rows, then project time, tokens and "
+                     "cost for all rows.", show_default=False),
+    ] = None,
+    compare: Annotated[
+        Optional[list[str]],
+        typer.Option("--compare", metavar="COLUMN[=SLOT]", help="Score the answers against a ground-truth column: "
+                     "accuracy, per-class precision/recall/F1, Cohen's kappa (needs struckdown[stats]; repeatable).",
+                     show_default=False),
+    ] = None,
+    max_tokens: MaxTokensOpt = None,
+    fallback: FallbackOpt = None,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -284,7 +521,7 @@ def batch(
                 template=template,
                 inputs=inputs,
                 output=output,
-                jobs=jobs,
+                jobs=jobs or ((batch_size or 1000) if provider_batch else 8),
                 max_requests=max_requests,
                 resume=resume,
                 model=model,
@@ -296,6 +533,20 @@ def batch(
                 address=address,
                 retries=retries,
                 workers=workers,
+                provider_batch=provider_batch,
+                batch_wait=batch_wait,
+                batch_size=batch_size,
+                mcp=mcp or (),
+                mcp_config=mcp_config,
+                approve=approve,
+                prices_file=prices,
+                max_cost=max_cost,
+                otel=otel,
+                file_columns=file_columns or (),
+                head=head,
+                compare=compare or (),
+                max_tokens=max_tokens,
+                fallback=tuple(fallback or ()),
             )
         )
     raise typer.Exit(code)
@@ -340,7 +591,13 @@ def cache_clear(directory: CacheDirOpt = None) -> None:
 
 
 # Editor support: each command's flags live in its own module (light to import).
-from . import lsp_cmd, preview  # noqa: E402
+# Commands of 0.x (SPEC §11), each in its own module.
+from . import chat_cmd, flat_cmd, graph_cmd, lsp_cmd, preview, selftest_cmd  # noqa: E402  # noqa: E402
+
+app.command("chat", epilog=EXIT_CODES)(chat_cmd.command)
+app.command("graph", epilog="Exit codes: 0 ok, 2 template error.")(graph_cmd.command)
+app.command("flat", epilog="Exit codes: 0 ok, 2 template error.")(flat_cmd.command)
+app.command("test", epilog="Exit codes: 0 the model answered, 1 it did not (the reason is printed).")(selftest_cmd.command)
 
 app.command("preview", epilog="Exit codes: 0 ok, 2 unreadable template.")(preview.command)
 app.command("lsp")(lsp_cmd.command)

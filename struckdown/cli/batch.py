@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import loading
+from . import batch_report, compare, loading
+from .attachments import file_row, files_base, split_columns
+from .costs import budget_options, cost_part, not_run, otel, row_usage
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
 from .journal import Journal, JournalIndex, JournalLock, JournalReader, content_hash, journal_path
 from .loading import load_program, load_tools
 from .model_notes import show_config_models
 from .progress import BatchProgress
+from .provider_batch import ProviderBatchJob, check_flags
 from .tables import InputRows, columns_of, json_line, output_format, warn_lone_surrogates, write_table
 from .text import visible
 
@@ -44,21 +47,43 @@ class BatchRequest:
     include_paths: Sequence[Path] = field(default_factory=tuple)
     engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
     address: str | None = None  # the Dask scheduler; None: a private local cluster
-    retries: int = 2  # Dask: runs of a row again after a transient provider error
     workers: int | None = None  # processes of a private local cluster (--workers); None: 1, or 2 with --engine dask
+    provider_batch: bool = False  # requests through the provider's batch API (cli/provider_batch.py)
+    batch_wait: float | None = None  # seconds a queued request waits for others (None: 30, 0: no timer)
+    batch_size: int | None = None  # requests per provider batch (None: 1,000)
+    mcp: Sequence[str] = ()  # --mcp servers
+    mcp_config: Path | None = None  # --mcp-config FILE
+    approve: str = "none"  # SPEC §12: all | none decides every tool call that needs approval
+    prices_file: Path | None = None  # --prices FILE
+    max_cost: float | None = None  # --max-cost USD: the whole batch's budget
+    otel: bool = False  # --otel
+    instrument: Any = None  # the tracer provider --otel made
+    file_columns: Sequence[str] = ()  # columns of paths sent as images or files (cli/attachments.py)
+    head: int | None = None  # only the first N rows, then a projection for all (batch_report)
+    compare: Sequence[str] = ()  # COLUMN[=SLOT]: score answers against ground truth (compare.py)
+    retries: int | None = None  # per request (SPEC §14); Dask: also runs of a row again (None: 2)
+    max_tokens: int | None = None
+    fallback: Sequence[str] = ()
     options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for every row's run
 
 
 def batch_command(request: BatchRequest) -> int:
+    from .approval_cmd import approve_flag
+
+    approve_flag(request.approve)  # all | none, before any row runs
+    check_flags(request.provider_batch, request.batch_wait, request.batch_size, request.engine)
     program = load_program(request.template, request.include_paths)
     if request.output is not None:
         output_format(request.output)
     elif request.resume:
         raise CliError("--resume needs -o OUTPUT: the journal lives beside the output file")
+    if request.otel and (request.engine != "local" or (request.workers or 1) > 1):
+        raise CliError("--otel is for this process's rows (the Dask workers export their own traces)")
     inputs = InputRows(request.inputs)
     lock = JournalLock(journal_path(request.output)) if request.output is not None else None
     try:
-        return BatchJob(request, program, inputs).run()
+        with otel(request.otel) as request.instrument:
+            return BatchRun(request, program, inputs).run()
     finally:
         inputs.close()
         if lock is not None:
@@ -84,24 +109,39 @@ def job_fingerprint(request: BatchRequest, program: Any) -> str:
         except OSError:
             tools = "unreadable"
     model_env = {k: os.environ.get(k) for k in ("STRUCKDOWN_MODEL", "DEFAULT_LLM", "LLM_API_BASE") if os.environ.get(k)}
-    return content_hash(
-        {"template": program.template.source, "includes": includes, "model": request.model or model_env, "tools": tools}
-    )
+    job = {"template": program.template.source, "includes": includes, "model": request.model or model_env, "tools": tools}
+    if request.mcp or request.mcp_config is not None:  # MCP servers decide answers too (no key: older journals match)
+        job["mcp"] = [*request.mcp, *_config_text(request.mcp_config)]
+    if request.approve == "all":  # allowed calls give other answers than denied ones
+        job["approve"] = "all"
+    return content_hash(job)
 
 
-class BatchJob:
+def _config_text(config: Path | None) -> list[str]:
+    if config is None:
+        return []
+    try:
+        return [content_hash(config.read_text(encoding="utf-8", errors="replace"))]
+    except OSError:
+        return ["unreadable"]
+
+
+class BatchRun:
     """One `sd batch`, in three passes over the inputs, none holding the rows:
 
     1. `scan`: read every row once before any model call (a broken input line is an
-       error before anything is paid), count them, note the input columns, and
-       decide from the journal which rows are done (`--resume`);
+       error before anything is paid), count them (`--head N`: only the first N are
+       the job's), note the input columns, and decide from the journal which rows
+       are done (`--resume`);
     2. `run`: read them again, lazily, as the batch takes them; each finished row
        goes to the journal (`finish`), the progress bar and the tallies at once;
     3. `assemble`: read them a third time and write the output in input order,
        each row with its journal line, read back by offset.
 
     Without `-o` there is no journal: rows go to stdout in input order as they
-    finish (`_InOrder`). Per-row state is a few bytes (hashes, flags, offsets).
+    finish (`_InOrder`). Per-row state is a few bytes (hashes, flags, offsets);
+    `--compare` keeps each row's compared cells (the column and the answer) and
+    `--provider-batch` each row's index, nothing more.
 
     To extend: an option that adds a keyword to every row's run goes into
     `BatchRequest.options` (see `run_options`); a change to a row before it runs
@@ -116,14 +156,22 @@ class BatchJob:
         self.console = make_console(sys.stderr)
         self.journal: Journal | None = None
         self.index = JournalIndex()
-        self.total = 0
+        self.total = 0  # the job's rows (with --head, at most N)
+        self.all_rows = 0  # the rows the inputs hold
         self.columns: dict[str, None] = {}  # input columns, first seen first
         self.hashes = bytearray()  # each row's input hash (8 bytes)
         self.skip = bytearray()  # 1: done in the journal (--resume)
         self.done_before = 0
         self.inflight: dict[int, tuple[int, dict[str, Any]]] = {}  # batch position -> (row index, row)
         self.tally = _Tally()
+        self.tally.keep_usages = request.head is not None
         self.stdout = _InOrder() if request.output is None else None
+        self.renames: dict[str, str] = {}  # answer key -> its column, where it clashes with an input column
+        self.file_columns = split_columns(request.file_columns)
+        self.file_base: Path | None = None
+        self.compared: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # --compare: index -> (cells, entry)
+        self.provider: ProviderBatchJob | None = None
+        self.comparisons: list[Any] = []
 
     # -- the passes -------------------------------------------------------------------
 
@@ -137,13 +185,21 @@ class BatchJob:
                     "pass --resume to continue it, or delete it to start over"
                 )
         self.scan()
+        self.check_columns()
         if request.output is not None:
             self._resume_note()
             self.journal = Journal(journal_path(request.output), fresh=not request.resume)
+        if request.provider_batch:
+            self.provider = ProviderBatchJob(
+                self.journal, _Pending(self.skip), _Hashes(self.hashes), self.fingerprint, self.console,
+                resume=request.resume, batch_size=request.batch_size, batch_wait=request.batch_wait,
+            )  # fmt: skip
         runner = self._runner()
         started = time.perf_counter()
         progress = BatchProgress(self.console, self.total, self.done_before)
         self.progress = progress
+        if self.provider is not None:
+            self.provider.progress = progress
         _freeze_start_up()
         try:
             with progress:
@@ -161,14 +217,20 @@ class BatchJob:
             self.assemble(request.output, self.journal.path)
             if not self.tally.failures and not request.keep_journal:
                 self.journal.path.unlink(missing_ok=True)
-        self.tally.summary(self.console, request, self.total, self.done_before, time.perf_counter() - started)
-        if self.tally.failed:
+        elapsed = time.perf_counter() - started
+        self.tally.summary(self.console, request, self.total, self.done_before, elapsed)
+        self.report(elapsed)
+        if self.tally.failed or self.tally.unrun:
             return EXIT_ERROR
         return EXIT_HALTED if self.tally.halted else EXIT_OK
 
     def scan(self) -> None:
         """Pass 1: every row read and checked once; hashes, columns, rows done."""
+        head = self.request.head
         for spec, number, row in self.inputs.numbered():
+            self.all_rows += 1
+            if head is not None and self.total >= head:
+                continue  # counted for the projection, not run
             index = self.total
             self.total += 1
             warn_lone_surrogates(spec, number, row, _warn)
@@ -179,11 +241,23 @@ class BatchJob:
             self.skip.append(reused)
             self.done_before += reused
 
+    def check_columns(self) -> None:
+        """After the scan, before any row runs: `--file-columns` and `--compare` name
+        columns the inputs have; answers never overwrite an input column."""
+        columns = list(self.columns)
+        request = self.request
+        self.file_base = files_base(columns, self.total, request.file_columns, request.inputs)
+        if request.compare:
+            self.comparisons = compare.comparisons(request.compare, self.program, columns)
+        self.renames = batch_report.answer_columns(columns, self.program.keys, _warn)
+
     def contexts(self) -> Iterator[dict[str, Any]]:
         """Pass 2: the rows still to run, read again as the batch takes them."""
         position = 0
         for index, row in enumerate(self.inputs):
-            if index >= self.total or self.skip[index]:
+            if index >= self.total:
+                break
+            if self.skip[index]:
                 continue
             if content_hash(row) != self.input_hash(index):
                 raise self._changed(index)
@@ -192,13 +266,17 @@ class BatchJob:
             yield self.prepare(row)
 
     def prepare(self, row: dict[str, Any]) -> dict[str, Any]:
-        """The context a row runs with (the row itself)."""
-        return row
+        """The context a row runs with: the row, its `--file-columns` paths read as files."""
+        if self.file_base is None:
+            return row
+        return file_row(row, self.file_columns, self.file_base)
 
     def finish(self, position: int, outcome: Any) -> None:
         """A row finished: journal it, count it, show it."""
         index, row = self.inflight.pop(position)
         entry = journal_entry(index, outcome, self.input_hash(index), self.fingerprint)
+        if self.provider is not None:
+            self.provider.annotate(position, entry)
         if self.journal is not None:
             try:
                 offset = self.journal.record(entry)
@@ -208,9 +286,12 @@ class BatchJob:
         self.tally.add(entry)
         if self.tally.rows % GC_EVERY_ROWS == 0:
             gc.collect()
+        if not isinstance(outcome, BaseException):
+            self.progress.truncated += sum(1 for slot in outcome.results.values() if slot.truncated)
         self.progress.advance(entry["ok"])
         if self.stdout is not None:
-            self.stdout.offer(index, output_row(row, entry))
+            self.compare_cells(index, row, entry)
+            self.stdout.offer(index, output_row(row, entry, self.renames))
 
     def assemble(self, output: Path, journal: Path) -> None:
         """Pass 3: the output in input order, each row beside its journal line."""
@@ -218,18 +299,44 @@ class BatchJob:
 
         def rows() -> Iterator[dict[str, Any]]:
             for index, row in enumerate(self.inputs):
-                offset = self.index.offset(index) if index < self.total else -1
+                if index >= self.total:
+                    break
+                offset = self.index.offset(index)
                 if offset < 0:
                     raise self._changed(index)
                 entry = reader.entry(offset)
                 if entry.get("input_hash") != content_hash(row):
                     raise self._changed(index)
-                yield output_row(row, entry)
+                self.compare_cells(index, row, entry)
+                yield output_row(row, entry, self.renames)
 
         try:
             write_table(output, rows(), self.output_columns())
         finally:
             reader.close()
+
+    def compare_cells(self, index: int, row: dict[str, Any], entry: dict[str, Any]) -> None:
+        """`--compare`: keep the row's compared column and answer (every row's: the scores need them all)."""
+        if not self.comparisons:
+            return
+        cells = {c.column: row.get(c.column) for c in self.comparisons}
+        answers = {c.slot: entry.get("answers", {}).get(c.slot) for c in self.comparisons}
+        self.compared[index] = (cells, {"ok": entry.get("ok"), "answers": answers})
+
+    def report(self, elapsed: float) -> None:
+        """After the summary line: provider batches, `--head`'s projection, `--compare`'s scores."""
+        console, request = self.console, self.request
+        if self.provider is not None:
+            console.file.write(self.provider.summary() + "\n")
+        if request.head is not None:
+            projected = batch_report.projection(self.tally.usages, elapsed, self.all_rows, request.jobs)
+            if projected:
+                console.file.write(projected + "\n")
+        if request.compare:
+            ordered = [self.compared[i] for i in sorted(self.compared)]
+            rows, entries = [cells for cells, _ in ordered], [entry for _, entry in ordered]
+            console.file.write(compare.compare_report(request.compare, self.program, rows, entries, list(self.columns)) + "\n")
+        console.file.flush()
 
     # -- pieces -----------------------------------------------------------------------
 
@@ -242,7 +349,7 @@ class BatchJob:
         answered = {**self.index.answer_keys, **self.tally.answer_keys}
         ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
         columns = list(self.columns)
-        columns += [k for k in ranked if k not in self.columns]
+        columns += [c for c in (self.renames.get(k, k) for k in ranked) if c not in self.columns]
         if self.tally.failures:
             columns.append("_error")
         return columns
@@ -264,7 +371,8 @@ class BatchJob:
             return
         ok_lines = sum(flag & 1 for flag in index.flags)
         stale = ok_lines - self.done_before
-        failed = index.lines - ok_lines
+        waiting = sum(1 for flag in index.flags if flag & 4)
+        failed = index.lines - ok_lines - waiting
         note = f"resuming {path}: {self.done_before} of {self.total} rows done"
         if failed:
             note += f", {failed} failed rows run again"
@@ -281,8 +389,13 @@ class BatchJob:
             "cache": request.cache,
             "on_halt": "return",
             "max_requests": request.max_requests or 2 * request.jobs,
+            "approve": request.approve == "all",
             **request.options,
         }
+
+    def progress_event(self, event: Any) -> None:
+        """A retry or a fallback in some row (`on_retry`): the progress bar counts it."""
+        self.progress.resilience_event(event)
 
     def _runner(self) -> Any:
         workers = self.request.workers
@@ -317,17 +430,31 @@ def _model(name: str | None, program: Any) -> Any:
     return default_environment().resolve_model(model)
 
 
-def _local_runner(job: BatchJob, request: BatchRequest, program: Any) -> Any:
+def _local_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
     """The rows run on this process's event loop."""
+    from .run_cmd import resilience_options
+
     tools = load_tools(request.tools_file)
+    mcp = loading.load_mcp(request.mcp, request.mcp_config)
     model = _model(request.model, program)
+    provider = job.provider
+    if provider is not None and program.slots():
+        provider.batch.wrap(model)  # a model without a batch API: one error, before any row
+    options = {
+        **job.run_options(),
+        "mcp": mcp,
+        **budget_options(request.prices_file, request.max_cost, request.instrument),
+        "on_retry": job.progress_event,
+        **resilience_options(request.retries, request.max_tokens, request.fallback),
+    }
 
     async def run(contexts: Iterator[dict[str, Any]]) -> None:
         from .. import api
 
         batch = api.complete_batch_iter_async(
-            program, contexts, concurrency=request.jobs, model=model, tools=tools, **job.run_options()
-        )
+            program, contexts, concurrency=request.jobs, model=model, tools=tools,
+            provider_batch=provider.batch if provider is not None else None, **options,
+        )  # fmt: skip
         async with aclosing(batch):
             async for position, outcome in batch:
                 job.finish(position, outcome)
@@ -335,7 +462,7 @@ def _local_runner(job: BatchJob, request: BatchRequest, program: Any) -> Any:
     return run
 
 
-def _dask_runner(job: BatchJob, request: BatchRequest, program: Any) -> Any:
+def _dask_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
     """`--workers N` or `--engine dask`: the rows run on a Dask cluster (struckdown.distributed):
     N worker processes of a private cluster on 127.0.0.1, or the scheduler at --address.
 
@@ -351,6 +478,16 @@ def _dask_runner(job: BatchJob, request: BatchRequest, program: Any) -> Any:
         flag = "--workers" if request.engine == "local" else "--engine dask"
         raise CliError(f"{flag}: {exc}") from None
     kwargs: dict[str, Any] = {"model": request.model, "tools": _dask_tools(request.tools_file)}
+    mcp = loading.load_mcp(request.mcp, request.mcp_config)
+    if mcp is not None:
+        kwargs["mcp"] = mcp
+    kwargs.update(budget_options(request.prices_file, request.max_cost, None))
+    if request.retries is not None:  # per request on the workers too (and row re-runs, in the executor)
+        kwargs["retries"] = request.retries
+    if request.fallback:
+        raise CliError("--fallback is not available with --workers or --engine dask: the workers use their own model only")
+    if request.max_tokens is not None:
+        kwargs["settings"] = {"max_tokens": request.max_tokens}
     options = job.run_options()
     try:
         from ..distributed import ship_kwargs
@@ -365,8 +502,9 @@ def _dask_runner(job: BatchJob, request: BatchRequest, program: Any) -> Any:
     async def run(contexts: Iterator[dict[str, Any]]) -> None:
         from .. import api
 
+        row_retries = 2 if request.retries is None else request.retries
         executor = DaskExecutor(
-            request.address, max_in_flight=request.jobs, retries=request.retries, n_workers=workers,
+            request.address, max_in_flight=request.jobs, retries=row_retries, n_workers=workers,
             keep_messages=False,  # the journal keeps answers and usage, not conversations
         )  # fmt: skip
         async with executor:
@@ -414,29 +552,37 @@ def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str)
     """One journal line for a finished row (a Result, or the exception it failed with)."""
     entry: dict[str, Any] = {"index": index, "ok": False, "answers": {}, "error": None, "usage": {}, "halted": None}
     if isinstance(outcome, BaseException):
-        entry["error"] = describe(outcome)
+        entry.update(error=describe(outcome), usage=row_usage(outcome))  # a failed row's requests count too
+        if not_run(outcome):
+            entry["not_run"] = True  # the batch budget kept it from starting: --resume runs it
     else:
         halted = outcome.halted
-        entry.update(answers=outcome.to_dict(), usage=outcome.usage.to_dict(), ok=halted is None)
+        usage = outcome.usage.to_dict()
+        if getattr(outcome.usage, "cost", None) is not None:  # what --head projects (prices known)
+            usage.setdefault("cost", outcome.usage.cost)
+        entry.update(answers=outcome.to_dict(), usage=usage, ok=halted is None)
         if halted is not None:
             entry.update(error=describe(halted), halted={"slot": halted.slot, "reason": halted.reason})
     entry.update(input_hash=input_hash, template_hash=template_hash)
     return entry
 
 
-def output_row(row: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    out = {**row, **entry["answers"]}
+def output_row(row: dict[str, Any], entry: dict[str, Any], renames: dict[str, str] | None = None) -> dict[str, Any]:
+    out = {**row, **batch_report.renamed(entry["answers"], renames or {})}
     if not entry["ok"]:
         out["_error"] = entry["error"]
     return out
 
 
-def output_columns(rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str]) -> list[str]:
-    """Input columns, then answers in template order, then `_error` if a row failed."""
+def output_columns(
+    rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str], renames: dict[str, str] | None = None
+) -> list[str]:
+    """Input columns, then answers in template order, then `_error` if a row failed
+    (for rows in memory: the playground's batch; `sd batch` counts them as it goes)."""
     columns = columns_of(rows)
     answered = columns_of(e["answers"] for e in entries)
     ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
-    columns += [k for k in ranked if k not in columns]
+    columns += [c for c in ((renames or {}).get(k, k) for k in ranked) if c not in columns]
     if any(not e["ok"] for e in entries):
         columns.append("_error")
     return columns
@@ -500,8 +646,13 @@ class _Tally:
         self.failed = 0
         self.halted = 0
         self.failures = 0
+        self.unrun = 0  # rows the batch budget kept from starting
         self.requests = 0
         self.tokens = 0
+        self.cost = 0.0
+        self.priced = True  # every row that made a request has a cost
+        self.usages: list[dict[str, Any]] = []  # --head: the rows' usage, for the projection (at most N)
+        self.keep_usages = False
         self.answer_keys: dict[str, None] = {}
         self.first_failures: list[tuple[int, str]] = []  # a max-heap by -index of the first ones
 
@@ -510,11 +661,21 @@ class _Tally:
 
         self.rows += 1
         self.answer_keys.update(dict.fromkeys(entry["answers"]))
-        self.requests += entry["usage"].get("requests", 0)
-        self.tokens += entry["usage"].get("total_tokens", 0)
+        usage = entry["usage"]
+        self.requests += usage.get("requests", 0)
+        self.tokens += usage.get("total_tokens", 0)
+        if usage.get("cost") is not None:
+            self.cost += float(usage["cost"])
+        elif usage.get("requests"):
+            self.priced = False
+        if self.keep_usages:
+            self.usages.append({"usage": usage})
         if entry["ok"]:
             return
         self.failures += 1
+        if entry.get("not_run"):
+            self.unrun += 1
+            return
         if entry.get("halted"):
             self.halted += 1
         else:
@@ -526,20 +687,64 @@ class _Tally:
             heapq.heapreplace(self.first_failures, item)
 
     def summary(self, console: Any, request: BatchRequest, total: int, earlier: int, elapsed: float) -> None:
-        ok = total - self.failed - self.halted
+        ok = total - self.failed - self.halted - self.unrun
         target = f" → {request.output}" if request.output is not None else ""
         parts = [f"{ok} ok"]
         if self.failed:
             parts.append(f"{self.failed} failed")
         if self.halted:
             parts.append(f"{self.halted} halted")
+        if self.unrun:
+            parts.append(f"{self.unrun} not run (budget spent; --resume runs them)")
         line = f"batch: {total} row{'s' if total != 1 else ''}{target}: {', '.join(parts)}"
         if earlier:
             line += f" ({earlier} done earlier, from the journal)"
-        line += f" · {self.requests} requests · {self.tokens:,} tokens · {elapsed:.2f} s"
+        line += f" · {self.requests} requests · {self.tokens:,} tokens"
+        cost = cost_part({"cost": self.cost}) if self.priced and self.requests else None
+        line += f" · {cost}" if cost is not None else ""
+        line += f" · {elapsed:.2f} s"
         for index, error in sorted((-i, e) for i, e in self.first_failures):
             console.file.write(f"row {index}: {visible(error)}\n")
         if self.failures > SHOWN_FAILURES:
             console.file.write(f"… and {self.failures - SHOWN_FAILURES} more failed rows (see the _error column)\n")
         console.file.write(line + "\n")
         console.file.flush()
+
+
+class _Pending(Sequence[int]):
+    """The row indexes this run runs, by batch position (the rows not done): what
+    `ProviderBatchJob` maps positions with. Built on first use, 8 bytes a row."""
+
+    def __init__(self, skip: bytearray) -> None:
+        self.skip = skip
+        self._indexes: Any = None
+
+    def _built(self) -> Any:
+        if self._indexes is None:
+            from array import array
+
+            self._indexes = array("q", (i for i, done in enumerate(self.skip) if not done))
+        return self._indexes
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __getitem__(self, position: Any) -> Any:
+        return self._built()[position]
+
+
+class _Hashes(Sequence[str]):
+    """Each row's input hash, read from the run's packed bytes."""
+
+    def __init__(self, packed: bytearray) -> None:
+        self.packed = packed
+
+    def __len__(self) -> int:
+        return len(self.packed) // 8
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.packed[8 * index : 8 * index + 8].hex()

@@ -7,7 +7,6 @@ given), guards with nothing to judge or placed after what they should judge,
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,21 +17,24 @@ from .errors import EXIT_ERROR, EXIT_OK
 from .io import load_context, read_template
 from .loading import load_tools
 
-# Names Jinja itself provides to every template.
-JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop"})
-
 
 @dataclass(frozen=True)
 class Diagnostic:
     path: str
     line: int
     column: int
-    severity: str  # "error" | "warning"
+    severity: str  # "error" | "warning" | "note" (a note is information, never a problem)
     message: str
     hint: str | None = None
+    source_line: str = ""  # the template line it points at, shown with a caret under the column
 
     def format(self) -> str:
+        from .text import visible
+
         text = f"{self.path}:{self.line}:{self.column}: {self.severity}: {self.message}"
+        if self.source_line.strip():
+            shown = visible(self.source_line.expandtabs(1))
+            text += f"\n    {shown}\n    {' ' * (max(self.column, 1) - 1)}^"
         return text + (f"\n    hint: {self.hint}" if self.hint else "")
 
 
@@ -52,9 +54,9 @@ def check_command(
     for diagnostic in diagnostics:
         sys.stdout.write(diagnostic.format() + "\n")
     errors = sum(d.severity == "error" for d in diagnostics)
-    warnings = len(diagnostics) - errors
+    warnings = sum(d.severity == "warning" for d in diagnostics)
     what = f"{len(templates)} template{'s' if len(templates) != 1 else ''}"
-    if diagnostics:
+    if errors or warnings:
         sys.stderr.write(f"{_count(errors, 'error')}, {_count(warnings, 'warning')} in {what}\n")
     else:
         sys.stderr.write(f"{what} checked: no problems found\n")
@@ -90,10 +92,12 @@ def check_source(
         program = default_environment().parse(text, template_path=path, include_paths=include_paths)
     except TemplateSyntaxError as exc:
         where = exc.filename if exc.filename and Path(exc.filename).resolve() != path.resolve() else str(path)
-        return [Diagnostic(where, exc.line, exc.column, "error", exc.message, exc.hint)]
-    linter = _Linter(str(path), program)
+        return [Diagnostic(where, exc.line, exc.column, "error", exc.message, exc.hint, exc.source_line)]
+    linter = _Linter(str(path), program, text)
     if context_names is not None:
         linter.undefined_variables(context_names)
+    else:
+        linter.expected_variables()
     for segment in program.segments:
         linter.guard_placement(segment.nodes)
     linter.slot_options(tools_given)
@@ -101,41 +105,40 @@ def check_source(
 
 
 class _Linter:
-    def __init__(self, path: str, program: Any) -> None:
+    def __init__(self, path: str, program: Any, text: str) -> None:
         self.path = path
         self.program = program
         self.found: list[Diagnostic] = []
+        self._lines: dict[str, list[str]] = {path: text.splitlines()}
 
     def add(self, pos: Any, severity: str, message: str, hint: str | None = None) -> None:
-        self.found.append(Diagnostic(pos.filename or self.path, pos.line, pos.column, severity, message, hint))
+        where = pos.filename or self.path
+        self.found.append(Diagnostic(where, pos.line, pos.column, severity, message, hint, self._line(where, pos.line)))
+
+    def _line(self, path: str, line: int) -> str:
+        if path not in self._lines:  # an included file
+            try:
+                self._lines[path] = Path(path).read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                self._lines[path] = []
+        lines = self._lines[path]
+        return lines[line - 1] if 0 < line <= len(lines) else ""
 
     # -- variables ---------------------------------------------------------------
     def undefined_variables(self, context_names: set[str]) -> None:
-        from ..plan import node_reads
-        from ..syntax.nodes import Action, Slot, Text, walk
+        from ..variables import missing
 
-        defined = set(context_names) | JINJA_GLOBALS
-        answered_at = {
-            n.key: n.pos.line
-            for seg in self.program.segments
-            for n in walk(seg.nodes)
-            if isinstance(n, (Slot, Action)) and n.key is not None
-        }
-        reported: set[str] = set()
-        for segment in self.program.segments:
-            for node in walk(segment.nodes):
-                for name in sorted(node_reads(node, self.program.environment.renderer) - defined - reported):
-                    reported.add(name)
-                    later = answered_at.get(name)
-                    hint = (
-                        f"{name!r} is answered later (line {later}); a template can only read earlier answers"
-                        if later is not None
-                        else "add it to the context file or pass -c " + f"{name}=…"
-                    )
-                    pos = _locate(node.source, node.pos, name) if isinstance(node, Text) else node.pos
-                    self.add(pos, "error", f"undefined variable {name!r}: not in the context and not answered before", hint)
-                if isinstance(node, (Slot, Action)) and node.key is not None:
-                    defined.add(node.key)
+        for read in missing(self.program, context_names):
+            message = f"undefined variable {read.name!r}: not in the context and not answered before"
+            self.add(read.pos, "error", message, read.hint())
+
+    def expected_variables(self) -> None:
+        """Without a context: the names the context must provide, as notes."""
+        from ..variables import expected
+
+        for read in expected(self.program):
+            hint = read.hint() if read.answered_at is not None else None
+            self.add(read.pos, "note", f"expects {read.name!r} from the context", hint)
 
     # -- guards ----------------------------------------------------------------
     Placement = tuple[bool, "str | None"]  # (text since the last slot?, the slot right before)
@@ -209,23 +212,3 @@ class _Linter:
                             f"slot {slot.key!r} asks for {option}={asked} above the default ceiling {used}; "
                             f"{used} will be used",
                         )
-
-
-_JINJA_BLOCK = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
-
-
-def _locate(source: str, pos: Any, name: str) -> Any:
-    """The position of the first Jinja expression in `source` that mentions `name`."""
-    from ..syntax.nodes import Pos
-
-    offset = 0
-    for block in _JINJA_BLOCK.finditer(source):
-        found = re.search(rf"\b{re.escape(name)}\b", block.group(0))
-        if found:
-            offset = block.start() + found.start()
-            break
-    before = source[:offset]
-    newlines = before.count("\n")
-    if newlines == 0:
-        return Pos(pos.line, pos.column + offset, pos.filename)
-    return Pos(pos.line + newlines, offset - before.rfind("\n"), pos.filename)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.spinner import Spinner
 from rich.text import Text
 
+from .attachments import attachment_lines
 from .text import visible
 
 TAIL_LINES = 6
@@ -58,6 +60,11 @@ def stats_line(result: Any, elapsed_s: float) -> str:
     if usage.tool_calls:
         parts.append(f"{usage.tool_calls} tool call{'s' if usage.tool_calls != 1 else ''}")
     parts.append(f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)")
+    from .costs import cost_part
+
+    cost = cost_part(usage)
+    if cost is not None:
+        parts.append(cost)
     parts.append(f"{elapsed_s:.2f} s")
     return " · ".join(parts)
 
@@ -65,13 +72,28 @@ def stats_line(result: Any, elapsed_s: float) -> str:
 class RunDisplay:
     """Feed it every event of a run (`handle`), then `summary` the Result."""
 
-    def __init__(self, console: Console, guards: Mapping[str, bool], order: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        console: Console,
+        guards: Mapping[str, bool],
+        order: Sequence[str] = (),
+        settles: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
         self.console = console
         self.live_mode = console.is_terminal
         self.guards = guards  # guard key → its `when` value
-        self.rank = {key: i for i, key in enumerate(order)}  # template order of the answers
+        # Answers are shown in template order: one that finishes early waits until every
+        # answer above it is shown or will never come (`settles`: the keys a key's
+        # completion proves finished or skipped, see `answer_order`).
+        self.order = tuple(order)
+        self.rank = {key: i for i, key in enumerate(order)}
+        self.settles = settles or {}
+        self.resolved: set[str] = set()  # keys that finished (or were skipped): nothing more comes
+        self.shown: set[str] = set()  # keys whose answer (or verdict) has been shown, or never will be
+        self.frontier = 0  # every key ranked below it is shown
+        self.stop_rank: int | None = None  # a guard tripped here: nothing ranked after it is shown live
         self.verdicts: set[str] = set()  # guards whose verdict has been shown
-        self.held_answers: list[Any] = []  # SlotCompleted events waiting for a guard above them
+        self.held_answers: dict[str, Any] = {}  # SlotCompleted events waiting for the answers above them
         self.streams: dict[str, str] = {}  # slot → text streamed so far, while it streams
         self.running: dict[str, list[str]] = {}  # slot → tools it is running now
         self.answers = 0
@@ -81,6 +103,7 @@ class RunDisplay:
         self.midline = False
         self._live: Any = None
         self._spinners: dict[str, Spinner] = {}  # kept, so they animate
+        self.attached: set[str] = set()  # images and files already named as sent
 
     # -- lifecycle -------------------------------------------------------------
     def __enter__(self) -> RunDisplay:
@@ -98,6 +121,18 @@ class RunDisplay:
         if self.owner is not None:  # the run ended mid-answer (an error)
             self.streams.clear()
             self._finish_owner()
+
+    @contextmanager
+    def suspended(self) -> Iterator[None]:
+        """The live region steps aside while a person is asked something (SPEC §12)."""
+        live = self._live
+        if live is not None:
+            live.stop()
+        try:
+            yield
+        finally:
+            if live is not None and self._live is live:
+                live.start()
 
     def __rich__(self) -> RenderableType:
         """The live region; called from rich's refresh thread, so it reads snapshots."""
@@ -160,44 +195,56 @@ class RunDisplay:
 
     def _on_slot_completed(self, event: Any) -> None:
         slot = event.slot
+        for line in attachment_lines(slot, event.result.messages, self.attached):  # images and files sent
+            self._line(Text(visible(line), style="dim"))
         self.streams.pop(slot, None)
         self.running.pop(slot, None)
+        self.resolved.add(slot)
+        for earlier in self.settles.get(slot, ()):
+            self.resolved.add(earlier)
+            if earlier not in self.held_answers:
+                self.shown.add(earlier)  # finished and shown, or skipped: nothing to wait for
         if event.result.type == "halt":
             self.answers += 1
             self.verdicts.add(slot)
+            self.shown.add(slot)
             self._line(self._verdict(slot, event.result.output))
-            if not self._tripped(slot, event.result.output):
-                self._release()
+            if self._tripped(slot, event.result.output):
+                # an answer beside a guard that trips is never shown (SPEC §4)
+                self.stop_rank = min(self.stop_rank or len(self.order), self.rank.get(slot, len(self.order)))
+            self._release()
             return
-        if self._waits_for_a_guard(slot):
-            # computed beside a guard above it: shown only once that guard has passed
-            # (an answer beside a guard that trips is never shown, SPEC §4)
-            self.held_answers.append(event)
-            return
-        self.answers += 1
-        if self.owner == slot:
+        if self.owner == slot:  # its tokens are on the screen already
+            self.answers += 1
+            self.shown.add(slot)
             self._finish_owner()
+            self._truncation_note(event)
+            self._release()
             return
-        self._show_answer(event)
-
-    def _waits_for_a_guard(self, slot: str) -> bool:
-        position = self.rank.get(slot)
-        if position is None:
-            return False
-        return any(g not in self.verdicts and self.rank.get(g, position) < position for g in self.guards)
+        if slot not in self.rank:
+            self.answers += 1
+            self.shown.add(slot)
+            self._show_answer(event)
+            return
+        self.held_answers[slot] = event
+        self._release()
 
     def _tripped(self, slot: str, output: Any) -> bool:
         verdict = output if isinstance(output, Mapping) else {}
         return bool(verdict.get("triggered")) == self.guards.get(slot, True)
 
     def _release(self) -> None:
-        waiting, self.held_answers = self.held_answers, []
-        for event in waiting:
-            if self._waits_for_a_guard(event.slot):
-                self.held_answers.append(event)
-            else:
+        """Show the held answers whose turn has come, in template order."""
+        order, stop = self.order, self.stop_rank if self.stop_rank is not None else len(self.order)
+        while self.frontier < min(len(order), stop):
+            key = order[self.frontier]
+            if key in self.held_answers:
                 self.answers += 1
-                self._show_answer(event)
+                self.shown.add(key)
+                self._show_answer(self.held_answers.pop(key))
+            elif key not in self.shown:
+                return  # still running (or not reached yet)
+            self.frontier += 1
 
     def _show_answer(self, event: Any) -> None:
         slot = event.slot
@@ -207,16 +254,51 @@ class RunDisplay:
             head.append(f"  {event.result.type} · {event.elapsed_ms / 1000:.2f} s", style="dim")
             if event.was_cached:
                 head.append(" · cached", style="dim")
+            if getattr(event, "truncated", False):
+                head.append(" · truncated", style="yellow")
             body = Text("\n".join("  " + line for line in (value.splitlines() or [""])))
             self._line(Group(head, body))
         else:  # (a slot that streamed while another one was writing shows up here, whole)
             self._line(Text(f"{slot}: {value}"))
+            self._truncation_note(event)
+
+    def _on_slot_retry(self, event: Any) -> None:
+        """SPEC §14: a transient provider failure, sent again after a wait."""
+        line = Text(f"{event.slot}: retry {event.attempt} in {event.delay_s:.1f} s", style="yellow")
+        line.append(f" — {visible(str(event.error))}", style="dim")
+        self._line(line)
+
+    def _on_slot_fallback(self, event: Any) -> None:
+        """SPEC §14: the slot starts again on its next model."""
+        line = Text(
+            f"{event.slot}: falling back from {visible(event.from_model)} to {visible(event.to_model)}", style="yellow"
+        )
+        line.append(f" — {visible(str(event.reason))}", style="dim")
+        self._line(line)
+
+    def _truncation_note(self, event: Any) -> None:
+        if getattr(event, "truncated", False):
+            self._line(Text(f"{event.slot}: cut off at the output token limit (raise max_tokens= or --max-tokens)",
+                            style="yellow"))  # fmt: skip
+
+    def _on_approval_requested(self, event: Any) -> None:
+        label = call_label(event.tool_name, event.arguments)
+        self._line(Text(f"[{event.slot}] {event.request_id}: {label} needs approval", style="yellow"))
+
+    def _on_approval_decided(self, event: Any) -> None:
+        line = Text(f"[{event.slot}] {event.request_id}: ", style="yellow")
+        if event.approved:
+            line.append("allowed", style="green")
+        else:
+            line.append(f"denied ({visible(str(event.message))})", style="red")
+        self._line(line)
 
     def _on_slot_retracted(self, event: Any) -> None:
         self.streams.pop(event.slot, None)
         if self.owner == event.slot:
             self._finish_owner()
-        self._line(Text(f"{event.slot}: retracted ({visible(str(event.reason))})", style="red"))
+        style = "yellow" if event.reason in ("retry", "fallback") else "red"  # SPEC §14: the slot starts again
+        self._line(Text(f"{event.slot}: retracted ({visible(str(event.reason))})", style=style))
 
     def _verdict(self, slot: str, output: Any) -> Text:
         verdict = output if isinstance(output, Mapping) else {}
@@ -230,12 +312,13 @@ class RunDisplay:
 
     # -- output ----------------------------------------------------------------
     def summary(self, result: Any, elapsed_s: float) -> None:
-        # answers still held (their guard's branch never ran): shown if the run delivered them
-        for event in self.held_answers:
-            if event.slot in result.results:
+        # answers still held (something above them never ran): shown, in template order,
+        # if the run delivered them
+        for key in sorted(self.held_answers, key=lambda k: self.rank.get(k, len(self.order))):
+            if key in result.results:
                 self.answers += 1
-                self._show_answer(event)
-        self.held_answers = []
+                self._show_answer(self.held_answers[key])
+        self.held_answers = {}
         stats = stats_line(result, elapsed_s)
         if result.halted is not None:
             line = Text(f"halted by guard {result.halted.slot!r}", style="bold red")
@@ -243,6 +326,10 @@ class RunDisplay:
                 line.append(f": {visible(str(result.halted.reason))}")
             self._line(line)
             self._line(Text(stats, style="dim"))
+        elif getattr(result, "paused", None) is not None:
+            count = len(result.paused.requests)
+            waits = "call awaits" if count == 1 else "calls await"
+            self._line(Text(f"paused: {count} {waits} approval · {stats}", style="yellow"))
         else:
             self._line(Text(f"done · {stats}", style="dim"))
 
@@ -277,3 +364,37 @@ class RunDisplay:
         self.console.file.write(visible(text))
         self.console.file.flush()
         self.midline = not text.endswith("\n")
+
+
+def answer_order(program: Any) -> dict[str, frozenset[str]]:
+    """For each answer key, the earlier keys its completion settles: those before it in
+    its own segment (slots of a segment run one after another, so they finished or were
+    skipped), except the other members of its `<together>` block and guards (which run
+    beside the slots after them and settle only with their own verdict)."""
+    from ..syntax.nodes import Action, If, Slot, Together, walk
+
+    settles: dict[str, frozenset[str]] = {}
+    for segment in program.segments:
+        seen: list[str] = []
+
+        def visit(nodes: Sequence[Any], seen: list[str] = seen) -> None:
+            for node in nodes:
+                if isinstance(node, Together):
+                    members = [n.key for n in walk(node.body) if isinstance(n, (Slot, Action)) and n.key is not None]
+                    before = frozenset(seen)
+                    settles.update({key: before for key in members})
+                    seen.extend(k for k in members if not _is_guard(program, k))
+                elif isinstance(node, If):
+                    for branch in node.branches:
+                        visit(branch.body)
+                elif isinstance(node, (Slot, Action)) and node.key is not None:
+                    settles[node.key] = frozenset(seen)
+                    if not _is_guard(program, node.key):
+                        seen.append(node.key)
+
+        visit(segment.nodes)
+    return settles
+
+
+def _is_guard(program: Any, key: str) -> bool:
+    return key in program.guards

@@ -7,13 +7,14 @@ traceback: the message goes to stderr and the exception picks the exit code.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # model or runtime error (also: `sd check` found errors, a batch row failed)
 EXIT_TEMPLATE = 2  # the template, a context/input/tools file or the command line is wrong
 EXIT_HALTED = 3  # a guard stopped the run
+EXIT_PAUSED = 4  # tool calls await approval (`--pause-to FILE` wrote the run's state)
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 
@@ -38,10 +39,12 @@ def describe(exc: BaseException) -> str:
     exc = unwrap(exc)
     if isinstance(exc, CliError):
         return exc.message
-    from ..errors import StruckdownError
+    from ..errors import ConfigurationError, StruckdownError, TemplateSyntaxError
 
-    if isinstance(exc, StruckdownError):
-        message = str(exc)
+    if isinstance(exc, (TemplateSyntaxError, ConfigurationError)):
+        message = str(exc)  # positioned, with its source line and hint; or what to set
+    elif isinstance(exc, StruckdownError):
+        message = f"{type(exc).__name__}: {exc}"  # the class says what kind of failure it was
     else:
         text = str(exc).strip()
         message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -59,12 +62,16 @@ def exit_code(exc: BaseException) -> int:
         return exc.code
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
-    from ..errors import Halted, TemplateSyntaxError
+    from ..errors import Halted, TemplateSyntaxError, UndefinedVariableError
 
-    if isinstance(exc, TemplateSyntaxError):
+    if isinstance(exc, (TemplateSyntaxError, UndefinedVariableError)):
         return EXIT_TEMPLATE
     if isinstance(exc, Halted):
         return EXIT_HALTED
+    from ..errors import Paused
+
+    if isinstance(exc, Paused):
+        return EXIT_PAUSED
     return EXIT_ERROR
 
 
@@ -73,6 +80,51 @@ def print_error(message: str) -> None:
 
     sys.stderr.write(f"error: {visible(message)}\n")
     sys.stderr.flush()
+
+
+@contextmanager
+def interrupts_end_the_process(note: Callable[[], str] = lambda: "interrupted") -> Iterator[None]:
+    """Inside a running event loop: the first Ctrl-C ends the process at once (exit 130,
+    the note on stderr, no traceback). A cancelled run would otherwise wait for a blocking
+    sync tool's thread, so a second Ctrl-C was needed and the tool's side effect happened
+    after the user was told the run stopped. Everything a run keeps is crash-safe (the
+    batch journal is append-only, its lock a kernel flock), so ending at once loses
+    nothing a crash would not.
+
+    The handler goes through the loop (`add_signal_handler`): the signal may be delivered
+    to a tool's thread, and only the loop's wake-up pipe then wakes the main thread.
+    Outside the main thread, or with SIGINT ignored (a background job), it does nothing."""
+    import asyncio
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    loop.add_signal_handler(signal.SIGINT, _end_now, note)  # wakes an idle loop (the wake-up pipe)
+    # ... and a plain handler over it, so a loop busy rendering a heavy template ends too
+    # (the wake-up pipe stays set: an idle loop still wakes, then this handler runs)
+    signal.signal(signal.SIGINT, lambda signum, frame: _end_now(note))
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
+
+
+def _end_now(note: Callable[[], str]) -> None:
+    import os
+
+    try:
+        if sys.stdout.isatty():
+            sys.stdout.write("\x1b[?25h\n")  # a live display hid the cursor: give it back
+        sys.stdout.flush()
+        sys.stderr.write(f"{note()}\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(EXIT_INTERRUPTED)
 
 
 @contextmanager

@@ -51,6 +51,12 @@ class PlanTree:
 
         self.program = program
         self.tools = [describe_tool(t) for t in tools]
+        self.needs_approval: set[str] = set()  # the host's marks (SPEC §12)
+        if tools:
+            from ..run.approval import host_needs_approval
+            from ..run.tools import tool_name
+
+            self.needs_approval = {tool_name(t) for t in tools if host_needs_approval(t)}
         self.ceiling = Limits.of(program.environment.limits)
         self._parent: Tree = Tree("")
         self._in_together = False
@@ -85,6 +91,8 @@ class PlanTree:
             line.append(f"{summary}")
             if readonly:
                 line.append("  @readonly", style="green")
+            if name in self.needs_approval:
+                line.append("  @needs_approval", style="yellow")
             branch.add(line)
 
     # -- nodes: one method per node class ---------------------------------------
@@ -152,8 +160,25 @@ class PlanTree:
                 node.add(f"{family}: " + ", ".join(f"{k}={option_value(v)}" for k, v in items.items()))
         if plan.dynamic:
             node.add(Text("{{ … }} option values are rendered when the slot runs", style="dim"))
+        self._resilience(node, slot, plan)
         if plan.use_tools or "max_iter" in plan.control or "max_calls" in plan.control:
             self._agent(node, plan)
+
+    def _resilience(self, node: Tree, slot: Any, plan: Any) -> None:
+        """SPEC §14: the slot's fallback, truncation and tool options, and its output cap."""
+        from .. import slot_options as opts
+        from ..types.builtin import TEXT_TYPES
+
+        keys = ("fallback", "on_truncate", "tool_choice", "parallel_tools")
+        given = [f"{k}={option_value(plan.control[k])}" for k in keys if k in plan.control]
+        if given:
+            node.add("resilience: " + ", ".join(given))
+        if "max_tokens" not in plan.settings:
+            is_text = plan.spec.is_text if plan.spec is not None else slot.type_name in TEXT_TYPES
+            family = opts.type_family(slot.type_name, slot.quantifier, is_text)
+            cap = opts.default_max_tokens(family, plan.settings.get("thinking"))
+            node.add(Text(f"output cap: {cap:,} tokens per request (the default for {family} answers; "
+                          "settings= or --max-tokens change it)", style="dim"))  # fmt: skip
 
     def _agent(self, node: Tree, plan: Any) -> None:
         c, clamped = self.ceiling, plan.limits
@@ -164,15 +189,35 @@ class PlanTree:
         node.add(f"limits: {requests} · {calls} · {clamped.output_tokens_limit:,} output tokens")
         if not plan.use_tools:
             return
+        approve = plan.control.get("approve")
         if not self.tools:
             node.add("tools: the ones passed at run time (--tools)")
+            if approve is not None:
+                node.add(Text(f"approve={option_value(approve)}: those calls wait for a person's decision", style="yellow"))
             return
         names = ", ".join(name for name, _, _ in self.tools)
         node.add(f"tools: {names}")
         if "max_iter" in plan.control:
             node.add("the last permitted request offers no tools, so the model must answer")
-        if not all(readonly for _, _, readonly in self.tools):
+        waiting = self._approval(approve)
+        if waiting:
+            node.add(Text(f"calls of {', '.join(waiting)} wait for a person's decision (approve=, or a pause)",
+                          style="yellow"))
+        if not all(readonly and name not in waiting for name, _, readonly in self.tools):
             node.add(Text("waits for pending guards before it starts (not every tool is @readonly)", style="yellow"))
+
+    def _approval(self, approve: Any) -> list[str]:
+        """The tools whose calls need approval in a slot: the host's, plus its approve=."""
+        from ..slot_options import tool_names
+        from ..syntax.nodes import JinjaValue
+
+        asked: tuple[str, ...] = ()
+        if approve is not None and not isinstance(approve, JinjaValue):
+            asked = tool_names(approve)
+        return [
+            name for name, _, readonly in self.tools
+            if name in self.needs_approval or name in asked or ("*" in asked and not readonly)
+        ]
 
     @staticmethod
     def _clamped(ceiling: int | None, limit: int | None, asked: Any, option: str, unit: str) -> str:

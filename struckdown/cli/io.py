@@ -85,11 +85,16 @@ def parse_json(text: str, where: str, *, position: bool = True) -> Any:
 
 
 def parse_pair(pair: str) -> tuple[str, Any]:
-    """`key=value`: the value is JSON when it parses as JSON (`n=3`, `xs=[1,2]`), else text."""
+    """`key=value`: the value is JSON when it parses as JSON (`n=3`, `xs=[1,2]`), else text;
+    `key=@path` reads a file (cli/attachments.py)."""
     key, sep, raw = pair.partition("=")
     key = key.strip()
     if not sep or not key.isidentifier():
         raise CliError(f"-c expects key=value with an identifier as key, got {pair!r}")
+    if raw.startswith("@"):  # a file: an image, a document, or text (`@@` is a literal `@`)
+        from .attachments import pair_value
+
+        return key, pair_value(key, raw)
     try:
         value: Any = json.loads(raw)
     except RecursionError:

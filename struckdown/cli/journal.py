@@ -1,8 +1,10 @@
 """The batch journal: one JSON line per finished row, written at once.
 
 A line is `{"index", "ok", "answers", "error", "usage", "halted", "input_hash",
-"template_hash"}`; the last line for an index wins. The hashes let `--resume`
-skip only rows whose input and job are unchanged. Each line reaches the
+"template_hash"}`, plus `"provider_batch"` (the row's requests waiting in provider
+batches, written when a batch is created, see cli/provider_batch.py); the last line
+for an index wins. The hashes let `--resume` skip only rows whose input and job are
+unchanged. Each line reaches the
 operating system before `record` returns (a killed or crashed `sd` loses no
 finished row); a background thread `fsync`s what was written every
 `SYNC_EVERY_S`, one `fsync` for every line since the last, so the disk's latency
@@ -22,7 +24,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,12 @@ class Journal:
             os.kill(os.getpid(), signal.SIGKILL)
         return start
 
+    def record_many(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Several entries, on disk together when it returns (one fsync)."""
+        lines = "".join(json_text(json.dumps(entry, ensure_ascii=False, default=str)) + "\n" for entry in entries)
+        self._write(lines.encode("utf-8"))  # keeps `offset` right for the lines after these
+        os.fsync(self._handle.fileno())
+
     def close(self) -> None:
         """Everything written is on disk when this returns."""
         self._syncer.stop()
@@ -175,7 +183,7 @@ class JournalIndex:
         from array import array
 
         self.offsets = array("q")  # -1: no line for this index
-        self.flags = bytearray()  # bit 0: ok, bit 1: this job
+        self.flags = bytearray()  # bit 0: ok, bit 1: this job, bit 2: waiting in provider batches
         self.hashes = bytearray()  # 8 bytes of input_hash per index
         self.lines = 0  # distinct indexes with a line
         self.bad = 0  # unreadable lines
@@ -206,7 +214,8 @@ class JournalIndex:
                     index.bad += 1
                     continue
                 same_job = entry.get("template_hash") == template_hash
-                index._set(row, start, bool(entry.get("ok")), same_job, digest)
+                waiting = not entry.get("ok") and not entry.get("error") and "provider_batch" in entry
+                index._set(row, start, bool(entry.get("ok")), same_job, digest, waiting)
                 if same_job and isinstance(entry.get("answers"), dict):
                     index.answer_keys.update(dict.fromkeys(entry["answers"]))
         return index
@@ -220,12 +229,12 @@ class JournalIndex:
             self.flags.extend(bytes(missing))
             self.hashes.extend(bytes(8 * missing))
 
-    def _set(self, row: int, offset: int, ok: bool, same_job: bool, digest: bytes) -> None:
+    def _set(self, row: int, offset: int, ok: bool, same_job: bool, digest: bytes, waiting: bool = False) -> None:
         self._grow(row + 1)
         if self.offsets[row] < 0:
             self.lines += 1
         self.offsets[row] = offset
-        self.flags[row] = int(ok) | (int(same_job) << 1)
+        self.flags[row] = int(ok) | (int(same_job) << 1) | (int(waiting) << 2)
         self.hashes[8 * row : 8 * row + 8] = digest
 
     def note(self, row: int, offset: int, ok: bool) -> None:

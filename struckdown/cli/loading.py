@@ -62,3 +62,18 @@ def describe_tool(tool: Any) -> tuple[str, str, bool]:
     doc = (inspect.getdoc(function) or "").strip().splitlines()
     summary = f"{signature}  {doc[0]}" if doc else signature
     return tool_name(tool), summary, is_readonly(tool)
+
+
+def load_mcp(servers: Sequence[str], config: Path | None) -> list[str] | None:
+    """What the CLI passes as `mcp=`: the `--mcp` servers and the `--mcp-config` file,
+    checked now (a missing script, program or config is an input error, exit 2)."""
+    if not servers and config is None:
+        return None
+    from ..mcp_tools import resolve_servers
+
+    specs = [*servers, *([str(config)] if config is not None else [])]
+    try:
+        resolve_servers(specs)
+    except (ValueError, TypeError) as exc:
+        raise CliError(f"--mcp: {exc}" if config is None or servers else f"--mcp-config: {exc}") from None
+    return specs

@@ -30,6 +30,9 @@ class BatchProgress:
         self.done = already_done
         self.finished_now = 0
         self.failed = 0
+        self.retries = 0  # SPEC §14: requests sent again, slots that fell back, answers cut at their cap
+        self.fallbacks = 0
+        self.truncated = 0
         self.started = time.perf_counter()
         self._last_line = 0.0
         self._printed_at = already_done  # `done` as of the last plain line
@@ -81,6 +84,8 @@ class BatchProgress:
         self.failed += not ok
         if self._bar is not None:
             failed = f"[red]{self.failed} failed" if self.failed else ""
+            extra = ", ".join(self._resilience())
+            failed = f"{failed} [yellow]{extra}" if extra else failed
             self._bar.update(self._task, advance=1, failed=failed, rate=f"{self.rate():.1f} rows/s")
             return
         now = time.perf_counter()
@@ -93,6 +98,7 @@ class BatchProgress:
         parts = [f"batch: {self.done}/{self.total} rows"]
         if self.failed:
             parts.append(f"{self.failed} failed")
+        parts += self._resilience()
         parts.append(f"{rate:.1f} rows/s")
         if remaining and rate > 0:
             parts.append(f"ETA {format_duration(remaining / rate)}")
@@ -100,6 +106,20 @@ class BatchProgress:
         self.console.file.flush()
         self._last_line = time.perf_counter()
         self._printed_at = self.done
+
+    def _resilience(self) -> list[str]:
+        counts = (
+            (self.retries, "retr", "y", "ies"), (self.fallbacks, "fallback", "", "s"), (self.truncated, "truncated", "", ""),
+        )  # fmt: skip
+        return [f"{n} {word}{one if n == 1 else many}" for n, word, one, many in counts if n]
+
+    def resilience_event(self, event: Any) -> None:
+        """A SlotRetry or SlotFallback of some row, as it happens (`on_retry=`)."""
+        if event.type == "slot_retry":
+            self.retries += 1
+        elif event.type == "slot_fallback":
+            self.fallbacks += 1
+            self.note(f"{event.slot}: falling back from {event.from_model} to {event.to_model} — {event.reason}")
 
     def note(self, message: str) -> None:
         """A line printed above the bar (or plainly)."""

@@ -26,9 +26,10 @@ import distributed
 
 from ..errors import ConfigurationError
 from ..results import Result
+from .budget import close_budget, open_budget
 from .packing import unpack, unpack_outcomes
 from .shipping import plain_context, ship_kwargs
-from .worker import TransientRowError, probe_worker, run_rows
+from .worker import TransientRowError, close_mcp_sessions, probe_worker, run_rows
 
 log = logging.getLogger(__package__)
 
@@ -210,6 +211,7 @@ class DaskExecutor:
         over its workers; on a cluster you run, each worker process's part of it
         (split over the workers connected when the batch starts).
         """
+        batch_limits, max_cost = kwargs.pop("batch_limits", None), kwargs.pop("max_cost", None)  # the whole batch's
         shipped = ship_kwargs(kwargs)
         await asyncio.to_thread(self.start)
         own_cap = self._cluster is not None and not self._shared_semaphore
@@ -218,14 +220,18 @@ class DaskExecutor:
             await asyncio.to_thread(self._register_semaphore)
         job = _job(template, template_path, include_paths, shipped, self, with_semaphore=not own_cap)
         job["caps"] = {
-            "batch": uuid.uuid4().hex,
+            "batch": job["batch"],
             "workers": workers,
             "rows": self.max_in_flight if own_cap else None,
             "requests": shipped.get("max_requests"),
         }
+        job["budget"] = await asyncio.to_thread(open_budget, self._client, batch_limits, max_cost)
         rows = iter(enumerate(contexts))
         batch = _Batch(self, job, rows, max(1, concurrency), asyncio.get_running_loop(), workers)
-        return await batch.run(on_result, collect=collect)
+        try:
+            return await batch.run(on_result, collect=collect)
+        finally:
+            await asyncio.to_thread(close_budget, self._client, job["budget"])
 
     def _count_workers(self) -> int:
         try:
@@ -344,7 +350,16 @@ class _Batch:
                 self.stop.set()
                 self._cancel_pending()
                 await asyncio.to_thread(thread.join, 30)
+            if self.job["kwargs"].get("mcp"):
+                await asyncio.to_thread(self._close_mcp_sessions)
         return [outcomes[i] for i in range(len(outcomes))]
+
+    def _close_mcp_sessions(self) -> None:
+        """Each worker held one session per MCP server for this batch: close them."""
+        try:
+            self.client.run(close_mcp_sessions, self.job["batch"])
+        except Exception:  # noqa: BLE001 - a worker that is gone took its sessions with it
+            log.debug("closing the MCP sessions on the workers failed", exc_info=True)
 
     def _post(self, item: Any) -> None:
         try:
@@ -460,4 +475,5 @@ def _job(
         "retries": executor.retries,
         "retry_delay": executor.retry_delay,
         "keep_messages": executor.keep_messages,
+        "batch": uuid.uuid4().hex,  # keys what a worker keeps for this batch (its MCP sessions, its caps)
     }

@@ -20,7 +20,7 @@ from typing import Any
 #: factory names resolved on the workers.
 _KWARGS = frozenset({
     "model", "tools", "deps", "deps_type", "limits", "on_halt", "settings", "cache", "stop_at",
-    "model_factory", "deps_factory", "max_requests",
+    "model_factory", "deps_factory", "max_requests", "mcp", "approve", "retries",
 })  # fmt: skip
 
 
@@ -82,6 +82,17 @@ def ship_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     if max_requests is not None and (isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1):
         raise ValueError(f"max_requests must be a whole number of at least 1, not {max_requests!r}")
     out["max_requests"] = max_requests
+    out["mcp"] = _mcp_spec(kwargs.get("mcp"))
+    if "approve" in kwargs:  # SPEC §12: a decision for every call; a function cannot travel
+        approve = kwargs["approve"]
+        if approve is not None and not isinstance(approve, bool):
+            raise ValueError("approve= must be True or False for a Dask batch: a function cannot be shipped to workers")
+        out["approve"] = approve
+    if kwargs.get("retries") is not None:  # SPEC §14: per-request retries on the workers too
+        retries = kwargs["retries"]
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries= must be a whole number of at least 0, not {retries!r}")
+        out["retries"] = retries
     # deps_type is accepted for compatibility; the engine does not use it, so it stays here.
     return out
 
@@ -124,6 +135,21 @@ def _tool_spec(tool: Any) -> tuple[str, ...]:
         f"tools for a Dask batch must be importable names{suggestion}, not {type(tool).__name__} objects: "
         "functions cannot be shipped to workers, the workers import them"
     )
+
+
+def _mcp_spec(mcp: Any) -> tuple[dict[str, Any], ...] | None:
+    """MCP servers as plain data; each worker opens one session per server for the batch."""
+    if mcp is None:
+        return None
+    from ..mcp_tools import resolve_servers
+
+    plain = [spec.plain() for spec in resolve_servers(mcp)]
+    if any(p is None for p in plain):
+        raise ValueError(
+            "mcp= for a Dask batch takes URLs, commands, .py paths and mcp.json files (each worker opens its "
+            "own sessions), not toolset or capability objects"
+        )
+    return tuple(p for p in plain if p is not None)
 
 
 def _cache_spec(cache: Any) -> bool | str | None:

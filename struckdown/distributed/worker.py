@@ -27,7 +27,9 @@ from typing import Any
 import anyio
 import distributed
 
+from ..run.accounting import usage_of
 from ..toolfiles import import_name, module_from_source, public_tools
+from .budget import row_may_start, row_spent
 from .packing import pack_error, pack_outcomes
 
 
@@ -87,6 +89,7 @@ def _model_error_in(exc: BaseException) -> Any:
 # Per worker process: what the shipped names resolved to, the semaphore handles, and
 # this process's share of a batch's caps.
 _resolved: dict[Any, Any] = {}
+_mcp_sessions: dict[str, Any] = {}  # batch id -> this worker's MCP sessions for its rows of that batch
 _semaphores: dict[tuple[str, int], Any] = {}
 _limiters: dict[tuple[str, str], Any] = {}
 _resolve_lock = threading.Lock()
@@ -139,6 +142,7 @@ def _row_runner(job: dict[str, Any], spent: list[float]) -> Callable[[dict[str, 
 
     environment = default_environment()
     kwargs = _worker_kwargs(job["kwargs"])
+    sessions = _sessions(job) if kwargs.pop("mcp", None) else None  # this worker's, for the batch
     options: Any = {**kwargs, "template_path": job["template_path"], "include_paths": job["include_paths"]}
     program = environment.program(job["template"], options)
     caps = job.get("caps") or {}
@@ -146,13 +150,25 @@ def _row_runner(job: dict[str, Any], spent: list[float]) -> Callable[[dict[str, 
     requests = _limiter(caps, "requests")
     semaphore = job["semaphore"]
     retries, delay = job["retries"], job["retry_delay"]
+    budget = job.get("budget")
 
     async def timed(context: dict[str, Any]) -> Any:
+        if budget is not None:  # the batch's shared budget (SPEC §13): spent -> the row does not start
+            exhausted = await row_may_start(budget)
+            if exhausted is not None:
+                raise exhausted
         started = time.perf_counter()
         try:
-            return await environment._complete_row(program, context, options, requests)
+            result = await environment._complete_row(program, context, options, requests, mcp=sessions)
+        except Exception as exc:
+            if budget is not None:
+                await row_spent(budget, usage_of(exc))
+            raise
         finally:
             spent[0] += time.perf_counter() - started
+        if budget is not None:
+            await row_spent(budget, result.usage)
+        return result
 
     async def attempt(context: dict[str, Any]) -> Any:
         if semaphore is not None:
@@ -175,6 +191,29 @@ def _row_runner(job: dict[str, Any], spent: list[float]) -> Callable[[dict[str, 
         raise AssertionError("unreachable")  # pragma: no cover
 
     return run
+
+
+def _sessions(job: dict[str, Any]) -> Any:
+    """One session per MCP server on this worker for the rows of one batch (SPEC §16),
+    opened by the first row that needs it, closed by `close_mcp_sessions` at the batch's end."""
+    from ..mcp_tools import MCPSessions, ServerSpec
+
+    batch = job.get("batch") or ""
+    sessions = _mcp_sessions.get(batch)
+    if sessions is None:
+        sessions = _mcp_sessions[batch] = MCPSessions(tuple(ServerSpec.from_plain(s) for s in job["kwargs"]["mcp"]))
+    return sessions
+
+
+async def close_mcp_sessions(batch: str) -> int:
+    """Close this worker's MCP sessions of a batch (the executor runs it on every worker
+    when the batch ends); returns how many servers had a session open."""
+    sessions = _mcp_sessions.pop(batch, None)
+    if sessions is None:
+        return 0
+    opened = len(sessions.open_names)
+    await sessions.aclose()
+    return opened
 
 
 def _limiter(caps: dict[str, Any], what: str) -> Any:

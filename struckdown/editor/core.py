@@ -121,7 +121,7 @@ def check_source(
     except TemplateSyntaxError as exc:
         elsewhere = exc.filename if exc.filename and path and Path(exc.filename).resolve() != path.resolve() else None
         return None, [Problem(exc.line, exc.column, "error", exc.message, exc.hint, elsewhere)]
-    linter = _Linter(str(path) if path else "<template>", program)
+    linter = _Linter(str(path) if path else "<template>", program, source)
     if context_names is not None:
         linter.undefined_variables(context_names)
     for segment in program.segments:
@@ -212,10 +212,16 @@ def segments(program: Any) -> list[SegmentView]:
 
 
 def type_names() -> list[tuple[str, str | None]]:
-    """(name, description) of every registered type, builtins first."""
+    """(name, description) of every registered type, builtins first; the names kept only
+    for 0.x templates (docs/migration.md) are accepted but not offered."""
+    from ..types.legacy import ALIASES, LEGACY_POSITIONAL, LEGACY_TEXT_TYPES
+
+    legacy = {*ALIASES, *LEGACY_POSITIONAL, *LEGACY_TEXT_TYPES, "date_rule", "chunked_conversation"}
     registry = _env().types
     out: list[tuple[str, str | None]] = []
     for name in registry.names():
+        if name in legacy and registry.custom(name) is None:
+            continue
         custom = registry.custom(name)
         out.append((name, custom.description if custom else None))
     return out

@@ -60,15 +60,30 @@ OPTION_DOCS: dict[str, str] = {
         "Seconds one tool call may take before it is cancelled (the model reads a TimeoutError); "
         "lowers the caller's ceiling, never raises it."
     ),
+    "approve": (
+        'Calls of these tools wait for a person\'s yes: one name, a quoted list `"a, b"`, or `"*"` '
+        "(every tool of the slot that is not @readonly); adds to the host's, never removes."
+    ),
+    "budget": (
+        'Calls per tool in this slot: `budget="search=3, fetch=1"`; a call past it does not run '
+        "(the model reads why); lowers the caller's `tool_limits=`, never raises them."
+    ),
     "when": "A guard halts the run when `triggered` equals this (default true).",
+    "mcp": '`mcp=name` or `mcp="a, b"`: an agent slot that may use these MCP servers\' tools (`<server>_<tool>`).',
+    "fallback": 'Models this slot runs on, in order, when it cannot finish on its own: `fallback="m1, m2"`.',
+    "on_truncate": "An answer cut at its token limit: `keep` it (flagged truncated, the default) or `error`.",
+    "tool_choice": "`auto`, `required` or a tool's name (first request only), or `none` (no tools).",
+    "parallel_tools": "`parallel_tools=false`: the tool calls of one response run one after another, in order.",
 }
 
 VALUE_CHOICES: dict[str, tuple[str, ...]] = {
     "required": ("true", "false"),
     "use_tools": ("true", "false"),
     "when": ("true", "false"),
+    "on_truncate": ("keep", "error"),
+    "parallel_tools": ("true", "false"),
 }
-TOOL_VALUED_OPTIONS = ("approve",)  # options whose value names tools
+TOOL_VALUED_OPTIONS = ("approve", "tool_choice")  # options whose value names tools
 
 
 # ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ cache) by the engine; what one slot run needs travels in `CURRENT_CACHE_RUN`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -27,6 +28,8 @@ from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
+
+from .ledger import note_cache_hit
 
 HIT_MARK = "struckdown_cache"
 
@@ -56,6 +59,7 @@ class CachedModel(WrapperModel):
         self, run: CacheRun, messages: list[ModelMessage], settings: ModelSettings | None, params: ModelRequestParameters
     ) -> str:
         from ..cache import cache_key
+        from .media_turns import for_cache_key
 
         output = {
             "answer": run.answer_schema,
@@ -64,7 +68,7 @@ class CachedModel(WrapperModel):
             "text": params.allow_text_output,
         }
         return cache_key(
-            endpoint=run.endpoint, model=run.label, messages=messages, instructions=None,
+            endpoint=run.endpoint, model=run.label, messages=for_cache_key(messages), instructions=None,
             output_schema=output, settings=dict(settings or {}), version=run.version,
         )
 
@@ -84,8 +88,10 @@ class CachedModel(WrapperModel):
     async def request(
         self, messages: list[ModelMessage], model_settings: ModelSettings | None, model_request_parameters: ModelRequestParameters
     ) -> ModelResponse:
+        started = time.perf_counter()
         hit = await self._lookup(messages, model_settings, model_request_parameters)
         if hit is not None:
+            await note_cache_hit(hit, started)  # a line of the usage ledger, at no cost
             return hit
         return await self.wrapped.request(messages, model_settings, model_request_parameters)
 
@@ -97,9 +103,11 @@ class CachedModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: Any = None,
     ) -> AsyncIterator[StreamedResponse]:
+        started = time.perf_counter()
         hit = await self._lookup(messages, model_settings, model_request_parameters)
         if hit is not None:
             yield _Replay(model_request_parameters, hit)
+            await note_cache_hit(hit, started)  # after the replay, as a fresh response's line comes after it
             return
         async with self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
             yield stream

@@ -18,6 +18,8 @@ from pydantic_ai.output import TextOutput
 
 from ..types import OutputSpec
 from .cached_model import CachedModel
+from .ledger import MeteredModel
+from .resilience import RetryingModel
 from .tools import ToolBox, WrapSlotTools
 
 _MAX_AGENTS = 4096
@@ -31,6 +33,9 @@ class EngineCaches:
         self._toolboxes: dict[tuple[int, ...], ToolBox] = {}
         self._text_outputs: dict[int, tuple[OutputSpec, Any]] = {}
         self._cached_models: dict[int, tuple[Any, CachedModel]] = {}
+        self._deferrable: dict[int, tuple[Any, list[Any]]] = {}
+        self._metered_models: dict[int, tuple[Any, MeteredModel]] = {}
+        self._retrying_models: dict[int, tuple[Any, RetryingModel]] = {}
         self._lock = threading.Lock()
 
     def agent_for(self, output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
@@ -84,6 +89,45 @@ class EngineCaches:
             if len(self._cached_models) >= _MAX_AGENTS:
                 self._cached_models.clear()
             self._cached_models[id(model)] = (model, wrapper)
+        return wrapper
+
+    def deferrable(self, output_type: Any) -> list[Any]:
+        """The output type or `DeferredToolRequests`: what a slot whose calls may wait for
+        approval asks for (SPEC §12). One list per type, so its agent is reused."""
+        from pydantic_ai.tools import DeferredToolRequests
+
+        held = self._deferrable.get(id(output_type))
+        if held is not None and held[0] is output_type:
+            return held[1]
+        union = [output_type, DeferredToolRequests]
+        with self._lock:
+            if len(self._deferrable) >= _MAX_TEXT_OUTPUTS:
+                self._deferrable.clear()
+            self._deferrable[id(output_type)] = (output_type, union)
+        return union
+
+    def metered_model(self, model: Any) -> MeteredModel:
+        """The usage meter around `model` (one per model, so its agents are reused)."""
+        held = self._metered_models.get(id(model))
+        if held is not None and held[0] is model:
+            return held[1]
+        wrapper = MeteredModel(model)
+        with self._lock:
+            if len(self._metered_models) >= _MAX_AGENTS:
+                self._metered_models.clear()
+            self._metered_models[id(model)] = (model, wrapper)
+        return wrapper
+
+    def retrying_model(self, model: Any) -> RetryingModel:
+        """The retry wrapper of `model` (SPEC §14; one per model, so its agents are reused)."""
+        held = self._retrying_models.get(id(model))
+        if held is not None and held[0] is model:
+            return held[1]
+        wrapper = RetryingModel(model)
+        with self._lock:
+            if len(self._retrying_models) >= _MAX_AGENTS:
+                self._retrying_models.clear()
+            self._retrying_models[id(model)] = (model, wrapper)
         return wrapper
 
     def text_output(self, spec: OutputSpec) -> Any:

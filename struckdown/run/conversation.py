@@ -11,12 +11,19 @@ from dataclasses import dataclass, field
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
+from ..media_scope import MARK
+from .media_turns import refuse_media, user_content
+
 
 def user_turn(text: str) -> ModelRequest:
+    if MARK in text:  # images and files placed in it become its content parts
+        return ModelRequest(parts=[UserPromptPart(user_content(text))])
     return ModelRequest(parts=[UserPromptPart(text)])
 
 
 def assistant_turn(text: str) -> ModelResponse:
+    if MARK in text:
+        refuse_media(text, "an assistant turn")
     return ModelResponse(parts=[TextPart(text)])
 
 
@@ -77,7 +84,10 @@ class Conversation:
 
     def instructions(self) -> str | None:
         parts = self.system.active()
-        return "\n\n".join(parts) if parts else None
+        text = "\n\n".join(parts) if parts else None
+        if text is not None and MARK in text:
+            refuse_media(text, "<system>")
+        return text
 
     def request(self, prompt: str, *, with_history: bool = True) -> tuple[list[ModelMessage], str | None]:
         """(message_history, user_prompt) for a slot whose question is `prompt`."""

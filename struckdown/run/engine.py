@@ -19,9 +19,10 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..actions import call_action
+from ..actions import call_action, option_argument
 from ..codec import as_text
 from ..errors import (
+    BudgetExceeded,
     Halted,
     StruckdownError,
     TemplateRuntimeError,
@@ -38,12 +39,19 @@ from ..incremental import (
     SlotCompleted,
     SlotRetracted,
 )
+from ..media_scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE, media_scope
 from ..models import resolve_model
+from ..observe import run_span, slot_span
 from ..plan import Program, Segment
-from ..results import Result, SlotResult, Usage
+from ..results import Result, SlotResult
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
+from ..variables import check_context
+from .accounting import check_run, so_far
+from .approval import ApprovalRun, SegmentPaused, SlotPaused
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
+from .ledger import RunLedger
+from .resilience import check_tool_choices
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tools import ModelCallHook, RequestLimit
 
@@ -63,9 +71,22 @@ class RunSettings:
     settings: Mapping[str, Any] | None = None
     cache: Any = None
     stop_at: str | None = None
+    strict_undefined: bool = False
     stream: bool = True
     tool_timeout: float | None = None
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
+    provider_batch: Any = None  # a struckdown.ProviderBatch: requests go through the provider's batch API
+    mcp: Any = None  # the MCPSessions of this run (or batch), None without MCP servers
+    approve: Any = None  # SPEC §12: who decides calls that need approval (None: the run pauses)
+    resume: Any = None  # a ResumePoint (struckdown/approval_state.py): the paused run this one continues
+    budget: Any = None  # run-wide limits (run/ledger.py Budget: run_limits= and max_cost=), or None
+    pricing: Any = None  # prices for Usage.cost (pricing.Pricing), or None: genai-prices only
+    tool_limits: Mapping[str, int] | None = None  # the host's per-tool call ceilings (per slot)
+    batch: Any = None  # the batch's shared account (run/ledger.py BatchLedger) for a batch row
+    tracing: Any = None  # observe.Tracing (instrument=), or None
+    image_max_side: int | None = DEFAULT_MAX_SIDE  # larger images are shrunk (None: sent as they are)
+    max_images: int | None = DEFAULT_MAX_IMAGES  # per request (None: no limit)
+    resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
 
 
 @dataclass
@@ -91,19 +112,28 @@ class Run:
         self.guards = GuardBoard({seg.index: list(seg.guards) for seg in self.program.segments})
         environment = self.program.environment
         self.renderer = environment.renderer
-        self._limit: tuple[Any, ...] = (RequestLimit(self.options.requests),) if self.options.requests else ()
+        batching = self.options.provider_batch  # holds the request cap around batch API calls instead
+        self.ledger = RunLedger(self.emit, budget=self.options.budget, pricing=self.options.pricing, batch=self.options.batch)
+        tracing = self.options.tracing
+        self._limit: tuple[Any, ...] = (
+            *((RequestLimit(self.options.requests),) if self.options.requests and batching is None else ()),
+            *(tracing.capabilities if tracing is not None else ()),  # pydantic-ai's instrumentation, for guards too
+        )
         default_model = self.options.model
         resolved_default: list[Any] = []
 
         def model_for(name: str | None) -> Any:
             if name:
-                return resolve_model(name, environment.models)
+                model = resolve_model(name, environment.models)
+                return batching.wrap(model) if batching is not None else model
             if not resolved_default:
-                resolved_default.append(resolve_model(default_model, environment.models))
+                model = resolve_model(default_model, environment.models)
+                resolved_default.append(batching.wrap(model) if batching is not None else model)
             return resolved_default[0]
 
         if self.options.stop_at is not None and self.options.stop_at not in self.program.keys:
             raise ValueError(f"stop_at={self.options.stop_at!r} is not a slot of this template")
+        check_context(self.program, self.context, strict=self.options.strict_undefined)
         self.model_for = model_for
         self.env = SlotEnv(
             emit=self.emit,
@@ -122,13 +152,28 @@ class Run:
                 *self._limit,
             ),
             cache=_cache(self.options.cache, environment.response_caches),
+            mcp=self.options.mcp,
+            ledger=self.ledger,
+            tool_limits=self.options.tool_limits or {},
+            tracing=tracing,
+            resilience=self.options.resilience,
+            resolve_fallback=partial(resolve_model, store=environment.models),
         )
+        self.approval = ApprovalRun(
+            decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
+            resume=self.options.resume,
+        )
+        self.approval.check_names(self.program)  # approve= names that are no tools: before any model call
+        self.env.approval = self.approval
 
     # -- the run -------------------------------------------------------------
     async def main(self) -> None:
         try:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
+                check_run(self)  # budgets' tool names, max_cost's prices: before any model call
+                check_tool_choices(self.program, self.env.toolbox.names)  # SPEC §14: before any model call
+            await self.approval.announce()
             segments = self._segments_to_run()
             if len(segments) == 1 and not self.guards.states:
                 await self._run_segment(segments[0])  # nothing runs beside it: no task group needed
@@ -143,13 +188,18 @@ class Run:
             if halted is not None:
                 await self._finish_halted(halted)
                 return
-            error = first_error(exc)
+            error = find_error(exc, BudgetExceeded) or first_error(exc)
             if isinstance(error, (KeyboardInterrupt, SystemExit, anyio.get_cancelled_exc_class())):
                 raise
-            await self._retract("errored")
-            await self.emit(ProcessingError(self.slot_of(error), error))
+            partial = so_far(self, error)  # the answers so far; every request made counts in its usage
+            await self._retract("budget" if isinstance(error, BudgetExceeded) else "errored")
+            await self.emit(ProcessingError(self.slot_of(error), error, partial))
             error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
             raise error
+        if self.approval.paused:  # SPEC §12: calls wait for decisions; the state resumes the run
+            paused = self.approval.pause(self.program, self.context, self.results)
+            await self.emit(ProcessingComplete(paused.results, early_termination=False, paused=True))
+            return
         result = Result(self.results, self.program.keys)
         await self.emit(ProcessingComplete(result, early_termination=False))
 
@@ -192,7 +242,7 @@ class Run:
         keys = self.program.keys
         guard_at = keys.index(halted.slot) if halted.slot in keys else len(keys)
         kept = {k: r for k, r in self.results.items() if k not in keys or keys.index(k) <= guard_at}
-        discarded = Usage()
+        discarded = self.ledger.cut_off()  # slots cut off by the trip: their requests count too
         for key, slot in self.results.items():
             if key not in kept:
                 discarded = discarded + slot.usage
@@ -211,16 +261,23 @@ class Run:
     async def _run_segment(self, segment: Segment) -> None:
         for key in segment.waits_for:
             await self.ready[key].wait()
-        conversation = self._inherited(segment)
         try:
+            if self.approval.blocks(segment.waits_for):
+                raise SegmentPaused  # an answer it reads waits for approval decisions
+            conversation = self._inherited(segment)
             with anyio.CancelScope() as scope:
                 if self.options.stop_at in segment.keys:
                     self._stop_scope, self._stop_segment = scope, segment.index  # cancelled after that slot
                 await self._walk(segment.nodes, conversation, segment.index)
+        except SegmentPaused:
+            self.approval.block(segment.keys, self.results)  # the rest of the run goes on beside it
+            return
         finally:
             self.guards.skip(segment.guards)
             for key in segment.keys:
-                self.ready[key].set()
+                guard = self.guards.states.get(key)
+                if guard is None or not guard.started or guard.done.is_set():  # a pending verdict: set when stored
+                    self.ready[key].set()
         await self.emit(CheckpointReached(segment.index, segment.name))
 
     def _inherited(self, segment: Segment) -> Conversation:
@@ -336,15 +393,24 @@ class Run:
         env: SlotEnv,
     ) -> SlotResult:
         plan = self.program.plan(node)
-        with self.blaming(node.key):
+        with self.blaming(node.key), slot_span(self.options.tracing, node.key, plan.slot.type_name, node.is_guard) as span:
             resolved = resolve_plan(plan, self.variables, self.renderer)
             spec = output_for(plan, resolved, self.program.environment.types)
-            result = await run_model_slot(
-                env, plan, resolved, spec, history=history, prompt=prompt, instructions=instructions
-            )
+            restored = self.approval.restored(node.key, spec)  # finished before the pause: not run again
+            if restored is not None:
+                self._store(restored)
+                return restored
+            try:
+                result = await run_model_slot(
+                    env, plan, resolved, spec, history=history, prompt=prompt, instructions=instructions
+                )
+            except SlotPaused as paused:
+                self.approval.hold(paused.record)
+                raise SegmentPaused from None
+            span(result)
         self.env.streaming_now.discard(node.key)
         self._store(result)
-        await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached))
+        await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated))
         return result
 
     def _slot_env(self, segment: int) -> SlotEnv:
@@ -380,6 +446,19 @@ class Run:
 
     async def _action(self, node: Action, conversation: Conversation, segment: int) -> None:
         spec = self.program.environment.actions.get(node.name)
+        replayed, value = self.approval.replayed_action(node) if node.key is None else (False, None)
+        restored = self.approval.restored(node.key, None) if node.key is not None else None
+        if replayed or restored is not None:  # it ran before the pause: not again
+            if restored is not None:
+                self._store(restored)
+                value = restored.output
+            else:
+                self.approval.ran_action(node, value)
+            if spec.role is not None:
+                conversation.add_turn(spec.role, as_text(value))
+            if node.key is not None:
+                self._after(node.key)
+            return
         if spec.side_effects:
             await self.guards.join(segment)
         args: list[Any] = []
@@ -388,6 +467,8 @@ class Run:
             value = option.value
             if isinstance(value, JinjaValue):
                 value = evaluate_option(self.renderer, value.expression, self.variables, f"@{node.name}")
+            else:
+                value = option_argument(option, self.variables)  # an unquoted name passes its variable (0.x)
             if option.key is None:
                 args.append(value)
             else:
@@ -398,12 +479,14 @@ class Run:
                 value = await call_action(spec, args, kwargs, self.variables)
             except Exception as exc:
                 raise TemplateRuntimeError(f"action @{node.name} failed: {type(exc).__name__}: {exc}") from exc
+        if node.key is None:
+            self.approval.ran_action(node, value)  # for the state of a pause
         if node.key is not None:
             result = SlotResult(node.key, f"@{node.name}", value, elapsed_ms=(time.perf_counter() - started) * 1000)
             self._store(result)
             await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, False))
-        if spec.role is not None:
-            conversation.add_turn(spec.role, as_text(value))
+        if spec.joins_conversation:
+            spec.add_to(conversation, value)
         if node.key is not None:
             self._after(node.key)
 
@@ -427,18 +510,24 @@ class Run:
                 guard_conv.add_text(prompt)
                 self._start_guard(node, guard_conv, segment)
         answers: dict[str, SlotResult] = {}
+        paused: list[str] = []
 
         async def member(node: Slot, question: str) -> None:
             prompt = "\n\n".join(p for p in (shared, question) if p)
             history = list(base_history)
             env = self._slot_env(segment)
-            answers[node.key] = await self._fill(node, history, prompt or None, conversation.instructions(), env)
+            try:
+                answers[node.key] = await self._fill(node, history, prompt or None, conversation.instructions(), env)
+            except SegmentPaused:  # its siblings go on; the block pauses once they are done
+                paused.append(node.key)
 
         async with anyio.create_task_group() as tg:
             for node, question in members:
                 if not node.is_guard:
                     tg.start_soon(member, node, question)
         await self.guards.join(segment)
+        if paused:
+            raise SegmentPaused
         if shared:
             conversation.history.append(user_turn(shared))
         for node, question in members:
@@ -457,7 +546,12 @@ async def run_to_result(program: Program, context: Mapping[str, Any] | None, opt
         if isinstance(event, ProcessingComplete):
             final.append(event.result)
 
-    await Run(program, dict(context or {}), options, keep_result).main()
+    run = Run(program, dict(context or {}), options, keep_result)
+    with media_scope(options.image_max_side, options.max_images), run_span(options.tracing, program):
+        await run.main()
+    paused = final[0].paused
+    if isinstance(paused, BaseException):
+        raise paused  # SPEC §12: complete() raises Paused; the incremental API yields it
     return final[0]
 
 
@@ -474,7 +568,8 @@ async def events(program: Program, context: Mapping[str, Any] | None, options: R
 
     async def main() -> None:
         async with send:
-            await run.main()
+            with run_span(options.tracing, program), media_scope(options.image_max_side, options.max_images):
+                await run.main()
 
     task = asyncio.create_task(main())
     try:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
-from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     ModelMessage,
@@ -23,16 +22,21 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
-from ..errors import StruckdownError, TemplateRuntimeError
-from ..incremental import SlotStreamStart, ThinkingDelta, TokenDelta
+from ..errors import TemplateRuntimeError
+from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
+from ..models import slot_run_defaults
 from ..plan import SlotPlan
 from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
+from .budgets import slot_budget
 from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
-from .tools import CURRENT_WRAP, BadModelOutput, ToolBox, ToolLimitExceeded, ToolWrap
+from .ledger import CURRENT_METER
+from .media_turns import prepare_prompt, redact
+from .resilience import SlotAttempts, is_truncated, slot_error
+from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 
 if TYPE_CHECKING:
     from ..env_view import EnvironmentView
@@ -53,7 +57,14 @@ class SlotEnv:
     tool_timeout: float | None = None  # the host's ceiling for one tool call
     capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
+    mcp: Any = None  # the run's MCPSessions (struckdown.mcp_tools), None without MCP servers
     streaming_now: set[str] = field(default_factory=set)
+    approval: Any = None  # the run's ApprovalRun (run/approval.py): who decides calls that need approval
+    ledger: Any = None  # the run's usage ledger (run/ledger.py): every request metered, priced, limited
+    tool_limits: Mapping[str, int] = field(default_factory=dict)  # the host's per-tool call ceilings
+    tracing: Any = None  # struckdown spans (observe.py), or None
+    resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
+    resolve_fallback: Callable[[Any], Any] = lambda model: model  # a fallback model (or its name) → a Model
 
 
 @dataclass(frozen=True)
@@ -145,8 +156,12 @@ def model_settings(
     return settings
 
 
-def _usage(run_usage: Any, hits: int = 0) -> Usage:
-    """The slot's bill: requests answered from the response cache cost nothing."""
+def _usage(run_usage: Any, hits: int = 0, meter: Any = None) -> Usage:
+    """The slot's bill: what its meter counted (every real request, each retry and fallback
+    attempt included, with its price); requests answered from the response cache cost nothing."""
+    if meter is not None:
+        metered: Usage = meter.account.usage()
+        return replace(metered, tool_calls=run_usage.tool_calls)
     return Usage(
         requests=run_usage.requests - hits,
         tool_calls=run_usage.tool_calls,
@@ -168,80 +183,154 @@ async def run_model_slot(
     key = plan.key
     started = time.perf_counter()
     caches = env.environment.engine_caches()
-    use_tools = bool(resolved.control.get("use_tools")) and bool(env.toolbox.tools)
-    if resolved.control.get("use_tools") and not env.toolbox.tools:
+    mcp = await _mcp_tools(env, key, resolved.control)  # opens the servers' sessions on first use
+    use_tools = (bool(resolved.control.get("use_tools")) and bool(env.toolbox.tools)) or mcp is not None
+    if resolved.control.get("use_tools") and not env.toolbox.tools and mcp is None:
         raise TemplateRuntimeError(
             f"slot {key!r} has use_tools=true but no tools were given; pass tools=[…] (or --tools FILE.py)"
         )
+    use_tools = use_tools and resolved.control.get("tool_choice") != "none"  # SPEC §14: no gathering tools
     max_iter = resolved.control.get("max_iter")
     limits = _limits(env, plan, resolved)
+    meter = env.ledger.meter(key) if env.ledger is not None else None
     wrap: ToolWrap | None = None
+    gate = None  # SPEC §12: the slot's approvals (run/approval.py)
+    if use_tools and env.approval is not None:
+        gate = env.approval.gate(key, resolved.control.get("approve"), env.join_guards, plan.slot.is_guard)
     if use_tools:
-        if not env.toolbox.all_readonly:
+        readonly = (env.toolbox.readonly_names | mcp.readonly) if mcp else env.toolbox.readonly_names
+        if gate is not None:
+            readonly = readonly - gate.names  # approval wins over @readonly (and readOnlyHint)
+        every = set(env.toolbox.names) | (set(mcp.names) if mcp else set())
+        if not every <= readonly or (mcp is not None and not mcp.listed):
             await env.join_guards()
+        last_request = limits.request_limit if max_iter is not None else None
+        if last_request is not None and gate is not None:
+            last_request -= gate.steps  # a resumed agent run counts its steps from 0 again
         wrap = ToolWrap(
             slot=key, emit=env.emit, join_guards=env.join_guards,
-            readonly_names=env.toolbox.readonly_names,
-            last_request=limits.request_limit if max_iter is not None else None,
+            readonly_names=readonly,
+            last_request=last_request,
             timeout=_tool_timeout(env.tool_timeout, resolved.control.get("tool_timeout"), key),
+            approval=gate.names if gate is not None else frozenset(),
+            defer=gate.handle if gate is not None else None,
+            budget=slot_budget(resolved.control.get("budget"), env.tool_limits, meter, key),
+            tracing=env.tracing,
         )
+        if gate is not None:
+            gate.restore_calls(wrap)
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
+    if gate is not None and gate.may_pause:  # its run may end with DeferredToolRequests
+        output_type = caches.deferrable(output_type)
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
     model = env.resolve_model(resolved.settings.get("model"))
-    settings = model_settings(env.settings, resolved.settings, env.environment.models.defaults(model))
-    cache_run = None
-    served_by = model
-    if env.cache is not None and not use_tools:  # agent slots are never served from the cache
-        cache_run = _cache_run(env.cache, model, spec)
-        served_by = caches.cached_model(model)
+    attempts = SlotAttempts.start(
+        key, env.emit, env.resilience, resolved.control, model, env.resolve_fallback, env.toolbox.names
+    )
+    attempts.restart = streamer.retract if streamer else None
+    family = opts.type_family(plan.slot.type_name, plan.slot.quantifier, spec.is_text)
+    paused_before = None  # what the paused run spent (its usage object grows during this run)
+    if gate is not None and gate.resumed is not None:
+        spent = gate.resumed.usage
+        paused_before = (spent.requests, spent.input_tokens or 0, spent.output_tokens or 0)
     token = CURRENT_WRAP.set(wrap)
-    cache_token = CURRENT_CACHE_RUN.set(cache_run)
+    meter_token = CURRENT_METER.set(meter)
     try:
-        run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
-            prompt,
-            message_history=history or None,
-            instructions=instructions,
-            deps=env.deps,
-            model_settings=settings,
-            usage_limits=limits.usage_limits(),
-            capabilities=list(env.capabilities) or None,
-            event_stream_handler=streamer.handle if streamer else None,
-        )
-    except UsageLimitExceeded as exc:
-        if isinstance(exc, ToolLimitExceeded):
-            raise
-        raise ToolLimitExceeded(key, str(exc)) from exc
-    except Exception as exc:
-        from ..model_errors import map_model_error
-        from ..models import model_label
-
-        mapped: StruckdownError | None = map_model_error(exc, model_label(model))
-        if mapped is None and isinstance(exc, UnexpectedModelBehavior) and not isinstance(exc, StruckdownError):
-            mapped = BadModelOutput(key, model_label(model), exc)
-        if mapped is None:
-            raise
-        raise mapped from exc
+        while True:  # one attempt per model: the slot's own, then its fallbacks (SPEC §14)
+            defaults = slot_run_defaults(model, env.environment, plan.slot.type_name, env.settings, resolved.settings)
+            settings = attempts.model_settings(model_settings(env.settings, resolved.settings, defaults), env.settings, family)
+            cache_run = None
+            # cache -> retries -> meter -> provider: every real request (each retry included) is metered once
+            served_by = caches.retrying_model(caches.metered_model(model))
+            if env.cache is not None and not use_tools:  # agent slots are never served from the cache
+                cache_run = _cache_run(env.cache, model, spec)
+                served_by = caches.cached_model(served_by)
+            cache_token = CURRENT_CACHE_RUN.set(cache_run)
+            message_history, text_prompt = attempts.request(history, prompt)
+            user_prompt = prepare_prompt(message_history, text_prompt)  # images placed in the question: content parts
+            try:
+                with attempts.running() as run_usage:
+                    arguments: dict[str, Any] = {
+                        "user_prompt": user_prompt, "message_history": message_history or None, "usage": run_usage,
+                        "capabilities": list(env.capabilities) or None,
+                    }
+                    if gate is not None and gate.resumed is not None:  # the paused run's messages and the decisions
+                        arguments = gate.resume_arguments(arguments)
+                    run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
+                        instructions=instructions,
+                        deps=env.deps,
+                        model_settings=settings,
+                        usage_limits=limits.usage_limits(),
+                        event_stream_handler=streamer.handle if streamer else None,
+                        toolsets=mcp.toolsets if mcp else None,
+                        **arguments,
+                    )
+                cut = attempts.truncated_error(run)
+                if cut is not None:
+                    raise cut
+                break
+            except Exception as exc:
+                error = slot_error(exc, key, model)
+                if error is None:
+                    raise
+                fallback = await attempts.fall_back(error)
+                if fallback is None:
+                    if error is exc:
+                        raise
+                    raise error from exc
+                model = fallback
+            finally:
+                CURRENT_CACHE_RUN.reset(cache_token)
     finally:
         CURRENT_WRAP.reset(token)
-        CURRENT_CACHE_RUN.reset(cache_token)
+        CURRENT_METER.reset(meter_token)
+    if gate is not None and wrap is not None:
+        gate.check(run, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
     if streamer is not None:
         await streamer.flush()
     value = spec.to_value(run.output)
-    messages = run.all_messages()
+    messages = redact(run.all_messages())  # each image or file as a short placeholder
     hits = 0
     if cache_run is not None:
         await store_answer(cache_run, run.new_messages())
         hits = cache_run.hits
+    if meter is not None:
+        meter.finished = True
+    usage = _usage(run.usage, hits, meter)  # the meter saw every request of every attempt
+    if meter is None:
+        for spent_run in attempts.spent_runs:  # every attempt that got a response is billed
+            usage = usage + _usage(spent_run)
+    else:  # the meter counts requests; tool calls are the runs' (earlier attempts' included)
+        usage = replace(usage, tool_calls=usage.tool_calls + sum(r.tool_calls for r in attempts.spent_runs))
+    if meter is not None and paused_before is not None:
+        # the paused run's requests were metered in the process that paused: add them back
+        usage = replace(
+            usage,
+            requests=usage.requests + paused_before[0],
+            input_tokens=usage.input_tokens + paused_before[1],
+            output_tokens=usage.output_tokens + paused_before[2],
+        )
     return SlotResult(
         key=key,
         type=plan.slot.type_name,
         output=value,
         messages=tuple(messages),
-        usage=_usage(run.usage, hits),
+        usage=usage,
         elapsed_ms=(time.perf_counter() - started) * 1000,
         cached=hits > 0,
         tool_calls=tuple(wrap.calls) if wrap else (),
+        truncated=is_truncated(messages),
+        fallback_used=attempts.fallback_used,
     )
+
+
+async def _mcp_tools(env: SlotEnv, slot: str, control: Mapping[str, Any]) -> Any:
+    """The slot's MCP tools (struckdown.mcp_tools.SlotTools), or None: no MCP here."""
+    if env.mcp is None and "mcp" not in control:
+        return None
+    from ..mcp_tools import tools_for_slot
+
+    return await tools_for_slot(env.mcp, slot, control)
 
 
 def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> float | None:
@@ -310,6 +399,16 @@ class _Streamer:
             self.held.append(delta)
         else:
             await self._emit(delta)
+
+    async def retract(self, reason: str) -> None:
+        """A failed attempt's text is void (SPEC §14): retract what went out; the next
+        attempt streams from an empty `accumulated`."""
+        self.held.clear()
+        if self.started:
+            self.started = False
+            self.accumulated = ""
+            self.env.streaming_now.discard(self.slot)
+            await self.env.emit(SlotRetracted(self.slot, reason))
 
     async def flush(self) -> None:
         held, self.held = self.held, []

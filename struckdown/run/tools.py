@@ -15,13 +15,13 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import anyio
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ToolFailed, UnexpectedModelBehavior, UsageLimitExceeded
+from pydantic_ai.exceptions import ApprovalRequired, ToolFailed, UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.toolsets import WrapperToolset
 
 from ..errors import StruckdownError
@@ -29,6 +29,7 @@ from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
 
 READONLY_ATTR = "__struckdown_readonly__"
+SEQUENTIAL_ATTR = "__struckdown_sequential__"
 
 T = TypeVar("T")
 
@@ -68,7 +69,7 @@ class BadModelOutput(StruckdownError, UnexpectedModelBehavior):
 
 def _last_reason(error: BaseException) -> str:
     """The last validation problem behind a failed answer, on one line, if pydantic-ai kept it."""
-    cause = error.__cause__ or error.__context__
+    cause = error.__cause__  # the explicit cause only: __context__ may be any error handled nearby
     if cause is None:
         return ""
     return " ".join(str(cause).split())[:300]
@@ -83,6 +84,27 @@ def readonly(tool: T) -> T:
     setattr(tool, READONLY_ATTR, True)
     if isinstance(tool, Tool):
         setattr(tool.function, READONLY_ATTR, True)
+    return tool
+
+
+def sequential(tool: T) -> T:
+    """Mark a tool (function or `pydantic_ai.Tool`) to run alone (SPEC §14): the calls a
+    response makes before it finish first, then it runs, then the calls after it, in the
+    order the model wrote them (pydantic-ai's `Tool(sequential=True)`)."""
+    if isinstance(tool, Tool):
+        tool.sequential = True
+    else:
+        setattr(tool, SEQUENTIAL_ATTR, True)
+    return tool
+
+
+def _as_tool(tool: Any) -> Any:
+    """A function marked `@sequential` as the `Tool(sequential=True)` pydantic-ai runs alone."""
+    if not isinstance(tool, Tool) and getattr(tool, SEQUENTIAL_ATTR, False):
+        wrapped = Tool(tool, sequential=True)
+        if is_readonly(tool):
+            setattr(wrapped, READONLY_ATTR, True)
+        return wrapped
     return tool
 
 
@@ -106,6 +128,7 @@ class ToolBox:
 
     @classmethod
     def build(cls, tools: tuple[Any, ...]) -> ToolBox:
+        tools = tuple(_as_tool(t) for t in tools)
         names = tuple(tool_name(t) for t in tools)
         return cls(tools, frozenset(tool_name(t) for t in tools if is_readonly(t)), names)
 
@@ -124,7 +147,7 @@ class Flight:
 
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: tuple[Any, bool, str | None] | None = None  # (output, ok, error)
-    retry: ModelRetry | None = None  # a retry is re-raised to every waiter, never cached
+    retry: ModelRetry | ApprovalRequired | None = None  # re-raised to every waiter, never cached
 
 
 def _canonical(arguments: Any) -> str:
@@ -141,6 +164,10 @@ class ToolWrap:
     readonly_names: frozenset[str] = frozenset()
     last_request: int | None = None  # with max_iter: this request offers no tools
     timeout: float | None = None  # seconds one call may take
+    approval: frozenset[str] = frozenset()  # tools whose calls wait for a decision (SPEC §12, run/approval.py)
+    defer: Callable[[Any, Any], Awaitable[Any]] | None = None  # decides calls pydantic-ai deferred (its handler)
+    budget: Any = None  # per-tool budgets and the run's tool-call limit (run/budgets.py ToolBudget)
+    tracing: Any = None  # struckdown spans (observe.py), or None
     calls: list[ToolCall] = field(default_factory=list)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
@@ -162,6 +189,17 @@ def _unsendable(name: str, output: Any) -> str | None:
     return None
 
 
+def _unapproved(tools: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
+    """Those tools declared 'unapproved', as `Tool(requires_approval=True)` is: pydantic-ai
+    defers their calls to the slot's approval gate (run/approval.py)."""
+    return {
+        name: replace(tool, tool_def=replace(tool.tool_def, kind="unapproved"))
+        if name in names and tool.tool_def.kind == "function"
+        else tool
+        for name, tool in tools.items()
+    }
+
+
 @dataclass
 class SlotToolset(WrapperToolset[Any]):
     """Per-slot tool interception: events, single-flight cache, guard join, errors.
@@ -179,9 +217,16 @@ class SlotToolset(WrapperToolset[Any]):
         assert self.state is not None
         if self.state.last_request is not None and ctx.run_step >= self.state.last_request:
             return {}
-        return await super().get_tools(ctx)
+        tools = await super().get_tools(ctx)
+        return _unapproved(tools, self.state.approval) if self.state.approval else tools
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
+        assert self.state is not None
+        if self.state.tracing is not None:
+            return await self.state.tracing.tool(name, lambda: self._call_tool(name, tool_args, ctx, tool))
+        return await self._call_tool(name, tool_args, ctx, tool)
+
+    async def _call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
         state = self.state
         assert state is not None
         arguments = dict(tool_args)
@@ -189,6 +234,9 @@ class SlotToolset(WrapperToolset[Any]):
         await state.emit(ToolStarted(state.slot, name, arguments))
         started = time.perf_counter()
         was_cached = key in state.inflight
+        refused = state.budget.spend(name) if state.budget is not None and not was_cached else None
+        if refused is not None:  # SPEC §13: the call does not run, the model reads why
+            return await self._finish(name, arguments, started, (refused, False, refused), False)
         while True:
             flight = state.inflight.get(key)
             if flight is None:
@@ -201,14 +249,25 @@ class SlotToolset(WrapperToolset[Any]):
             if flight.outcome is not None:
                 break
             # the task running the shared call was cancelled (not this one): run it here
-        output, ok, error = flight.outcome
+        return await self._finish(name, arguments, started, flight.outcome, was_cached)
+
+    async def _finish(
+        self, name: str, arguments: dict[str, Any], started: float, outcome: tuple[Any, bool, str | None], was_cached: bool
+    ) -> Any:
+        state = self.state
+        assert state is not None
+        output, ok, error = outcome
         elapsed = (time.perf_counter() - started) * 1000
         state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
         await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached))
+        if state.tracing is not None:
+            state.tracing.tool_outcome(was_cached, ok)
         if not ok:
             # pydantic-ai's terminal tool failure: the model reads the SPEC §3 string as a
             # failed tool result (outcome="failed"), and the run goes on
             raise ToolFailed(str(error))
+        if state.budget is not None:
+            state.budget.returned()
         return output
 
     async def _execute(
@@ -228,8 +287,10 @@ class SlotToolset(WrapperToolset[Any]):
             else:
                 problem = _unsendable(name, output)
             flight.outcome = (output, True, None) if problem is None else (problem, False, problem)
-        except ModelRetry as exc:
-            del inflight[key]  # a retry is not an answer to cache
+        except (ModelRetry, ApprovalRequired) as exc:
+            # a retry is not an answer to cache; nor is a call that asks for approval from
+            # inside (pydantic-ai's ApprovalRequiredToolset): it is deferred, then called again
+            del inflight[key]
             flight.retry = exc
         except Exception as exc:  # a failing tool is information for the model
             error = f"{type(exc).__name__}: {exc}"
@@ -255,6 +316,14 @@ class WrapSlotTools(AbstractCapability[Any]):
         state = CURRENT_WRAP.get()
         assert state is not None, "a tool agent runs only inside a slot run"
         return SlotToolset(toolset, state=state)
+
+    async def handle_deferred_tool_calls(self, ctx: RunContext[Any], *, requests: Any) -> Any:
+        """Calls that need approval (SPEC §12) go to the slot's gate (run/approval.py); no
+        gate: they stay open, and the agent run ends with them."""
+        state = CURRENT_WRAP.get()
+        if state is None or state.defer is None:
+            return None
+        return await state.defer(ctx, requests)
 
 
 @dataclass

@@ -20,9 +20,12 @@ def _error(src: SourceMap, node: Node, message: str, hint: str | None = None) ->
 
 
 def _check_keys(nodes: tuple[Node, ...], seen: set[str], src: SourceMap) -> None:
-    """Duplicate answer keys are errors, except in exclusive branches of one {% if %}."""
+    """Duplicate answer keys are errors, except in exclusive branches of one {% if %}
+    (and the implicit key of a keyless action such as `[[@history]]`)."""
     for node in nodes:
         key = node.key if isinstance(node, (Slot, Action)) else None
+        if isinstance(node, Action) and node.implicit_key:
+            key = None  # `[[@history]]` may recur: each stores its value under the action's name
         if key is not None:
             if key in seen:
                 raise _error(src, node, f"duplicate slot key {key!r}", "each answer needs its own name")

@@ -9,7 +9,8 @@ import the parser that imports it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 
@@ -46,6 +47,9 @@ class IncludeResolver:
         self._include_paths = include_paths
         self.files: list[tuple[str, int]] = []
         self.inlined_bytes = 0  # text inlined so far, counting each inclusion
+        # auto-named slots (`[[bool:]]` → `_bool_01`) are numbered across the whole
+        # template, includes too: the resolver is the one object every file's parse shares
+        self.auto_keys: dict[str, int] = {}
 
     # Paths are resolved on the first include: most templates have none, and
     # resolving costs a system call per path component.
@@ -61,6 +65,11 @@ class IncludeResolver:
         return [base, *(Path(p).resolve() for p in self._include_paths)]
 
     def load(self, src: str, including: str | None) -> tuple[Node, ...]:
+        return self._parse_file(self.find(src, including))
+
+    def find(self, src: str, including: str | None) -> Path:
+        """The file `<include src=…/>` names, seen from the file `including` (None: the
+        template): inside the allowed roots, and not one of the files being inlined."""
         here = Path(including).resolve().parent if including else self.roots[0]
         candidates = [here / src, *(root / src for root in self.roots)]
         for candidate in candidates:
@@ -78,13 +87,14 @@ class IncludeResolver:
                 if path in self.stack:
                     chain = " -> ".join(p.name for p in [*self.stack, path])
                     raise IncludeError(f"include cycle: {chain}")
-                return self._parse_file(path)
+                return path
         raise IncludeError(
             f"included file {src!r} not found",
             f"looked in {', '.join(str(c.parent) for c in candidates)}",
         )
 
-    def _parse_file(self, path: Path) -> tuple[Node, ...]:
+    def read(self, path: Path) -> str:
+        """The text of an included file, counted against the include caps."""
         if len(self.files) >= MAX_INCLUDES:
             raise IncludeError(
                 f"more than {MAX_INCLUDES:,} includes in one template",
@@ -100,9 +110,19 @@ class IncludeResolver:
                 f"includes inline more than {MAX_INCLUDED_BYTES // 1_000_000} MB of text",
                 "files that include each other many times multiply; include each part once",
             )
-        self.stack.append(path)
         self.files.append((str(path), stamp))
+        return text
+
+    @contextmanager
+    def inside(self, path: Path) -> Iterator[None]:
+        """While `path`'s own includes are inlined (so a cycle back to it is caught)."""
+        self.stack.append(path)
         try:
-            return self.parse(text, str(path), self)
+            yield
         finally:
             self.stack.pop()
+
+    def _parse_file(self, path: Path) -> tuple[Node, ...]:
+        text = self.read(path)
+        with self.inside(path):
+            return self.parse(text, str(path), self)

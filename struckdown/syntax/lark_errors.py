@@ -39,6 +39,43 @@ _OPENERS = {
     "ELIF_TAG": "{% if %}",
 }
 _SLOT_HINT = "slots look like [[name]], [[type:name]] or [[type:name|option, key=value]]"
+_OPTION_HINT = (
+    "options are values or key=value pairs separated by commas; quote a value that has spaces, "
+    'commas or brackets: key="a, b"'
+)
+_GENERAL_HINT = "check this spot for a typo; docs/language.md shows every piece of the syntax"
+_NAMED = {"\n": "a line break", "\t": "a tab", "\r": "a carriage return", " ": "a space"}
+
+
+def _shown(text: str) -> str:
+    """A piece of the template as the author sees it: quoted, cut at the line's end, no escapes."""
+    if text[:1] in _NAMED:
+        return _NAMED[text[:1]]
+    piece = text.split("\n", 1)[0].split("\r", 1)[0][:20]
+    return f"'{piece}'" if piece else "the end of the line"
+
+
+def _opener_pos(src: SourceMap, pattern: str) -> tuple[int, int] | None:
+    """Line and column of the last opener matching `pattern` (the one left open)."""
+    found = None
+    for found in re.finditer(pattern, src.text):
+        pass
+    if found is None:
+        return None
+    before = src.text[: found.start()]
+    return before.count("\n") + 1, found.start() - (before.rfind("\n") + 1) + 1
+
+
+_OPENER_PATTERNS = {
+    "SLOT_CLOSE": r"\[\[",
+    "ENDIF_TAG": r"\{%-?\s*if\b",
+    "ENDFOR_TAG": r"\{%-?\s*for\b",
+    "SYSTEM_CLOSE": r"<system\b",
+    "HEADER_CLOSE": r"<header\b",
+    "USER_CLOSE": r"<user\b",
+    "ASSISTANT_CLOSE": r"<assistant\b",
+    "TOGETHER_CLOSE": r"<together\b",
+}
 
 
 def lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
@@ -65,8 +102,8 @@ def lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
                 '<checkpoint>, <include src="file.sd"/>',
             )
         if exc.allowed and exc.allowed & {"SLOT_CLOSE", "PIPE", "COMMA", "COLON", "IDENT", "QUANT", "BANG"}:
-            return src.error(f"unexpected {rest[:1]!r} in slot", line, column, _SLOT_HINT)
-        return src.error(f"unexpected character {rest[:1]!r}", line, column)
+            return src.error(f"unexpected {_shown(rest[:1])} in slot", line, column, _SLOT_HINT)
+        return src.error(f"unexpected character {_shown(rest[:1])}", line, column, _GENERAL_HINT)
     if isinstance(exc, UnexpectedToken):
         token = exc.token
         if token.type in _OPENERS and token.type not in exc.expected:
@@ -77,16 +114,34 @@ def lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
                     line, column, f"close it with {_TAG_NAMES[still_open[0]]} first, or remove the stray closer",
                 )
             return src.error(
-                f"{_TAG_NAMES[token.type]} without {_OPENERS[token.type]}", line, column
+                f"{_TAG_NAMES[token.type]} without {_OPENERS[token.type]}", line, column,
+                f"remove it, or open the block with {_OPENERS[token.type]} above",
             )
         if token.type == "$END":
             return _eof_error(exc.expected, src)
         if exc.expected & {"SLOT_CLOSE", "PIPE", "COLON", "IDENT", "COMMA"}:
-            return src.error(f"unexpected {str(token)[:20]!r} in slot", line, column, _SLOT_HINT)
-        return src.error(f"unexpected {str(token)[:20]!r}", line, column)
+            return src.error(f"unexpected {_shown(str(token))} in slot", line, column, _SLOT_HINT)
+        closer = re.fullmatch(r"</\s*(\w+)\s*>", str(token).strip())
+        if closer:
+            return src.error(
+                f"{str(token).strip()} without <{closer.group(1)}>", line, column,
+                f"remove it, or open the block with <{closer.group(1)}> above",
+            )
+        if _in_options(src, exc):
+            return src.error(f"unexpected {_shown(str(token))} in the slot's options", line, column, _OPTION_HINT)
+        return src.error(f"unexpected {_shown(str(token))}", line, column, _GENERAL_HINT)
     if isinstance(exc, UnexpectedEOF):
         return _eof_error(set(exc.expected), src)
-    return src.error(str(exc).splitlines()[0], line, column)
+    return src.error(str(exc).splitlines()[0], line, column, _GENERAL_HINT)
+
+
+def _in_options(src: SourceMap, exc: UnexpectedToken) -> bool:
+    """Whether the bad token sits after a slot's `|`, before its `]]`."""
+    start = getattr(exc.token, "start_pos", None)
+    if start is None:
+        return False
+    opened = src.text.rfind("[[", 0, start)
+    return opened >= 0 and "]]" not in src.text[opened:start] and "|" in src.text[opened:start]
 
 
 def _eof_error(expected: set[str], src: SourceMap) -> TemplateSyntaxError:
@@ -96,7 +151,10 @@ def _eof_error(expected: set[str], src: SourceMap) -> TemplateSyntaxError:
                  "USER_CLOSE", "ASSISTANT_CLOSE", "TOGETHER_CLOSE"):
         if name in expected:
             opener = _OPENERS.get(name, "[[")
-            return src.error(
-                f"{opener} is never closed", line, column, f"add {_TAG_NAMES[name]}"
-            )
-    return src.error("unexpected end of template", line, column)
+            at = _opener_pos(src, _OPENER_PATTERNS[name])
+            if at is not None:  # point at what was left open, not at the end of the file
+                return src.error(
+                    f"{opener} is never closed", *at, f"add {_TAG_NAMES[name]} where it should end"
+                )
+            return src.error(f"{opener} is never closed", line, column, f"add {_TAG_NAMES[name]}")
+    return src.error("unexpected end of template", line, column, _GENERAL_HINT)

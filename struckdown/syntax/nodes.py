@@ -93,6 +93,9 @@ class Action:
     key: str | None
     options: tuple[Option, ...]
     pos: Pos
+    # `[[@name]]` stores its value under `name`: a key nobody wrote, which may recur
+    # (`[[@history]]` in every segment) where a written key may not.
+    implicit_key: bool = False
 
 
 Scope = Literal["global", "local"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TemplateSyntaxError
+from . import spellings
 from .checks import check_structure
 from .includes import IncludeError, IncludeResolver
 from .nodes import (
@@ -119,8 +120,8 @@ class _Builder:
     # -- leaves ----------------------------------------------------------
     def checkpoint(self, token: Token) -> Checkpoint:
         match = re.match(r"<(\w+)\s*/?>(.*?)(?:</\w+\s*>)?$", str(token), re.S)
-        name = (match.group(2).strip() if match else "") or None
-        return Checkpoint(name, self.pos(token))
+        name = " ".join(match.group(2).split()) if match else ""  # a name written over lines is one line
+        return Checkpoint(name or None, self.pos(token))
 
     def include(self, token: Token) -> tuple[Node, ...]:
         match = re.search(r"src\s*=\s*(?:\"([^\"]*)\"|'([^']*)')", str(token))
@@ -237,7 +238,6 @@ class _Builder:
         option_tree = next(
             (c for c in tree.children if not isinstance(c, str) and c.data == "options"), None
         )
-        options = self.options(option_tree) if option_tree is not None else ()
         pos = self.pos(tree)
         toks = list(head.children)
         bang = bool(toks) and toks[0].type == "BANG"
@@ -249,11 +249,15 @@ class _Builder:
         idents = [t for t in toks if t.type == "IDENT"]
         quants = [(i, t) for i, t in enumerate(toks) if t.type == "QUANT"]
         has_colon = any(t.type == "COLON" for t in toks)
+        options = self.options(option_tree, slot=not at) if option_tree is not None else ()
         if at:
             if bang or quants:
                 raise self.error("actions take no '!' or quantifier", pos)
-            key = str(idents[1]) if has_colon else None
-            return Action(str(idents[0]), key, options, pos)
+            name = str(idents[0])
+            if not has_colon:  # [[@name]]: the value is stored under the action's name
+                return Action(name, name, options, pos, implicit_key=True)
+            key = str(idents[1]) if len(idents) > 1 else self.auto_key(name)
+            return Action(name, key, options, pos)
         if len(quants) > 1:
             raise self.error("a slot takes one quantifier", self.pos(quants[1][1]))
         try:
@@ -263,22 +267,39 @@ class _Builder:
         if quants and quantifier is None:
             raise self.error("quantifier {m,n} needs m <= n", self.pos(quants[0][1]))
         if has_colon:
-            type_name, key, type_pos = str(idents[0]), str(idents[1]), self.pos(idents[0])
-            key_pos = self.pos(idents[1])
+            type_name, type_pos = str(idents[0]), self.pos(idents[0])
+            if len(idents) > 1:
+                key, key_pos = str(idents[1]), self.pos(idents[1])
+            else:  # [[type:]]: named for its type, as 0.x did
+                key, key_pos = self.auto_key(type_name), type_pos
         else:
             type_name, key, type_pos, key_pos = "respond", str(idents[0]), None, self.pos(idents[0])
+        # A bare `required` among the options is the required flag (quoted, it is a choice).
+        flagged = [o for o in options if o.key is None and not o.quoted and o.value == spellings.REQUIRED_WORD]
+        options = tuple(o for o in options if o not in flagged)
         seen: set[str] = set()
         for option in options:
             if option.key is not None:
                 if option.key in seen:
                     raise self.error(f"option {option.key!r} given twice", option.pos)
                 seen.add(option.key)
-        # `required=true` written as a literal marks the slot required like `!` does;
-        # the check stage refuses any other value of `required`.
-        required = bang or any(o.key == "required" and o.value is True for o in options)
+        if flagged and "required" in seen:
+            raise self.error("option 'required' given twice", flagged[0].pos)
+        # `required=true` (or yes/on/1) written as a literal marks the slot required like `!`
+        # does; the check stage refuses any other value of `required`.
+        required = bang or bool(flagged) or any(o.key == "required" and spellings.is_true(o.value) for o in options)
         return Slot(key, type_name, quantifier, required, options, pos, type_pos, key_pos)
 
-    def options(self, tree: Tree[Any]) -> tuple[Option, ...]:
+    def auto_key(self, name: str) -> str:
+        """`_name_01`, `_name_02`, …: the key of a slot or action written without one."""
+        counters = self.includes.auto_keys
+        counters[name] = counters.get(name, 0) + 1
+        return f"_{name}_{counters[name]:02d}"
+
+    def options(self, tree: Tree[Any], *, slot: bool = True) -> tuple[Option, ...]:
+        """A slot's or an action's options. A slot's keys are read case-insensitively with
+        0.x's spellings (`ge=`, `regex=`, …) mapped to today's, and its unquoted
+        yes/no/on/off values are booleans; an action's keys are its function's parameter names."""
         out: list[Option] = []
         for child in tree.children:
             if isinstance(child, str):  # COMMA
@@ -287,6 +308,11 @@ class _Builder:
                 key_tok, value_tok = map(_tok, child.children)
                 key = str(key_tok).rstrip("= \t\r\n")
                 value, quoted = self.option_value(value_tok)
+                if slot:
+                    key = spellings.slot_key(key)
+                    if isinstance(value, str) and not quoted and value_tok.type == "BARE":
+                        word = spellings.flag_word(value)
+                        value = value if word is None else word
                 out.append(Option(key, value, self.pos(key_tok), quoted, self.pos(value_tok)))
             else:
                 value_tok = _tok(child.children[0])

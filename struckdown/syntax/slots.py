@@ -30,9 +30,11 @@ def parse_quantifier(text: str) -> tuple[int, int | None] | None:
 
 
 def unquote(text: str) -> str:
-    """A quoted option value without its quotes; a backslash escapes the next character."""
+    """A quoted option value without its quotes. A backslash escapes a quote or a
+    backslash (`\\"`, `\\\\`); before anything else it is kept, so a regular expression
+    reads as written: `pattern="\\w{4}\\d+"` is `\\w{4}\\d+` (as in 0.x's docs)."""
     body = text[1:-1]
-    return re.sub(r"\\(.)", r"\1", body)
+    return re.sub(r"\\([\\\"'])", r"\1", body)
 
 
 def bare_value(text: str) -> Any:

@@ -14,10 +14,10 @@ from functools import partial
 from types import MappingProxyType
 from typing import Annotated, Any, Optional
 
-from pydantic import Field, TypeAdapter, WithJsonSchema, create_model
+from pydantic import Field, TypeAdapter, WithJsonSchema
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
-from .builtin import ANSWER_MODEL_CONFIG, TEXT_TYPES, ItemPlan, plan_builtin
+from .builtin import BACKTRACKING_ANSWER_CONFIG, TEXT_TYPES, ItemPlan, answer_model, plan_builtin
 from .options import parse_quantifier
 from .registry import CustomType, TypeRegistry
 from .spec import OPTION_NAMES, OutputSpec, TypeBuildError, TypeRequest
@@ -146,6 +146,9 @@ def _described(plan: ItemPlan) -> Any:
     return Annotated[plan.item, Field(description=plan.description)]
 
 
+_REASONING = "Your reasoning in a sentence or two, written before the answer"
+
+
 def _single_value(convert: Callable[[Any], Any], raw: Any) -> Any:
     value = raw.response
     return None if value is None else convert(value)
@@ -162,11 +165,21 @@ def _assemble(
     required: bool,
     is_text: bool,
 ) -> OutputSpec:
-    if quantifier is None and is_text:
-        text_schema = TypeAdapter(_described(plan)).json_schema(schema_generator=AnswerSchemaGenerator)
+    # Free text streams as plain text. Text with a pattern or lengths is asked for as a
+    # structured answer instead, so that the schema the model is sent states them (SPEC §11).
+    constrained = plan.text is not None and (
+        plan.text.pattern is not None or plan.text.min_length is not None or plan.text.max_length is not None
+    )
+    if quantifier is None and is_text and not constrained:
+        # only the schema is wanted here (TextRules checks the answer), so any regex engine will do
+        adapter = TypeAdapter(_described(plan), config=BACKTRACKING_ANSWER_CONFIG)
+        text_schema = adapter.json_schema(schema_generator=AnswerSchemaGenerator)
         return OutputSpec(str, True, text_schema, _text_rules=plan.text)
+    fields: dict[str, Any] = {}
     if quantifier is None:
-        if required or not plan.nullable:
+        if plan.reasoning_first:
+            fields["reasoning"] = (str, Field(default="", description=_REASONING))
+        if required or not plan.nullable or is_text:  # a text answer is never null
             annotation = plan.item
         else:
             annotation = plan.null_item if plan.null_item is not None else Optional[plan.item]  # noqa: UP045 - works for any runtime type object
@@ -179,11 +192,8 @@ def _assemble(
         annotation = list[_described(plan)]  # type: ignore[misc]
         field = Field(min_length=low or None, max_length=high)
         convert = partial(_list_value, plan.convert)
-    model = create_model(
-        _model_name(name, quantifier is not None),
-        __config__=ANSWER_MODEL_CONFIG,
-        response=(annotation, field),
-    )
+    fields["response"] = (annotation, field)
+    model = answer_model(_model_name(name, quantifier is not None), **fields)
     full = model.model_json_schema(schema_generator=AnswerSchemaGenerator)
     schema: dict[str, Any] = dict(full["properties"]["response"])
     if "$defs" in full:

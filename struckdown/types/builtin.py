@@ -25,19 +25,24 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from ..codec import iso_duration
+from .legacy import ALIASES, LEGACY_DESCRIPTIONS, LEGACY_OPTIONS, LEGACY_POSITIONAL, LEGACY_TEXT_TYPES
+from .legacy_plans import ConversationChunk, DateRule, dump_chunks, dump_rule
 from .options import (
     check_bounds_order,
     comparable,
-    iso_duration,
     parse_length,
     parse_number,
     parse_pattern,
     parse_temporal,
 )
 from .spec import TextRules, TypeBuildError
+from .values import Verdict
 
 __all__ = [
     "ANSWER_MODEL_CONFIG",
+    "answer_model",
+    "BACKTRACKING_ANSWER_CONFIG",
     "BUILTIN_OPTIONS",
     "BUILTIN_TYPES",
     "POSITIONAL_TYPES",
@@ -50,9 +55,25 @@ __all__ = [
 #: ``extra="forbid"`` puts ``additionalProperties: false`` in the schema (what strict
 #: tool-calling modes want); the Python ``re`` engine makes ``pattern`` behave exactly
 #: like ``TextRules.check`` and accept any regex that ``re`` compiles.
-ANSWER_MODEL_CONFIG = ConfigDict(extra="forbid", regex_engine="python-re")
+# Patterns run on pydantic-core's Rust engine: linear time, so no answer can make a
+# `pattern=` backtrack for seconds (issue 24). A pattern that needs look-around or
+# backreferences gets Python's `re` (`spec.is_linear` tells which).
+ANSWER_MODEL_CONFIG = ConfigDict(extra="forbid", regex_engine="rust-regex")
+BACKTRACKING_ANSWER_CONFIG = ConfigDict(extra="forbid", regex_engine="python-re")
 
-TEXT_TYPES: frozenset[str] = frozenset({"respond", "extract", "think", "speak"})
+
+def answer_model(model_name: str, /, **definitions: Any) -> type[BaseModel]:
+    """`create_model` with the answer config: the linear-time regex engine when every
+    pattern fits it, else Python's `re` (look-around, backreferences)."""
+    from pydantic import create_model
+    from pydantic_core import SchemaError
+
+    try:
+        return create_model(model_name, __config__=ANSWER_MODEL_CONFIG, **definitions)
+    except SchemaError:
+        return create_model(model_name, __config__=BACKTRACKING_ANSWER_CONFIG, **definitions)
+
+TEXT_TYPES: frozenset[str] = frozenset({"respond", "extract", "think", "speak"}) | LEGACY_TEXT_TYPES
 _TEXT_OPTIONS = frozenset({"min_length", "max_length", "pattern"})
 _RANGE_OPTIONS = frozenset({"min", "max"})
 _TEMPORAL_KINDS: dict[str, type] = {
@@ -74,16 +95,18 @@ BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = {
     "record": frozenset(),
     "score": _RANGE_OPTIONS,
     "halt": frozenset(),
+    **LEGACY_OPTIONS,  # the 0.x names: default, boolean, poem, decide, date_rule, chunked_conversation
 }
 BUILTIN_TYPES: frozenset[str] = frozenset(BUILTIN_OPTIONS)
 #: Types whose positional options mean something (choices for pick, levels for score).
-POSITIONAL_TYPES: frozenset[str] = frozenset({"pick", "score"})
+POSITIONAL_TYPES: frozenset[str] = frozenset({"pick", "score"}) | LEGACY_POSITIONAL
 
 _TEXT_DESCRIPTIONS = {
     "respond": "The answer",
     "extract": "Text copied verbatim from the input",
     "think": "Your reasoning, step by step",
     "speak": "What to say, in your own words",
+    **LEGACY_DESCRIPTIONS,
 }
 _TEMPORAL_DESCRIPTIONS = {
     "date": "ISO 8601 date (YYYY-MM-DD)",
@@ -125,6 +148,9 @@ class ItemPlan:
     schema: dict[str, Any] | None = None
     text: TextRules | None = None
     allows_quantifier: bool = True
+    #: Ask for a short ``reasoning`` before the answer (a single answer only):
+    #: a model writes properties in schema order, so it reasons before the number.
+    reasoning_first: bool = False
 
 
 # A guard must always explain itself so that a stop can be logged and shown to
@@ -134,12 +160,14 @@ class HaltVerdict(BaseModel):
 
     model_config = ANSWER_MODEL_CONFIG
 
+    # The reason comes first: a model writes properties in schema order, so it
+    # reasons before it commits to a verdict.
+    reason: str = Field(description="Short explanation of the verdict, written before it")
     triggered: bool = Field(description="True if the guard condition is met and processing must stop")
-    reason: str = Field(description="Short explanation of the verdict")
 
 
 def _dump_verdict(value: HaltVerdict) -> dict[str, Any]:
-    return {"triggered": value.triggered, "reason": value.reason}
+    return Verdict(triggered=value.triggered, reason=value.reason)
 
 
 def _choices(type_name: str, positional: tuple[str, ...], *, what: str) -> tuple[str, ...]:
@@ -246,11 +274,36 @@ def _score_plan(type_name: str, levels: tuple[str, ...], options: Mapping[str, A
         description = ", ".join(f"{index}={level}" for index, level in enumerate(levels))
         # Field before the validator: the other order hides ge/le from the JSON schema.
         item = Annotated[int, Field(ge=0, le=len(levels) - 1), BeforeValidator(_matcher(levels, index=True))]
-        return ItemPlan(item=item, description=description)
+        return ItemPlan(item=item, description=description, reasoning_first=True)
     low = parse_number(type_name, "min", options["min"], integer=True) if "min" in options else 0
     high = parse_number(type_name, "max", options["max"], integer=True) if "max" in options else 10
     check_bounds_order(type_name, "min", low, "max" if "max" in options else "max (default)", high)
-    return ItemPlan(item=Annotated[int, Field(ge=low, le=high)], description=f"Score from {low} to {high}")
+    return ItemPlan(
+        item=Annotated[int, Field(ge=low, le=high)], description=f"Score from {low} to {high}", reasoning_first=True
+    )
+
+
+def _legacy_plan(type_name: str, positional: tuple[str, ...], options: Mapping[str, Any]) -> ItemPlan:
+    """`decide` (a bool, or one of its choices), `date_rule`, `chunked_conversation`: always
+    answered (0.x made them required), and one answer each except `date_rule`."""
+    if type_name == "decide":
+        if not positional:
+            return ItemPlan(item=bool, description="The decision: true or false", nullable=False, allows_quantifier=False)
+        choice = plan_builtin("pick", positional, options, True)
+        return ItemPlan(
+            item=choice.item, description="The decision: one of the given choices", nullable=False, allows_quantifier=False
+        )
+    if type_name == "date_rule":
+        return ItemPlan(
+            item=DateRule, description="A recurrence rule (RFC 5545 RRULE fields)", convert=dump_rule, nullable=False
+        )
+    return ItemPlan(
+        item=list[ConversationChunk],
+        description="The conversation divided into consecutive parts, in order",
+        convert=dump_chunks,
+        nullable=False,
+        allows_quantifier=False,
+    )
 
 
 def plan_builtin(
@@ -262,6 +315,9 @@ def plan_builtin(
     """Build the item plan of a builtin type; options are already checked against ``BUILTIN_OPTIONS``."""
     if positional and type_name not in POSITIONAL_TYPES:
         raise TypeBuildError(f"{type_name}: takes no positional options (got {', '.join(positional)})")
+    if type_name in ("decide", "date_rule", "chunked_conversation"):
+        return _legacy_plan(type_name, positional, options)
+    type_name = ALIASES.get(type_name, type_name)
     if type_name in TEXT_TYPES:
         return _text_plan(type_name, options, required)
     if type_name == "pick":

@@ -12,6 +12,7 @@ import datetime as dt
 import re
 from typing import Any
 
+from ..codec import iso_duration
 from .spec import TypeBuildError
 
 __all__ = [
@@ -64,7 +65,7 @@ def parse_length(type_name: str, option: str, value: Any) -> int:
 
 
 def parse_pattern(type_name: str, value: Any) -> str:
-    """Check the regex compiles with Python's ``re`` (the engine the models use too)."""
+    """Check the regex compiles (see `pattern_matcher` for the engine that runs it)."""
     if not isinstance(value, str):
         raise TypeBuildError(f"{type_name}: option pattern= must be a string, not {value!r}")
     try:
@@ -130,23 +131,6 @@ def _show(value: Any) -> str:
     if isinstance(value, dt.date | dt.time):
         return value.isoformat()
     return str(value)
-
-
-def iso_duration(value: dt.timedelta) -> str:
-    """Render a timedelta as ISO 8601 (``PT1H30M``), the form the model is asked for."""
-    micro_total = (value.days * 86400 + value.seconds) * 1_000_000 + value.microseconds
-    sign = "-" if micro_total < 0 else ""
-    seconds_total, micro = divmod(abs(micro_total), 1_000_000)
-    days, rest = divmod(seconds_total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    date_part = f"{days}D" if days else ""
-    time_part = (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
-    if micro:
-        time_part += f"{seconds}.{micro:06d}".rstrip("0") + "S"
-    elif seconds or not (days or hours or minutes):
-        time_part += f"{seconds}S"
-    return f"{sign}P{date_part}" + (f"T{time_part}" if time_part else "")
 
 
 def parse_quantifier(

@@ -7,6 +7,7 @@ costs nothing beyond the standard library.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -26,6 +27,32 @@ class TypeBuildError(ValueError):
     A ``ValueError`` so callers that only care about "bad template" can catch
     the broad class; its message is meant to be shown to a template author as is.
     """
+
+
+@functools.lru_cache(maxsize=256)
+def pattern_matcher(pattern: str) -> Callable[[str], bool]:
+    """`re.search` semantics, on pydantic-core's linear-time Rust engine when the pattern
+    fits it (no answer can make it backtrack for seconds), else on Python's `re` (a pattern
+    with look-around or backreferences: the template author's choice, see docs/security.md)."""
+    if is_linear(pattern):
+        from pydantic_core import SchemaValidator, core_schema
+
+        schema = core_schema.str_schema(pattern=pattern)
+        return SchemaValidator(schema, core_schema.CoreConfig(regex_engine="rust-regex")).isinstance_python
+    compiled = re.compile(pattern)
+    return lambda text: compiled.search(text) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def is_linear(pattern: str) -> bool:
+    """Whether the linear-time engine takes `pattern` (it lacks look-around and backreferences)."""
+    from pydantic_core import SchemaError, SchemaValidator, core_schema
+
+    try:
+        SchemaValidator(core_schema.str_schema(pattern=pattern), core_schema.CoreConfig(regex_engine="rust-regex"))
+    except SchemaError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -52,8 +79,8 @@ class TextRules:
     Text answers are not validated by pydantic (the output type is ``str``), so
     the engine checks them with these rules and feeds the message back to the
     model on failure. ``pattern`` uses ``re.search`` semantics, exactly like the
-    ``pattern`` keyword of JSON schema and of the output models (which are
-    configured to use Python's ``re`` engine for the same reason).
+    ``pattern`` keyword of JSON schema and of the output models, on the same
+    linear-time engine (pydantic-core's Rust ``regex``).
     """
 
     pattern: str | None = None
@@ -73,7 +100,7 @@ class TextRules:
             raise ValueError(
                 f"The answer must be at most {self.max_length} characters long (it is {len(text)})"
             )
-        if self.pattern is not None and re.search(self.pattern, text) is None:
+        if self.pattern is not None and not pattern_matcher(self.pattern)(text):
             raise ValueError(f"The answer must match the pattern {self.pattern}")
         return text
 

@@ -13,9 +13,9 @@ import os
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field
 
-from .builtin import ANSWER_MODEL_CONFIG, BUILTIN_OPTIONS, plan_builtin
+from .builtin import BUILTIN_OPTIONS, answer_model, plan_builtin
 from .custom import CustomType, check_type_name, make_preset
 from .options import parse_quantifier
 from .spec import OPTION_NAMES, TypeBuildError
@@ -117,7 +117,7 @@ def _record_model(name: str, fields: Any, description: str | None) -> type[BaseM
         except ValueError as exc:
             raise TypeBuildError(f"field {field_name!r}: {exc}") from exc
     model_name = "".join(part[:1].upper() + part[1:] for part in name.split("_") if part) or name
-    return create_model(model_name, __config__=ANSWER_MODEL_CONFIG, __doc__=description, **definitions)
+    return answer_model(model_name, __doc__=description, **definitions)
 
 
 def _field(spec: Any) -> tuple[Any, Any]:

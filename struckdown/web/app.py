@@ -36,7 +36,7 @@ SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__"
 MAX_FILES = 2000
 MAX_FILE_BYTES = 2_000_000
 KEPT_BATCHES = 32
-RUN_PATHS = frozenset({"/api/run", "/api/batch"})
+RUN_PATHS = frozenset({"/api/run", "/api/batch", "/api/approval"})
 LIGHT_FACTOR = 10  # checks and plans a minute per run a minute: the page checks as the author types
 
 Scope = MutableMapping[str, Any]
@@ -207,7 +207,7 @@ class Playground:
                     "rate_per_minute": self.config.rate_per_minute,
                     "time_limit_s": self.config.limits.time_limit_s,
                 },
-                "approvals": False,  # human approval (SPEC §12) is not built yet
+                "approvals": True,  # SPEC §12: a paused run's calls are decided on the page
             }
         )
 
@@ -381,8 +381,18 @@ class Playground:
         return FileResponse(folder / f"output.{fmt}", media_type=media, filename=f"batch-output.{fmt}")
 
     async def approval(self, request: Request) -> Response:
-        """Where the approval buttons will post their decisions (SPEC §12, not built yet)."""
-        return _error(501, "human approval of tool calls is not available yet")
+        """The page's decisions on a paused run (SPEC §12): the run's fields as for
+        /api/run, plus the `state` the paused run sent and `decisions` {request_id: true |
+        false | "reason"}; the run continues as an event stream."""
+        data = await read_json(request, self.config.max_body_bytes)
+        job = self._job("run", data)
+        state, decisions = data.get("state"), data.get("decisions")
+        if not isinstance(state, dict) or not isinstance(decisions, dict):
+            raise HttpError(400, "'state' (what the paused run sent) and 'decisions' must be JSON objects")
+        if not all(isinstance(v, (bool, str)) for v in decisions.values()):
+            raise HttpError(400, "each decision is true, false or the text the model reads")
+        job["resume"] = {"state": state, "decisions": decisions}
+        return await self._sse(job)
 
 
 def _sse_line(message: dict[str, Any]) -> bytes:

@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: Actions a shared server refuses: they reach the network or change the world.
-NETWORK_ACTIONS = frozenset({"fetch", "search"})
+#: Actions a shared server refuses: they reach the network or change the world
+#: (and @history/@evidence, which read files of the server's working directory).
+NETWORK_ACTIONS = frozenset({"fetch", "search", "history", "evidence"})
 
 
 class Refused(Exception):
@@ -71,6 +72,7 @@ def diagnostics(text: str, path: Path, context_names: set[str] | None, *, tools_
     return [
         {"line": d.line, "column": d.column, "severity": d.severity, "message": d.message, "hint": d.hint}
         for d in found
+        if d.severity != "note"  # the expected-variables list: the context editor beside it shows them
     ]
 
 
@@ -153,6 +155,9 @@ def event_dict(event: Any) -> dict[str, Any]:
         data["slots"] = {key: slot.to_dict() for key, slot in result.results.items()}
         halted = result.halted
         data["halted"] = None if halted is None else {"slot": halted.slot, "reason": halted.reason}
+        if result.paused is not None:  # SPEC §12: the page decides, then posts the state back
+            data["requests"] = [request.to_dict() for request in result.paused.requests]
+            data["state"] = result.paused.state
     return data
 
 
@@ -163,6 +168,24 @@ async def run_events(
 
     async for event in complete_incremental_async(
         program, context, model=model, tools=tools, cache=cache, on_halt="return", stream=True
+    ):
+        yield event_dict(event)
+
+
+async def resume_events(
+    program: Any, state: Mapping[str, Any], decisions: Mapping[str, Any], *, model: Any, tools: Sequence[Any],
+    cache: bool,
+) -> AsyncIterator[dict[str, Any]]:
+    """A paused run continued with the page's decisions (SPEC §12). The state came back
+    from the page, so nothing in it names a file: the template is the one the page sends
+    now (`template=`: an edit since the pause is an error) and paths are the worker's."""
+    from .. import resume_incremental_async
+
+    state = {**state, "template_path": None, "includes": {}}
+    template = program.template
+    async for event in resume_incremental_async(
+        state, decisions, template=template.source, template_path=template.filename,
+        model=model, tools=tools, cache=cache, on_halt="return", stream=True,
     ):
         yield event_dict(event)
 

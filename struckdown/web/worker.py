@@ -185,10 +185,16 @@ class Worker:
         context = self._context(job)
         self.send({"type": "run_started", "slots": list(program.keys)})
         failed = False
+        resume = job.get("resume")  # SPEC §12: the state of a paused run and the page's decisions
+        if resume is not None:
+            events = engine.resume_events(
+                program, resume["state"], resume["decisions"], model=model, tools=tools,
+                cache=bool(job.get("cache")),
+            )
+        else:
+            events = engine.run_events(program, context, model=model, tools=tools, cache=bool(job.get("cache")))
         try:
-            async for event in engine.run_events(
-                program, context, model=model, tools=tools, cache=bool(job.get("cache"))
-            ):
+            async for event in events:
                 failed = failed or event["type"] == "processing_error"
                 self.send(event)
         except MemoryError:

@@ -102,3 +102,47 @@ def test_cli_run_against_the_local_server(base_url: str, tmp_path: Path) -> None
     answers = json.loads(done.stdout)
     assert list(answers) == ["summary", "positive"]
     assert isinstance(answers["summary"], str) and answers["summary"].strip()
+
+
+def test_fallback_from_an_unreachable_endpoint_to_the_local_server(model: Any) -> None:
+    """SPEC §14: a provider failure that remains after the retries runs the slot on the fallback."""
+    import socket
+
+    from struckdown.incremental import SlotFallback, SlotRetry
+    from struckdown.models import openai_compatible
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    unreachable = openai_compatible("nobody", f"http://127.0.0.1:{port}/v1", None)
+    seen: list[Any] = []
+    result = sd.complete(
+        "Say hello in one short sentence. [[greeting|max_tokens=30]]",
+        model=unreachable,
+        fallback=model,
+        retries=1,
+        retry_base_delay=0.05,
+        settings=SETTINGS,
+        on_retry=seen.append,
+    )
+    assert isinstance(result["greeting"], str) and result["greeting"].strip()
+    assert result.results["greeting"].fallback_used == model.model_name
+    assert [type(e) for e in seen] == [SlotRetry, SlotFallback]
+    assert (seen[1].from_model, seen[1].to_model) == ("nobody", model.model_name)
+    assert seen[1].reason.startswith("could not reach the model endpoint")
+
+
+def test_an_answer_cut_at_max_tokens_is_flagged_truncated(model: Any) -> None:
+    """SPEC §14 truncation, with the real finish_reason 'length' of the server."""
+    result = sd.complete(
+        "Write a long story about a dragon. [[story|max_tokens=5]]", model=model, settings=SETTINGS
+    )
+    slot = result.results["story"]
+    assert slot.truncated is True
+    assert isinstance(result["story"], str) and result["story"].strip()
+    assert 0 < slot.usage.output_tokens <= 5
+    import pytest
+
+    with pytest.raises(sd.TruncatedError):
+        sd.complete("Write a long story about a dragon. [[story|max_tokens=5, on_truncate=error]]", model=model,
+                    settings=SETTINGS)  # fmt: skip

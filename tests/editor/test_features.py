@@ -92,7 +92,8 @@ def test_options_of_the_slots_type_complete_after_the_pipe_with_docs(tmp_path: P
     items = f.completions(analysis, len(analysis.text))
     assert [c.label for c in items] == [
         "temperature", "max_tokens", "seed", "top_p", "model", "thinking", "required", "max", "min",
-        "use_tools", "max_iter", "max_calls", "tool_timeout",
+        "use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget",
+        "fallback", "on_truncate", "tool_choice", "parallel_tools",
     ]
     low = next(c for c in items if c.label == "min")
     assert (low.insert_text, low.detail, low.documentation) == (
@@ -103,7 +104,8 @@ def test_options_of_the_slots_type_complete_after_the_pipe_with_docs(tmp_path: P
 def test_options_already_given_are_not_offered_again(tmp_path: Path) -> None:
     assert labels(analyzed(tmp_path, "Q [[reply|temperature=0.2, max_tokens=9, ")) == [
         "seed", "top_p", "model", "thinking", "required", "max_length", "min_length", "pattern",
-        "use_tools", "max_iter", "max_calls", "tool_timeout",
+        "use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget",
+        "fallback", "on_truncate", "tool_choice", "parallel_tools",
     ]
 
 
@@ -113,7 +115,7 @@ def test_a_guard_is_offered_when(tmp_path: Path) -> None:
 
 
 def test_option_values_complete_where_they_are_a_closed_set(tmp_path: Path) -> None:
-    assert labels(analyzed(tmp_path, "Q [[x|thinking=")) == ["off", "low", "medium", "high"]
+    assert labels(analyzed(tmp_path, "Q [[x|thinking=")) == ["off", "minimal", "low", "medium", "high", "xhigh"]
     assert labels(analyzed(tmp_path, "Q [[x|use_tools=")) == ["true", "false"]
     assert labels(analyzed(tmp_path, "Q [[x|temperature=")) == []
 
@@ -151,7 +153,7 @@ def test_use_tools_documents_the_tools_it_would_get(tmp_path: Path) -> None:
 
 
 def test_actions_complete_after_the_at_sign(tmp_path: Path) -> None:
-    assert labels(analyzed(tmp_path, "[[@")) == ["fetch", "set", "timestamp"]
+    assert labels(analyzed(tmp_path, "[[@")) == ["evidence", "fetch", "history", "markdownify", "noop", "search", "set", "timestamp"]
 
 
 def test_no_completion_outside_slots_and_jinja_or_for_a_new_key(tmp_path: Path) -> None:

@@ -37,8 +37,9 @@ def error_of(template: str, **kwargs: object) -> sd.TemplateSyntaxError:
         ("<together>[[a]] uses {{ b }} [[b]]</together>", 1, 16, "refers to a sibling"),
         ("{% for i in xs %}[[a]]{% endfor %}", 1, 18, "{% for %} around a slot"),
         ("[[a b]]", 1, 4, "in slot"),
-        ("text [[a", 1, 9, "never closed"),
-        ("{% if x %}[[a]]", 1, 16, "never closed"),
+        ("text [[a", 1, 6, "never closed"),  # at the [[ left open, not at the end
+        ("{% if x %}[[a]]", 1, 1, "never closed"),
+        ("Hi [[a]]\n\n[[b|x=1\nmore text", 3, 1, "never closed"),
         ("[[a|max_iter=0]]", 1, 5, "bad value for max_iter"),
         ("[[x{3,1}]]", 1, 4, "m <= n"),
         ("[[a|temperature={{ t | nosuch }}]]", 1, 17, "No filter named 'nosuch'"),
@@ -156,3 +157,17 @@ def test_unknown_filter_inside_an_inline_if_waits_for_the_run_as_in_jinja() -> N
     program = sd.parse("Hi {{ a | nosuch if c else b }} [[pick:p|{{ x | nosuch if c else [1] }}]]")
     assert program.segments[0].reads == frozenset({"a", "b", "c", "x"})
     assert sd.parse("{% if c %}{{ (a is nosuch) if c else b }}{% endif %} [[a]]").keys == ("a",)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "[[pick:x|a,b", "[[x|=3]]", "[[x|a=]]", "[[:x]]", '[[x|a="unclosed]]', "[[x y]]", "{% if x %}[[a]]",
+        "<together>[[a]]", "[[x|a=1,,b=2]]", "[[@]]", "</together>", "[[x!?]]", "[[x|a=1\n\n]]", "a\t[[x\t|\t]]",
+        "</user>", "<user>hi", "{{ a", "{# c", "<!-- c", "{% if %}", "[[x|a=[1,2]]", "Hi ]] there [[a]]\n[[",
+    ],
+)
+def test_every_parse_error_has_a_hint_and_no_escapes(template: str) -> None:
+    error = error_of(template)
+    assert error.hint, str(error)
+    assert "\\" not in error.message and "Token(" not in error.message, error.message

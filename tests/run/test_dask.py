@@ -142,12 +142,13 @@ def test_without_retries_the_rate_limit_error_is_the_rows_outcome(client: Any, t
     marks = tmp_path / "marks"
     marks.mkdir()
     executor = DaskExecutor(client=client, max_in_flight=2, retries=0)
-    results, _ = run(rows(2, flaky=lambda i: str(marks) if i == 1 else ""), executor, model_factory=FACTORY)
+    # retries=0: no per-request retry on the worker either (SPEC §14), so the 429 is the row's outcome
+    results, _ = run(rows(2, flaky=lambda i: str(marks) if i == 1 else ""), executor, model_factory=FACTORY, retries=0)
     assert dict(results[0]) == {"answer": "answer 0", "n": 0}
     error = results[1]
     assert isinstance(error, sd.RateLimitError) and error.status == 429 and is_transient(error)
     message = describe(error)
-    assert message.startswith("slot 'answer': model ") and "rate limited (HTTP 429): slow down" in message
+    assert message.startswith("slot 'answer': RateLimitError: model ") and "rate limited (HTTP 429): slow down" in message
 
 
 def test_a_halted_row_comes_back_whole(client: Any) -> None:
@@ -288,3 +289,21 @@ def test_a_worker_killed_mid_batch_loses_and_repeats_no_row(client: Any, tmp_pat
     starts = Counter(row for kind, row, *_ in log_lines(log) if kind == "start")
     assert any(count > 2 for count in starts.values())  # a row cut short by the kill ran again
     client.wait_for_workers(2, timeout=30)
+
+
+def test_a_batch_budget_is_one_counter_for_the_whole_cluster(client: Any) -> None:
+    """Rows run one at a time across both workers: two rows (2 requests each) spend a budget
+    of 4 requests, and no row starts after that, whichever worker it lands on."""
+    from pydantic_ai.usage import UsageLimits
+
+    contexts = rows(6)
+    results, finished = run(
+        contexts, DaskExecutor(client=client, max_in_flight=1), model_factory=FACTORY,
+        batch_limits=UsageLimits(request_limit=4),
+    )
+    assert sorted(finished) == list(range(6))
+    ran = [r for r in results if isinstance(r, sd.Result)]
+    stopped = [r for r in results if isinstance(r, sd.BudgetExceeded)]
+    assert (len(ran), len(stopped)) == (2, 4)  # which two is the scheduler's choice
+    assert sum(r.usage.requests for r in ran) == 4
+    assert all(r.scope == "batch" and r.limit == "request_limit" for r in stopped)

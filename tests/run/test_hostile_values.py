@@ -251,6 +251,6 @@ def test_lone_surrogate_values_fail_loudly_at_an_http_provider() -> None:
     model = OpenAIChatModel("m", provider=OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="k"))
     with pytest.raises(sd.BadRequestError) as info:
         sd.complete("Q-a: value «{{ v }}» [[a]]", {"v": "x\ud800y"}, model=model)
-    assert str(info.value).startswith("model openai:m@http://127.0.0.1:9/v1: the request could not be sent: ")
+    assert str(info.value).startswith("model 'm' at http://127.0.0.1:9/v1: the request could not be sent: ")
     assert "lone surrogate" in info.value.hint
     assert isinstance(info.value.__cause__, UnicodeEncodeError)

@@ -95,8 +95,11 @@ def test_llm_api_base_routes_openai_names_to_chat_completions(monkeypatch: pytes
 def test_llm_api_base_leaves_other_providers_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLM_API_BASE", BASE)
     assert resolve_model("test") is resolve_model("test")
-    with pytest.raises(ConfigurationError, match="nosuchprovider"):
-        resolve_model("nosuchprovider:model")
+    with pytest.raises(ConfigurationError, match="groq"):  # a pydantic-ai provider (its SDK is not installed here)
+        resolve_model("groq:llama-3.3-70b")
+    served = resolve_model("qwen3:8b")  # no provider is called qwen3: the server's own name:tag (SPEC §11)
+    assert isinstance(served, OpenAIChatModel) and served.model_name == "qwen3:8b"
+    assert endpoint_of(served) == BASE
 
 
 def test_timeout_and_retries_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,9 +155,14 @@ def test_no_model_configured_names_every_way_to_configure_one() -> None:
     assert ". " not in message.replace("e.g. ", "")  # one sentence
 
 
-def test_bare_name_without_a_base_url_says_what_to_do() -> None:
-    with pytest.raises(ConfigurationError, match="LLM_API_BASE"):
+def test_bare_name_without_a_base_url_is_an_openai_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = resolve_model("gpt-4.1-mini")  # 0.x's DEFAULT_LLM=gpt-4.1-mini (SPEC §11)
+    assert isinstance(model, OpenAIChatModel) and model.model_name == "gpt-4.1-mini"
+    assert endpoint_of(model) == "https://api.openai.com/v1"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY") as info:  # without a key: what to do
         resolve_model("qwen")
+    assert "LLM_API_BASE" in str(info.value)
 
 
 # -- aliases ------------------------------------------------------------------

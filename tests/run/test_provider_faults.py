@@ -1,9 +1,9 @@
-"""Provider faults through scripted models: errors surface clearly, retries are pydantic-ai's.
+"""Provider faults through scripted models: errors surface clearly once retries are spent.
 
 * HTTP errors (429/500/503) and timeouts raised by the model surface to the caller as
   the mapped `struckdown.model_errors` type (`RateLimitError`, `ModelError`,
-  `ModelConnectionError`), on the plain, streaming and guard paths; struckdown itself
-  makes no extra attempt (retries belong to the provider's HTTP client).
+  `ModelConnectionError`), on the plain, streaming and guard paths, once struckdown's
+  retries (SPEC §14, 3 by default; tests/test_resilience.py) are spent.
 * Malformed tool calls (unknown tool, arguments that are not JSON or have the wrong
   types) and invalid typed answers are sent back to the model with the error and
   asked again (pydantic-ai's retry, at least once); when they persist the slot
@@ -63,7 +63,7 @@ def test_provider_errors_surface_as_mapped_errors(fault: BaseException, mapped: 
     assert error.hint and "Hint:" in str(error)
     if isinstance(fault, asyncio.TimeoutError | TimeoutError):
         assert "timed out" in str(error)
-    assert len(script.calls) == 2  # one answer, one failing request: no retry on our side
+    assert len(script.calls) == 2 + 3  # one answer, then the failing request and its 3 retries (SPEC §14)
 
 
 @pytest.mark.parametrize(("fault", "mapped", "status"), FAULTS)
@@ -114,7 +114,7 @@ def test_a_fault_in_the_middle_of_an_agent_loop_surfaces() -> None:
         return "sunny"
 
     def answer(call: Call) -> object:
-        if len(script.calls) == 3:
+        if len(script.calls) >= 3:  # from the third request on: every retry fails too
             raise ModelHTTPError(429, "scripted", "slow down")
         return Tools([("lookup", {"city": f"c{len(script.calls)}"})])
 
@@ -122,6 +122,7 @@ def test_a_fault_in_the_middle_of_an_agent_loop_surfaces() -> None:
     with pytest.raises(RateLimitError):
         sd.complete("Go [[w|use_tools=true]]", model=script.model(), tools=[lookup])
     assert ran == ["c1", "c2"]
+    assert len(script.calls) == 3 + 3  # the failing request and its 3 retries
 
 
 # -- malformed tool calls and invalid typed answers: pydantic-ai's retry ------------------

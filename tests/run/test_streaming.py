@@ -34,6 +34,8 @@ def shape(events: list[Any]) -> list[tuple[Any, ...]]:
             out.append((e.type, e.segment, e.name))
         elif e.type == "processing_complete":
             out.append((e.type, e.early_termination))
+        elif e.type == "model_responded":  # the usage ledger (SPEC §13): once per request, after its response
+            out.append((e.type, e.slot))
         else:
             out.append((e.type,))
     return out
@@ -51,6 +53,7 @@ def test_free_text_slot_event_sequence() -> None:
         ("token_delta", "g", "Hello ", "Hello "),
         ("token_delta", "g", "there ", "Hello there "),
         ("token_delta", "g", "world", "Hello there world"),
+        ("model_responded", "g"),
         ("slot_completed", "g"),
         ("checkpoint_reached", 0, None),
         ("processing_complete", False),
@@ -61,7 +64,9 @@ def test_free_text_slot_event_sequence() -> None:
 def test_pick_slot_only_completes() -> None:
     script = Script(lambda c: "red")
     events = asyncio.run(collect("Colour? [[pick:c|red, blue]]", model=script.model()))
-    assert shape(events) == [("slot_completed", "c"), ("checkpoint_reached", 0, None), ("processing_complete", False)]
+    assert shape(events) == [
+        ("model_responded", "c"), ("slot_completed", "c"), ("checkpoint_reached", 0, None), ("processing_complete", False),
+    ]
 
 
 def test_tool_events_come_before_the_answer_tokens() -> None:
@@ -73,8 +78,10 @@ def test_tool_events_come_before_the_answer_tokens() -> None:
     script = Script(lambda c: Tools([("lookup", {"q": "x"})]) if c.turns[-1][0] == "user" else "It is 42")
     events = asyncio.run(collect("Ask [[a|use_tools=true]]", model=script.model(), tools=[lookup]))
     assert shape(events) == [
+        ("model_responded", "a"),
         ("tool_started", "lookup", '{"q": "x"}'),
         ("tool_completed", "lookup", '{"q": "x"}'),
+        ("model_responded", "a"),
         ("slot_stream_start", "a"),
         ("token_delta", "a", "It ", "It "),
         ("token_delta", "a", "is ", "It is "),
@@ -83,7 +90,7 @@ def test_tool_events_come_before_the_answer_tokens() -> None:
         ("checkpoint_reached", 0, None),
         ("processing_complete", False),
     ]
-    done = events[1]
+    done = events[2]
     assert done.arguments == {"q": "x"} and done.output == "42" and done.ok and done.error is None
 
 
@@ -120,7 +127,7 @@ def test_guard_trip_before_tokens_yields_no_stream_start() -> None:
 
     events, error = asyncio.run(run())
     assert isinstance(error, sd.Halted)
-    assert shape(events) == [("slot_completed", "g"), ("processing_complete", True)]
+    assert shape(events) == [("model_responded", "g"), ("slot_completed", "g"), ("processing_complete", True)]
 
 
 def test_guard_trip_after_tokens_retracts_the_streamed_slot() -> None:
@@ -162,6 +169,7 @@ def test_guard_trip_after_tokens_retracts_the_streamed_slot() -> None:
     assert [s for s in shape(events) if s[0] != "checkpoint_reached"] == [
         ("slot_stream_start", "a"),
         ("token_delta", "a", "partial ", "partial "),
+        ("model_responded", "g"),
         ("slot_completed", "g"),
         ("slot_retracted", "a", "halted"),
         ("processing_complete", True),

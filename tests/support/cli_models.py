@@ -182,3 +182,39 @@ def dask_rows() -> FunctionModel:
                 note(log, f"end {row} {time.time():.6f} {os.getpid()}")
 
     return FunctionModel(respond, model_name="dask-rows")
+
+
+def refund_agent() -> FunctionModel:
+    """examples/refund_agent.sd, scripted: the guard passes; `reply` looks order 5531 up and
+    issues its refund in one response, then tells what the refund tool returned; `refunded`
+    is whether that text says "refunded". With SD_TEST_CALLS=PATH, each request appends
+    one line to PATH: `abusive`, `reply <tool returns seen>` or `refunded`."""
+
+    def log(line: str) -> None:
+        path = os.environ.get("SD_TEST_CALLS")
+        if path:
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+
+    def reply(prompt: str, info: AgentInfo) -> Any:
+        def step(messages: list[ModelMessage]) -> Any:
+            if info.function_tools:
+                returns = tool_returns(messages)
+                log(f"reply {len(returns)}")
+                if not returns:
+                    return ModelResponse(parts=[
+                        ToolCallPart("lookup_order", {"order_id": "5531"}, tool_call_id="call_lookup"),
+                        ToolCallPart("issue_refund", {"order_id": "5531", "amount": 49.0}, tool_call_id="call_refund"),
+                    ])
+                refund = next(r for r in returns if r.tool_name == "issue_refund")
+                return f"Order 5531: {refund.content}"
+            if "abusive" in prompt:
+                log("abusive")
+                return {"triggered": False, "reason": "a polite request"}
+            log("refunded")
+            said = "\n".join(p.content for m in messages for p in m.parts if isinstance(p, TextPart))
+            return "refunded " in said
+
+        return step
+
+    return scripted(reply)

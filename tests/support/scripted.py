@@ -85,8 +85,8 @@ class Script:
     peak: int = 0
     _met: asyncio.Event | None = None
 
-    def model(self) -> FunctionModel:
-        return FunctionModel(self._fn, stream_function=self._stream, model_name="scripted")
+    def model(self, name: str = "scripted") -> FunctionModel:
+        return FunctionModel(self._fn, stream_function=self._stream, model_name=name)
 
     def _record(self, messages: list[ModelMessage], info: AgentInfo) -> Call:
         call = Call(list(messages), info)

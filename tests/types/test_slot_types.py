@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import struckdown as sd
+from struckdown.types.values import Verdict
 from scripted import Call, Script
 
 
@@ -44,7 +45,7 @@ def nullable(inner: dict[str, Any], description: str) -> dict[str, Any]:
         ("[[record:x]]", {"a": 1}, {"a": 1}, nullable({"type": "object"}, "A JSON object")),
         ("[[score:x|poor, fair, good]]", 2, 2,
          nullable({"maximum": 2, "minimum": 0, "type": "integer"}, "0=poor, 1=fair, 2=good")),
-        ("[[halt:x]]", {"triggered": False, "reason": "ok"}, {"triggered": False, "reason": "ok"}, None),
+        ("[[halt:x]]", {"triggered": False, "reason": "ok"}, Verdict(triggered=False, reason="ok"), None),
     ],
 )
 def test_type_value_and_schema(slot: str, answer: Any, value: Any, schema: dict[str, Any] | None) -> None:

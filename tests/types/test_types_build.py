@@ -86,6 +86,7 @@ def test_allowed_options_and_positional() -> None:
     assert BUILTIN_TYPES == {
         "respond", "extract", "think", "speak", "pick", "bool", "int", "number", "date",
         "datetime", "time", "duration", "json", "record", "score", "halt",
+        "default", "boolean", "poem", "decide", "date_rule", "chunked_conversation",  # 0.x's names
     }  # fmt: skip
     text = frozenset({"min_length", "max_length", "pattern"})
     bounds = frozenset({"min", "max"})
@@ -94,9 +95,11 @@ def test_allowed_options_and_positional() -> None:
         "pick": frozenset(), "bool": frozenset(), "json": frozenset(), "record": frozenset(),
         "halt": frozenset(), "int": bounds, "number": bounds, "score": bounds, "date": bounds,
         "datetime": bounds, "time": bounds, "duration": bounds,
+        "default": text, "poem": text, "boolean": frozenset(), "decide": frozenset(),
+        "date_rule": frozenset(), "chunked_conversation": frozenset(),
     }  # fmt: skip
     assert {name: allowed_type_options(name) for name in BUILTIN_TYPES} == expected
-    assert {name for name in BUILTIN_TYPES if takes_positional(name)} == {"pick", "score"}
+    assert {name for name in BUILTIN_TYPES if takes_positional(name)} == {"pick", "score", "decide"}
     with pytest.raises(TypeBuildError, match="unknown type"):
         allowed_type_options("nope")
     with pytest.raises(TypeBuildError, match="unknown type"):

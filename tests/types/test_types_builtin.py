@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from struckdown.types import BUILTIN_TYPES, TypeRequest, build_output
-from struckdown.types.options import iso_duration
+from struckdown.codec import iso_duration
+from struckdown.types.spec import TextRules
 from types_support import NON_NULL_JSON, nullable, rejects, spec_of, value, value_json
 
 
@@ -122,7 +123,10 @@ def test_single_answer_schema(req: TypeRequest, model_name: str, schema: dict[st
     spec = build_output(req)
     assert not spec.is_text
     assert spec.output_type.__name__ == model_name
-    assert list(spec.output_type.model_fields) == ["response"]
+    # a score asks for its reasoning first: the model writes it before the number
+    first = ["reasoning"] if req.type_name == "score" else []
+    assert list(spec.output_type.model_fields) == [*first, "response"]
+    assert list(spec.output_type.model_json_schema()["properties"]) == [*first, "response"]
     assert spec.answer_schema == schema
     # the object schema pydantic-ai turns into the output tool
     full = spec.output_type.model_json_schema()
@@ -140,24 +144,35 @@ def test_halt_schema_and_value() -> None:
                 "additionalProperties": False,
                 "description": "Verdict of a guard check.",
                 "properties": {
+                    "reason": {"description": "Short explanation of the verdict, written before it", "type": "string"},
                     "triggered": {
                         "description": "True if the guard condition is met and processing must stop",
                         "type": "boolean",
                     },
-                    "reason": {"description": "Short explanation of the verdict", "type": "string"},
                 },
-                "required": ["triggered", "reason"],
+                "required": ["reason", "triggered"],
                 "title": "HaltVerdict",
                 "type": "object",
             }
         },
     }
+    # reason before verdict, so a model reasons before it commits
+    assert list(spec.answer_schema["$defs"]["HaltVerdict"]["properties"]) == ["reason", "triggered"]
     result = value(spec, {"triggered": True, "reason": "asks for a password"})
     assert result == {"triggered": True, "reason": "asks for a password"}
-    assert type(result) is dict
+    assert isinstance(result, dict) and list(result) == ["triggered", "reason"]  # a plain dict, no other fields
+    assert result.triggered is True and result.reason == "asks for a password"  # read as attributes too (0.x)
     rejects(spec, None)  # a verdict is never null, even without !
     rejects(spec, {"triggered": False})
     assert spec_of("halt", required=True).answer_schema == spec.answer_schema
+
+
+def test_score_reasoning_comes_first_and_is_dropped_from_the_answer() -> None:
+    spec = spec_of("score", "poor", "good", required=True)
+    assert spec.to_value(spec.output_type.model_validate_json('{"reasoning": "clear and kind", "response": "good"}')) == 1
+    assert value_json(spec, '{"response": 0}') == 0  # reasoning is asked for, not demanded
+    listed = spec_of("score", quantifier=(1, 3))
+    assert list(listed.output_type.model_fields) == ["response"]  # a list answer has no single reasoning
 
 
 def test_answer_schema_json_is_canonical() -> None:
@@ -203,7 +218,10 @@ def test_values_are_plain_python(req: TypeRequest, raw_json: str, expected: Any)
 
 
 @pytest.mark.parametrize(
-    "type_name", sorted(BUILTIN_TYPES - {"halt", "respond", "extract", "think", "speak"})
+    # text is never null; 0.x's decide, date_rule and chunked_conversation were always answered
+    "type_name",
+    sorted(BUILTIN_TYPES - {"halt", "respond", "extract", "think", "speak", "default", "poem"}
+           - {"decide", "date_rule", "chunked_conversation"}),
 )
 def test_optional_single_answers_may_be_null(type_name: str) -> None:
     positional = ("a", "b") if type_name == "pick" else ()
@@ -346,8 +364,9 @@ def test_quantified_pick_json_score_and_text() -> None:
 
 
 def test_text_constraints_in_schema_and_check_text() -> None:
+    # a pattern or lengths make text a structured answer, so the schema sent states them (SPEC §11)
     spec = spec_of("respond", pattern="^[A-Z]+$", min_length=3, max_length=5)
-    assert spec.output_type is str
+    assert not spec.is_text
     assert spec.answer_schema == {
         "type": "string",
         "pattern": "^[A-Z]+$",
@@ -355,13 +374,17 @@ def test_text_constraints_in_schema_and_check_text() -> None:
         "maxLength": 5,
         "description": "The answer",
     }
-    assert spec.check_text("ABCD") == "ABCD"
+    assert value(spec, "ABCD") == "ABCD"
+    for bad in ("abcd", "AB", "ABCDEF", None):
+        rejects(spec, bad)
+    rules = TextRules(pattern="^[A-Z]+$", min_length=3, max_length=5)  # the check free text still gets
+    assert rules.check("ABCD") == "ABCD"
     with pytest.raises(ValueError, match=r"The answer must match the pattern \^\[A-Z\]\+\$"):
-        spec.check_text("abcd")
+        rules.check("abcd")
     with pytest.raises(ValueError, match="must be at least 3 characters"):
-        spec.check_text("AB")
+        rules.check("AB")
     with pytest.raises(ValueError, match="must be at most 5 characters"):
-        spec.check_text("ABCDEF")
+        rules.check("ABCDEF")
 
 
 def test_required_text_must_not_be_empty() -> None:
@@ -380,7 +403,8 @@ def test_required_text_must_not_be_empty() -> None:
 
 def test_pattern_is_a_search_like_json_schema() -> None:
     spec = spec_of("respond", pattern=r"\d")
-    assert spec.check_text("abc 1") == "abc 1"
+    assert value(spec, "abc 1") == "abc 1"
+    rejects(spec, "abc")
     listed = spec_of("respond", pattern=r"\d", quantifier=(0, None))
     assert value(listed, ["abc 1"]) == ["abc 1"]
     rejects(listed, ["abc"])

@@ -133,14 +133,16 @@ def test_register_type_and_unregister_on_the_default_environment() -> None:
     assert "zz_test_address" not in registry
 
 
-def test_preset_of_text_streams_as_text() -> None:
+def test_preset_of_text_is_text_with_its_options() -> None:
     registry = TypeRegistry()
+    registry.register_preset("note", "respond", description="A note")
+    assert build_output(TypeRequest("note"), registry).is_text  # streams as text
     registry.register_preset("headline", "respond", options={"max_length": 5}, description="A headline")
     spec = build_output(TypeRequest("headline"), registry)
-    assert spec.is_text and spec.output_type is str
+    assert not spec.is_text  # a length is stated in the schema sent: a structured answer (SPEC §11)
     assert spec.answer_schema == {"type": "string", "maxLength": 5, "description": "A headline. The answer"}
     with pytest.raises(ValueError, match="at most 5"):
-        spec.check_text("too long")
+        spec.to_value({"response": "too long"})
     overridden = build_output(TypeRequest("headline", options={"max_length": 50}), registry)
     assert overridden.answer_schema["maxLength"] == 50
 

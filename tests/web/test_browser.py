@@ -215,3 +215,38 @@ def test_serve_runs_a_typed_template_with_the_allowed_model(page: object, tmp_pa
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_approve_a_call(playground: tuple[str, Path], page: object) -> None:
+    """SPEC §12 on the page (issue 20): a call that needs approval shows Allow / Deny; Allow
+    continues the paused run, the tool runs and the typed result arrives."""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    url, gate = playground
+    gate.touch()
+    page.goto(url)
+    expect(page.locator("#filename")).to_have_text("hello.sd")
+    page.select_option("#tools-select", "tools.py")
+    page.locator("#context-list li", has_text="ada.json").click()
+    page.locator("#source").fill("Greet {{ name }} warmly.\n\n[[greeting|use_tools=true, approve=lookup]]\n\nFriendly?\n"
+                                 "[[bool:friendly]]\n")
+    expect(page.locator("#diagnostics li")).to_have_count(0)
+    page.locator("#model-input").fill("")
+    page.click("#run")
+
+    card = page.locator(".approval-card[data-request='greeting.1']")
+    expect(card.locator(".head")).to_have_text('greeting: allow lookup(word="Ada")?')
+    expect(page.locator("#status")).to_have_text("Waiting for approval: 1 call(s).")
+    expect(page.locator(".tool-card")).to_have_count(0)  # nothing ran before the decision
+    card.locator("button[data-decision='allow']").click()
+
+    tool = page.locator(".tool-card[data-tool='lookup']")
+    expect(tool.locator(".output")).to_contain_text("= Ada wrote the first program")
+    expect(card).to_have_class(re.compile(r"\ballowed\b"))
+    expect(page.locator("#status")).to_have_text("Done.")
+    rows = page.locator("#results tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0).locator("td")).to_have_text(["greeting", "respond", '"Hello Ada, Ada wrote the first program!"'])
+    expect(rows.nth(1).locator("td")).to_have_text(["friendly", "bool", "true"])
+    expect(page.locator("#usage")).to_have_text(re.compile(r"^3 requests · 1 tool calls · "))

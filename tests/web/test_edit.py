@@ -158,7 +158,35 @@ def test_a_batch_reports_progress_and_offers_the_output(server: str) -> None:
     assert client(server).get(complete["downloads"]["csv"]).status_code == 401
 
 
-def test_the_approval_endpoint_says_it_is_not_there_yet(server: str) -> None:
-    response = client(server, TOKEN).post("/api/approval", json={"request_id": "r1", "approved": True})
-    assert response.status_code == 501
-    assert client(server, TOKEN).get("/api/config").json()["approvals"] is False
+def test_a_paused_run_goes_on_with_the_pages_decisions(server: str) -> None:
+    """SPEC §12 on the page: the run pauses (nobody to ask), its final event carries the
+    requests and the state; /api/approval sends them back with the decisions."""
+    http = client(server, TOKEN)
+    assert http.get("/api/config").json()["approvals"] is True
+    template = TEMPLATE.replace("use_tools=true", "use_tools=true, approve=lookup")
+    body = {"template": template, "path": "hello.sd", "tools": "tools.py", "context": '{"name": "Ada"}'}
+    events = run_events(http, body)
+    requested = [e for e in events if e["type"] == "approval_requested"]
+    assert [(e["request_id"], e["tool_name"], e["arguments"]) for e in requested] == [
+        ("greeting.1", "lookup", {"word": "Ada"})
+    ]
+    paused = events[-1]
+    assert (paused["type"], paused["paused"], paused["result"]) == ("processing_complete", True, {})
+    assert [r["id"] for r in paused["requests"]] == ["greeting.1"]
+    assert "tool_started" not in [e["type"] for e in events]
+
+    resumed = run_events(http, {**body, "state": paused["state"], "decisions": {"greeting.1": True}}, "/api/approval")
+    kinds = [e["type"] for e in resumed]
+    assert kinds[:2] == ["run_started", "approval_decided"]
+    assert kinds.index("tool_completed") < kinds.index("processing_complete")
+    final = resumed[-1]
+    assert (final["type"], final["paused"]) == ("processing_complete", False)
+    assert final["result"] == {"greeting": "Hello Ada, Ada wrote the first program!", "friendly": True}
+    assert final["usage"]["requests"] == 3
+
+    changed = run_events(http, {**body, "template": template + "More.\n", "state": paused["state"],
+                                "decisions": {"greeting.1": True}}, "/api/approval")
+    assert changed[-1]["type"] == "processing_error"
+    assert "template= is not the template the run paused with" in changed[-1]["error"]
+    refused = http.post("/api/approval", json={**body, "state": paused["state"], "decisions": {"greeting.1": 3}})
+    assert refused.status_code == 400

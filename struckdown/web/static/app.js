@@ -4,7 +4,7 @@
 const $ = (id) => document.getElementById(id);
 const token = new URLSearchParams(location.search).get("token") || "";
 const state = { config: null, path: null, saved: "", running: null, checkTimer: null, checkSeq: 0,
-                slots: {}, tools: [], lastDiagnostics: [] };
+                slots: {}, tools: [], lastDiagnostics: [], pause: null, decisions: {} };
 
 function api(path, options = {}) {
   const headers = Object.assign({}, options.headers || {});
@@ -302,9 +302,19 @@ const handlers = {
   },
   checkpoint_reached(e) { if (e.name) note(`checkpoint ${e.name}`); },
   approval_requested(e) { approvalRequested(e); },
-  approval_decided(e) { note(`${e.tool_name || "call"} ${e.approved ? "approved" : "denied"}${e.message ? ": " + e.message : ""}`); },
+  approval_decided(e) {
+    const card = document.querySelector(`.approval-card[data-request="${CSS.escape(e.request_id)}"]`);
+    if (card) card.classList.add(e.approved ? "allowed" : "denied");
+    note(`${e.request_id} ${e.approved ? "allowed" : "denied"}${e.message ? ": " + e.message : ""}`);
+  },
   processing_complete(e) {
     showResults(e);
+    if (e.paused) {  // SPEC §12: the run waits for the buttons; the state goes back with the decisions
+      state.pause = { state: e.state, ids: (e.requests || []).map((r) => r.id) };
+      setStatus(`Waiting for approval: ${state.pause.ids.length} call(s).`);
+      resumeWhenDecided();
+      return;
+    }
     const halted = e.halted ? ` Halted by ${e.halted.slot}: ${e.halted.reason}` : "";
     setStatus((e.early_termination ? "Stopped early." : "Done.") + halted, Boolean(e.halted));
   },
@@ -319,19 +329,38 @@ const handlers = {
   },
 };
 
-// Approval (SPEC §12) is not in the engine yet. When it is, `approval_requested` carries
-// request_id, tool_name and arguments; the buttons post the decision to /api/approval.
+// Approval (SPEC §12): a run with nobody to ask pauses; each request gets a card with
+// Allow / Deny (and a reason the model reads when denied). Once every request of the pause
+// is decided, the decisions and the paused state go to /api/approval and the run goes on.
 function approvalRequested(e) {
+  const reason = el("input", { class: "reason", placeholder: "reason (optional)" });
   const card = el("div", { class: "approval-card", "data-request": e.request_id },
-    el("div", { class: "head", text: `Allow ${e.tool_name}(${formatArguments(e.arguments)})?` }));
+    el("div", { class: "head", text: `${e.slot}: allow ${e.tool_name}(${formatArguments(e.arguments)})?` }));
+  const buttons = [];
   for (const [label, approved] of [["Allow", true], ["Deny", false]]) {
-    const button = el("button", { text: label });
+    const button = el("button", { text: label, "data-decision": label.toLowerCase() });
     button.disabled = !(state.config && state.config.approvals);
-    button.addEventListener("click", () => json("/api/approval", { method: "POST",
-      body: JSON.stringify({ request_id: e.request_id, approved }) }).catch((error) => note(error.message, true)));
+    button.addEventListener("click", () => {
+      state.decisions[e.request_id] = approved ? true : (reason.value.trim() || false);
+      for (const b of buttons) b.disabled = true;
+      reason.disabled = true;
+      card.classList.add("decided");
+      resumeWhenDecided();
+    });
+    buttons.push(button);
     card.append(button);
   }
+  card.append(reason);
   $("approvals").append(card);
+}
+
+function resumeWhenDecided() {
+  const pause = state.pause;
+  if (!pause || state.running || !pause.ids.every((id) => id in state.decisions)) return;
+  const decisions = {};
+  for (const id of pause.ids) decisions[id] = state.decisions[id];
+  state.pause = null;
+  stream("/api/approval", request({ model: modelChoice(), cache: false, state: pause.state, decisions }));
 }
 
 function formatArguments(args) {
@@ -367,15 +396,22 @@ async function run() {
   $("events").replaceChildren();
   state.slots = {};
   state.tools = [];
+  state.pause = null;
+  state.decisions = {};
   selectTab("run-panel");
+  await stream("/api/run", request({ model: modelChoice(), cache: false }));
+}
+
+// One run's events (a new run, or a paused one going on with its decisions).
+async function stream(path, body) {
+  if (state.running) return;
   const controller = new AbortController();
   state.running = controller;
   $("run").disabled = true;
   $("stop").disabled = false;
   setStatus("Starting…");
   try {
-    const response = await api("/api/run", { method: "POST", signal: controller.signal,
-      body: JSON.stringify(request({ model: modelChoice(), cache: false })) });
+    const response = await api(path, { method: "POST", signal: controller.signal, body: JSON.stringify(body) });
     if (!response.ok) {
       const data = await response.json().catch(() => ({ error: response.statusText }));
       setStatus(`Refused (${response.status}): ${data.error}`, true);
@@ -392,6 +428,7 @@ async function run() {
     $("run").disabled = false;
     $("stop").disabled = true;
   }
+  resumeWhenDecided();  // decided while the paused run was still ending
 }
 
 // -- batch -------------------------------------------------------------------------------------

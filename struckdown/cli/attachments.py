@@ -1,0 +1,153 @@
+"""Files named on the command line as context values (SPEC §15).
+
+`-c photo=@receipt.png` and `sd batch --file-columns photo` turn a path into what a
+template places with `{{ photo }}`: an image becomes `sd.Image`, audio, video, a PDF
+or another binary document `sd.File`, a text file its text (a `.json` file its
+parsed value). `@@text` is the literal text `@text`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import MediaError
+from ..media import File, Image, Media, guess, sniff
+from .errors import CliError
+
+_TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/x-yaml", "application/toml")
+
+
+def file_value(spec: str, where: str, base: Path | None = None) -> Any:
+    """The context value for the file `spec` (relative to `base` when given)."""
+    path = Path(spec).expanduser()
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if not path.is_file():
+        raise CliError(f"{where}: no such file: {path}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    media_type = sniff(data) or guess(path.name)
+    if media_type is not None and media_type.startswith("image/"):
+        return Image(data, media_type, name=path.name)
+    if media_type is None or media_type.startswith("text/") or media_type in _TEXT_TYPES or media_type.endswith("+json"):
+        try:
+            text = data.decode("utf-8").removeprefix("\ufeff")
+        except UnicodeDecodeError:
+            if media_type is None:
+                raise CliError(f"{where}: cannot tell what kind of file {path} is (not an image, a document or text)") from None
+            raise CliError(f"{where}: {path} is not UTF-8 text") from None
+        if media_type == "application/json":
+            try:
+                return json.loads(text)
+            except ValueError:
+                return text
+        return text
+    if not data:
+        raise CliError(f"{where}: {path} is empty")
+    return File(data, media_type, name=path.name)
+
+
+def pair_value(key: str, raw: str) -> Any:
+    """`-c key=@path`: the file's value; `-c key=@@x`: the text `@x`."""
+    if raw.startswith("@@"):
+        return raw[1:]
+    return file_value(raw[1:], f"-c {key}=@…")
+
+
+# -- sd batch --file-columns ---------------------------------------------------------
+
+
+def split_columns(values: Sequence[str]) -> tuple[str, ...]:
+    """`--file-columns a,b --file-columns c` → (a, b, c)."""
+    return tuple(name.strip() for value in values for name in value.split(",") if name.strip())
+
+
+class Unreadable(Media):
+    """A file cell that could not be read: its row fails, with the reason, when the
+    template places it; the other rows go on."""
+
+    def __init__(self, message: str) -> None:  # nothing to read
+        self.message = message
+        self.data = self.url = self.name = self.detail = None
+        self.media_type, self.metadata, self._sha, self._sent = "application/octet-stream", False, "", {}
+
+    def placeholder(self) -> str:
+        return f"<unreadable file: {self.message}>"
+
+    def __str__(self) -> str:
+        raise MediaError(self.message)
+
+    def parts(self, max_side: int | None = None) -> list[Any]:
+        raise MediaError(self.message)
+
+
+def file_row(row: Mapping[str, Any], columns: Sequence[str], base: Path) -> dict[str, Any]:
+    """One row with its file columns' paths turned into values (a JSON list of paths
+    gives a list). An empty cell stays empty; a missing or unreadable file fails the
+    row when the template places it."""
+    out = dict(row)
+    for column in columns:
+        value = row.get(column)
+        if value is None or value == "":
+            continue
+        paths = value if isinstance(value, list) else [value]
+        converted: list[Any] = []
+        for path in paths:
+            where = f"--file-columns {column}"
+            if not isinstance(path, str):
+                converted.append(Unreadable(f"{where}: {path!r} is not a path"))
+                continue
+            try:
+                converted.append(file_value(path, where, base))
+            except (CliError, ValueError) as exc:
+                converted.append(Unreadable(exc.message if isinstance(exc, CliError) else f"{where}: {exc}"))
+        out[column] = converted if isinstance(value, list) else converted[0]
+    return out
+
+
+def files_base(present: Sequence[str], rows: int, columns: Sequence[str], inputs: Sequence[str]) -> Path | None:
+    """Where `--file-columns` paths are relative to (the inputs' folder; stdin: the
+    working directory), None without the option, from the columns `present` in the
+    `rows` input rows (read once, in a scan). A CliError, before anything runs, for a
+    column no row has or inputs in different folders."""
+    columns = split_columns(columns)
+    if not columns:
+        return None
+    known = set(present)
+    missing = [c for c in columns if c not in known]
+    if rows and missing:
+        listed = ", ".join(sorted(known)) or "none"
+        raise CliError(f"--file-columns: no input row has a column {missing[0]!r} (columns: {listed})")
+    folders = {os.path.dirname(os.path.abspath(spec)) for spec in inputs if spec != "-"}
+    if len(folders) > 1:
+        raise CliError(
+            "--file-columns: the inputs are in different folders, so relative paths are ambiguous; "
+            "give inputs from one folder (or absolute paths in the column)"
+        )
+    return Path(folders.pop()) if folders else Path.cwd()
+
+
+# -- sd run's display -------------------------------------------------------------------
+
+
+def attachment_lines(slot: str, messages: Sequence[Any], seen: set[str]) -> list[str]:
+    """`attached receipt.png (image/png, 3 KB) → slot total`, once per run for each image
+    or file the slot's request held that no earlier slot sent."""
+    from ..media import attachments, human_size
+
+    lines: list[str] = []
+    for item in attachments(messages):
+        key = item.get("sha256") or item.get("url") or ""
+        if key in seen:
+            continue
+        seen.add(key)
+        name = item.get("name") or item.get("url") or f"{item['kind']} {str(key)[:8]}"
+        size = f", {human_size(item['bytes'])}" if "bytes" in item else ""
+        lines.append(f"attached {name} ({item['media_type']}{size}) → slot {slot}")
+    return lines

@@ -1,0 +1,123 @@
+"""`sd chat`: a template given inline, on stdin or as a file, run and shown like `sd run`.
+
+As in 0.x: `sd chat "Tell me a joke [[joke]]"` (the words are joined with spaces),
+`echo 'Hi [[x]]' | sd chat`, `sd chat -p template.sd` (or a single argument that is
+a file). A prompt given inline or on stdin that holds no slot gets `[[response]]`
+at its end, so it is answered.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import CliError, reporting_errors
+from .options import McpConfigOpt, McpOpt
+
+DEFAULT_SLOT = "[[response]]"
+
+
+def prompt_source(words: list[str], prompt_file: Path | None, stdin_text: str | None) -> tuple[Path | None, str | None]:
+    """(a template file, or None) and (the template text, or None): the file with -p or
+    when the one argument is an existing file; else the words; else stdin."""
+    if prompt_file is not None:
+        if words:
+            raise CliError("give the prompt as words or as -p FILE, not both")
+        return prompt_file, None
+    if len(words) == 1 and Path(words[0]).is_file():
+        return Path(words[0]), None
+    if words:
+        return None, " ".join(words)
+    if stdin_text is not None and stdin_text.strip():
+        return None, stdin_text
+    raise CliError('no prompt: sd chat "Tell me a joke [[joke]]", a template on stdin, or sd chat -p FILE')
+
+
+def with_a_slot(text: str) -> str:
+    """The prompt, answered: `[[response]]` appended when it holds no slot."""
+    from ..environment import default_environment
+
+    program = default_environment().parse(text)
+    if program.slots() or any(segment.keys for segment in program.segments):
+        return text
+    return text.rstrip() + "\n\n" + DEFAULT_SLOT + "\n"
+
+
+def _stdin() -> str | None:
+    if sys.stdin is None or sys.stdin.isatty():
+        return None
+    return sys.stdin.read()
+
+
+def command(
+    prompt: Annotated[
+        Optional[list[str]],
+        typer.Argument(help="The prompt (a template: words are joined with spaces), or a template file.", show_default=False),
+    ] = None,
+    prompt_file: Annotated[
+        Optional[Path], typer.Option("--prompt-file", "-p", help="Read the template from this file.", show_default=False)
+    ] = None,
+    context: Annotated[
+        Optional[Path], typer.Option("--context", help="Context variables from a JSON or YAML file.", show_default=False)
+    ] = None,
+    set_: Annotated[
+        Optional[list[str]],
+        typer.Option("-c", "--set", metavar="KEY=VALUE", help="Set a context variable (repeatable).", show_default=False),
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option("--model", "-m", "--model-name", help="Model string, alias or 'test'. Default: STRUCKDOWN_MODEL / "
+                     "DEFAULT_LLM, or LLM_API_BASE.", show_default=False),
+    ] = None,
+    tools: Annotated[
+        Optional[Path], typer.Option("--tools", "-t", help="Python file whose public functions are the agent tools.",
+                                     show_default=False)
+    ] = None,
+    history: Annotated[
+        Optional[Path], typer.Option("--history", help="A conversation file for [[@history]].", show_default=False)
+    ] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Write {answers, usage, halted} to this JSON file.",
+                                     show_default=False)
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only the answers as JSON on stdout.")] = False,
+    stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream tokens as they arrive.")] = True,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")] = False,
+    include_path: Annotated[
+        Optional[list[Path]],
+        typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
+    ] = None,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
+) -> None:
+    """Chat with a model: an inline prompt ("Tell me a joke [[joke]]"), a template on stdin, or a template file."""
+    with reporting_errors():
+        from .run_cmd import RunRequest, run_command
+
+        path, text = prompt_source(list(prompt or ()), prompt_file, None if prompt or prompt_file else _stdin())
+        pairs = list(set_ or ())
+        if history is not None:
+            import json
+
+            pairs.append(f"_history_file={json.dumps(str(history))}")
+        code = run_command(
+            RunRequest(
+                template=path if path is not None else Path("<prompt>"),
+                source=None if text is None else with_a_slot(text),
+                context_file=context,
+                pairs=pairs,
+                model=model,
+                tools_file=tools,
+                output=output,
+                as_json=as_json,
+                stream=stream,
+                cache=not no_cache,
+                include_paths=include_path or (),
+                mcp=mcp or (),
+                mcp_config=mcp_config,
+            )
+        )
+    raise typer.Exit(code)

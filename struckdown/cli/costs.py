@@ -1,0 +1,118 @@
+"""The CLI's side of budgets, cost and tracing: `--prices`, `--max-cost`, `--otel`,
+what `sd run -o` writes when a run fails, and usage and cost in the summary lines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import CliError
+
+
+def budget_options(prices_file: Path | None, max_cost: float | None, instrument: Any) -> dict[str, Any]:
+    """The keyword arguments `--prices`, `--max-cost` and `--otel` give a run or a batch."""
+    options: dict[str, Any] = {}
+    if prices_file is not None:
+        from ..errors import ConfigurationError
+        from ..pricing import load_prices_file
+
+        try:
+            options["prices"] = load_prices_file(prices_file)
+        except ConfigurationError as exc:
+            raise CliError(f"--prices: {exc}") from None
+    if max_cost is not None:
+        if not max_cost >= 0:
+            raise CliError(f"--max-cost must be a number of US dollars of at least 0, not {max_cost}")
+        options["max_cost"] = max_cost
+    if instrument is not None:
+        options["instrument"] = instrument
+    return options
+
+
+@contextmanager
+def otel(enabled: bool) -> Iterator[Any]:
+    """`--otel`: a tracer provider exporting over OTLP (OTEL_EXPORTER_OTLP_* variables),
+    flushed and shut down when the command ends; None without the flag."""
+    if not enabled:
+        yield None
+        return
+    from ..observe import otlp_provider
+
+    try:
+        provider = otlp_provider()
+    except ImportError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        yield provider
+    finally:
+        provider.shutdown()  # exports what is still buffered
+
+
+def cost_part(usage: Mapping[str, Any] | Any) -> str | None:
+    """`$0.0123` for a summary line, or None when the cost is unknown."""
+    from ..pricing import format_cost
+
+    cost = usage.get("cost") if isinstance(usage, Mapping) else getattr(usage, "cost", None)
+    return format_cost(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+
+
+def batch_cost(entries: Sequence[Mapping[str, Any]]) -> str | None:
+    """The cost of the rows run now, when every one of them that made a request is priced."""
+    total = 0.0
+    for entry in entries:
+        usage = entry.get("usage") or {}
+        cost = usage.get("cost")
+        if cost is None:
+            if usage.get("requests"):
+                return None
+            continue
+        total += float(cost)
+    if not any((e.get("usage") or {}).get("requests") for e in entries):
+        return None
+    return cost_part({"cost": total})
+
+
+def row_usage(outcome: Any) -> dict[str, Any]:
+    """A batch row's usage for its journal line: a Result's, or what its error carries."""
+    from ..run.accounting import usage_of
+
+    usage = usage_of(outcome)
+    return usage.to_dict() if usage is not None else {}
+
+
+def not_run(outcome: Any) -> bool:
+    """A row the batch budget kept from starting (recorded as not run; --resume runs it)."""
+    from ..errors import BudgetExceeded
+
+    return isinstance(outcome, BudgetExceeded) and outcome.scope == "batch"
+
+
+class RunRecorder:
+    """What `sd run -o` needs when a run does not end with a Result: the answers so far,
+    every request made, and the error."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, Any] = {}
+        self.usage: Any = None
+        self.partial: Any = None  # the Result of ProcessingError
+
+    def see(self, event: Any) -> None:
+        if event.type == "slot_completed":
+            self.answers[event.slot] = event.result.output
+        elif event.type == "model_responded":
+            self.usage = event.usage if self.usage is None else self.usage + event.usage
+        elif event.type == "processing_error":
+            self.partial = event.result
+
+    def record(self, error: BaseException) -> dict[str, Any]:
+        from ..codec import jsonable
+        from ..results import Usage
+        from .errors import describe
+
+        if self.partial is not None:
+            answers, usage = self.partial.to_dict(), self.partial.usage
+        else:  # interrupted: what the events showed
+            answers, usage = {k: jsonable(v) for k, v in self.answers.items()}, self.usage or Usage()
+        return {"answers": answers, "usage": usage.to_dict(), "halted": None, "error": describe(error)}

@@ -1,0 +1,41 @@
+"""`sd flat`: the template with its `<include src=…/>` tags replaced by the files' text."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import EXIT_OK, reporting_errors
+
+
+def flat_command(template: Path, output: Path | None, include_paths: Sequence[Path]) -> int:
+    from ..syntax.flatten import flatten
+    from .io import read_template
+
+    text = flatten(read_template(template), template_path=template, include_paths=include_paths)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        sys.stderr.write(f"wrote {output}\n")
+    return EXIT_OK
+
+
+def command(
+    template: Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)],
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Write the result here (default: stdout).", show_default=False)
+    ] = None,
+    include_path: Annotated[
+        Optional[list[Path]],
+        typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
+    ] = None,
+) -> None:
+    """Print the template with every <include> inlined; nothing is rendered."""
+    with reporting_errors():
+        code = flat_command(template, output, include_path or ())
+    raise typer.Exit(code)

@@ -1,0 +1,114 @@
+"""The run-level side of budgets and usage (SPEC §13, issue 23 "usage that is the bill"):
+what is checked before a run's first model call, and what a failed run hands back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import BudgetExceeded, StruckdownError
+from ..results import Result, Usage
+from ..syntax.nodes import JinjaValue
+from .budgets import budget_option, check_budget_names
+
+#: The attribute a run's error carries its usage in: every request the run made.
+USAGE_ATTR = "struckdown_usage"
+
+
+def check_run(run: Any) -> None:
+    """Before any model call: every `budget=` names a tool of the run, and with `max_cost`
+    every model the run may use (its default and the slots' static `model=`) has a price."""
+    program = run.program
+    names = run.env.toolbox.names
+    models: list[Any] = []
+    for plan in program.plans.values():
+        budget = plan.control.get("budget")
+        if plan.use_tools and budget is not None and not isinstance(budget, JinjaValue):
+            check_budget_names(budget_option(budget) or {}, names, plan.key)
+        model = plan.settings.get("model")
+        if isinstance(model, str) and not isinstance(model, JinjaValue):
+            models.append(model)
+    ledger = run.ledger
+    if ledger.budget is not None and ledger.budget.max_cost is not None:
+        ledger.check_prices([run.model_for(None), *(run.model_for(name) for name in _distinct(models))])
+
+
+def so_far(run: Any, error: BaseException) -> Result:
+    """The Result of a run that failed: the slots that finished, and in its usage every
+    request the run made (those of slots the error cut off included). A `BudgetExceeded`
+    keeps it as `.results`; struckdown's other errors carry its usage as `struckdown_usage`."""
+    cut_off = run.ledger.cut_off()
+    result = Result(run.results, run.program.keys, discarded=cut_off)
+    if isinstance(error, BudgetExceeded):
+        error.keep(run.results, run.program.keys, cut_off)
+    elif isinstance(error, StruckdownError):  # a foreign error passes through as it is (a note only)
+        setattr(error, USAGE_ATTR, result.usage)
+    return result
+
+
+def usage_of(outcome: Any) -> Usage | None:
+    """A run's usage from its outcome: a Result's, or what its error carries (None if nothing)."""
+    if isinstance(outcome, Result):
+        return outcome.usage
+    if isinstance(outcome, BudgetExceeded):
+        return outcome.results.usage
+    usage = getattr(outcome, USAGE_ATTR, None)
+    return usage if isinstance(usage, Usage) else None
+
+
+def budget_settings(environment: Any, options: Any) -> dict[str, Any]:
+    """The RunSettings fields of budgets, cost and tracing: the call's keywords over the
+    Environment's defaults (prices, tool_limits and instrument; run_limits and max_cost
+    are per call only)."""
+    from ..observe import tracing_for
+    from ..pricing import Pricing
+    from .budgets import check_tool_limits
+    from .ledger import Budget
+
+    prices = options.get("prices", environment.prices)
+    instrument = options.get("instrument", environment.instrument)
+    return {
+        "budget": Budget.of(options.get("run_limits"), options.get("max_cost"), "run_limits"),
+        "pricing": _remembered(environment, "_struckdown_pricing", prices, Pricing) if prices else None,
+        "tool_limits": check_tool_limits(options.get("tool_limits", environment.tool_limits)),
+        "tracing": _remembered(environment, "_struckdown_tracing", instrument, tracing_for) if instrument else None,
+    }
+
+
+def _remembered(holder: Any, attribute: str, key: Any, make: Any) -> Any:
+    """`make(key)` once per key object (a batch passes the same prices to every row)."""
+    held = getattr(holder, attribute, None)
+    if held is not None and held[0] is key:
+        return held[1]
+    value = make(key)
+    setattr(holder, attribute, (key, value))
+    return value
+
+
+def batch_budget(environment: Any, program: Any, options: Any, batch_limits: Any) -> tuple[Any, Any]:
+    """A local batch's shared account (None without a batch budget) and the options its rows
+    get: `max_cost` of `complete_batch` is the whole batch's, not each row's. With
+    `max_cost`, every model the batch may use must have a known price (before any row)."""
+    from ..pricing import Pricing
+    from .ledger import BatchLedger, Budget, RunLedger
+
+    budget = Budget.of(batch_limits, options.get("max_cost"), "batch_limits")
+    if budget is None:
+        return None, options
+    rows = {k: v for k, v in options.items() if k != "max_cost"}
+    if budget.max_cost is not None and program.needs_model:
+        prices = options.get("prices", environment.prices)
+        ledger = RunLedger(_no_events, budget=budget, pricing=Pricing(prices))
+        models = [options.get("model", environment.model)]
+        models += [p.settings["model"] for p in program.plans.values() if isinstance(p.settings.get("model"), str)]
+        ledger.check_prices([environment.resolve_model(m) for m in _distinct(models)])
+    return BatchLedger(budget), rows
+
+
+async def _no_events(event: Any) -> None:
+    return None
+
+
+def _distinct(items: list[Any]) -> list[Any]:
+    """In order, each object once (models need not be hashable)."""
+    seen: set[int] = set()
+    return [x for x in items if not (id(x) in seen or seen.add(id(x)))]  # type: ignore[func-returns-value]

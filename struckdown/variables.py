@@ -1,0 +1,123 @@
+"""The variables a template reads, and the ones a context leaves undefined.
+
+A template reads a name in its text (`{{ nme }}`), in an option (`min={{ low }}`) or in
+a condition (`{% if x %}`). A name is *expected* when no slot or action answered it
+earlier in template order, so it must come from the context. `sd check` lists the
+expected names; every run checks them against its context before any model call:
+a missing one is a warning (the `warnings` module and the `struckdown` logger, once
+per template and name) or, with `strict_undefined=True`, an `UndefinedVariableError` (a `TemplateRuntimeError`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import warnings
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import UndefinedVariableError
+from .plan import node_reads
+from .syntax.nodes import Action, Pos, Slot, Text, walk
+
+if TYPE_CHECKING:
+    from .plan import Program
+
+logger = logging.getLogger("struckdown")
+
+#: Names Jinja provides inside every template (`loop` inside a for loop).
+JINJA_NAMES = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop"})
+
+
+@dataclass(frozen=True)
+class Read:
+    """A name the template reads before anything in it answers it."""
+
+    name: str
+    pos: Pos
+    answered_at: int | None = None  # the line of a later slot of that name, if any
+
+    @property
+    def line(self) -> int:
+        return self.pos.line
+
+    def message(self) -> str:
+        where = f" of {self.pos.filename}" if self.pos.filename else ""
+        return f"undefined variable {self.name!r} (line {self.pos.line}{where}): not in the context and not answered before"
+
+    def hint(self) -> str:
+        if self.answered_at is not None:
+            return f"{self.name!r} is answered later (line {self.answered_at}); a template can only read earlier answers"
+        return f"add it to the context (sd: -c {self.name}=…)"
+
+
+def expected(program: Program) -> tuple[Read, ...]:
+    """Every name the template reads before answering it, first read first (one per name)."""
+    cached: tuple[Read, ...] | None = program.memo.get("expected")
+    if cached is None:
+        cached = program.memo["expected"] = _expected(program)
+    return cached
+
+
+def _expected(program: Program) -> tuple[Read, ...]:
+    renderer = program.environment.renderer
+    answered_at = {
+        node.key: node.pos.line
+        for segment in program.segments
+        for node in walk(segment.nodes)
+        if isinstance(node, (Slot, Action)) and node.key is not None
+    }
+    defined: set[str] = set(JINJA_NAMES)
+    found: dict[str, Read] = {}
+    for segment in program.segments:
+        for node in walk(segment.nodes):
+            new = node_reads(node, renderer) - defined - found.keys()
+            placed = [(locate(node.source, node.pos, name) if isinstance(node, Text) else node.pos, name) for name in new]
+            for pos, name in sorted(placed, key=lambda item: (item[0].line, item[0].column, item[1])):
+                found[name] = Read(name, pos, answered_at.get(name))
+            if isinstance(node, (Slot, Action)) and node.key is not None:
+                defined.add(node.key)
+    return tuple(found.values())
+
+
+def missing(program: Program, names: Collection[str]) -> list[Read]:
+    """The expected names `names` (a context's keys) does not provide."""
+    return [read for read in expected(program) if read.name not in names]
+
+
+def check_context(program: Program, context: Mapping[str, Any], *, strict: bool) -> None:
+    """Warn (or, strict, raise before any model call) for every expected name the context lacks."""
+    reads = expected(program)
+    if not reads:
+        return
+    absent = [read for read in reads if read.name not in context]
+    if not absent:
+        return
+    if strict:
+        lines = "; ".join(read.message() for read in absent)
+        raise UndefinedVariableError(f"{lines} (strict_undefined=True)")
+    warned: set[str] = program.memo.setdefault("warned", set())
+    for read in absent:
+        # once per template and name, like the warnings module's own default
+        if read.name not in warned:
+            warned.add(read.name)
+            logger.warning("%s", read.message())
+        warnings.warn(read.message(), UserWarning, stacklevel=4)
+
+_JINJA_BLOCK = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
+
+
+def locate(source: str, pos: Pos, name: str) -> Pos:
+    """The position of the first Jinja expression in `source` that mentions `name`."""
+    offset = 0
+    for block in _JINJA_BLOCK.finditer(source):
+        found = re.search(rf"\b{re.escape(name)}\b", block.group(0))
+        if found:
+            offset = block.start() + found.start()
+            break
+    before = source[:offset]
+    newlines = before.count("\n")
+    if newlines == 0:
+        return Pos(pos.line, pos.column + offset, pos.filename)
+    return Pos(pos.line + newlines, offset - before.rfind("\n"), pos.filename)
