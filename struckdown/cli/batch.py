@@ -16,7 +16,7 @@ from . import batch_report, compare, loading
 from .attachments import file_row, files_base, split_columns
 from .costs import budget_options, cost_part, not_run, otel, row_usage
 from .display import make_console
-from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
+from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe, interrupts_end_the_process
 from .journal import Journal, JournalIndex, JournalLock, JournalReader, content_hash, journal_path
 from .loading import load_program, load_tools
 from .model_notes import show_config_models
@@ -206,9 +206,7 @@ class BatchRun:
                 if self.total > self.done_before:  # else nothing to run: no cluster to start
                     asyncio.run(runner(self.contexts()))
         except KeyboardInterrupt:
-            done = self.done_before + self.tally.rows
-            where = f"saved in {self.journal.path}; run the same command with --resume" if self.journal else "written above"
-            raise CliError(f"interrupted: {done}/{self.total} rows are {where}", EXIT_INTERRUPTED) from None
+            raise CliError(self.interrupted_note(), EXIT_INTERRUPTED) from None
         finally:
             gc.unfreeze()
             if self.journal is not None:
@@ -393,6 +391,11 @@ class BatchRun:
             **request.options,
         }
 
+    def interrupted_note(self) -> str:
+        done = self.done_before + self.tally.rows
+        where = f"saved in {self.journal.path}; run the same command with --resume" if self.journal else "written above"
+        return f"interrupted: {done}/{self.total} rows are {where}"
+
     def progress_event(self, event: Any) -> None:
         """A retry or a fallback in some row (`on_retry`): the progress bar counts it."""
         self.progress.resilience_event(event)
@@ -455,9 +458,12 @@ def _local_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
             program, contexts, concurrency=request.jobs, model=model, tools=tools,
             provider_batch=provider.batch if provider is not None else None, **options,
         )  # fmt: skip
-        async with aclosing(batch):
-            async for position, outcome in batch:
-                job.finish(position, outcome)
+        # the first Ctrl-C ends the process at once (a blocking tool cannot hold it): every
+        # finished row is in the journal already, and --resume runs the rest
+        with interrupts_end_the_process(lambda: "error: " + job.interrupted_note()):
+            async with aclosing(batch):
+                async for position, outcome in batch:
+                    job.finish(position, outcome)
 
     return run
 
