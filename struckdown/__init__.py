@@ -19,6 +19,7 @@ _EXPORTS = {
     "complete_async": "api",
     "complete_batch": "api",
     "complete_batch_async": "api",
+    "complete_batch_iter_async": "api",
     "complete_incremental": "api",
     "complete_incremental_async": "api",
     "parse": "api",
@@ -104,6 +105,9 @@ if TYPE_CHECKING:
     )
     from .api import (
         complete_batch_async as complete_batch_async,
+    )
+    from .api import (
+        complete_batch_iter_async as complete_batch_iter_async,
     )
     from .api import (
         complete_incremental as complete_incremental,

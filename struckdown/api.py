@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
 from .environment import BatchExecutor, PathLike, RunOptions, default_environment
@@ -20,6 +20,7 @@ __all__ = [
     "complete_async",
     "complete_batch",
     "complete_batch_async",
+    "complete_batch_iter_async",
     "complete_incremental",
     "complete_incremental_async",
     "load_type_file",
@@ -62,7 +63,7 @@ def complete_incremental(
 
 async def complete_batch_async(
     template: str | Program,
-    contexts: Iterable[Mapping[str, Any]],
+    contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
     *,
     concurrency: int = 8,
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
@@ -77,6 +78,23 @@ async def complete_batch_async(
         template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
         provider_batch=provider_batch, batch_limits=batch_limits, **options,
     )
+
+
+def complete_batch_iter_async(
+    template: str | Program,
+    contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
+    *,
+    concurrency: int = 8,
+    executor: BatchExecutor | None = None,
+    provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+    batch_limits: Any = None,
+    **options: Unpack[RunOptions],
+) -> AsyncGenerator[tuple[int, Result | BaseException], None]:
+    """Run one template over many contexts; yield `(index, outcome)` as rows finish, keeping none."""
+    return default_environment().complete_batch_iter_async(
+        template, contexts, concurrency=concurrency, executor=executor,
+        provider_batch=provider_batch, batch_limits=batch_limits, **options,
+    )  # fmt: skip
 
 
 def complete_batch(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
@@ -299,6 +299,7 @@ class Environment:
 
     def run_settings(self, options: RunOptions, *, stream: bool, requests: Any = None, mcp: Any = None) -> Any:
         """The call's options over this Environment's defaults, as the engine takes them."""
+        from .batching import request_limiter
         from .run import RunSettings
         from .run.accounting import budget_settings
 
@@ -317,7 +318,7 @@ class Environment:
             strict_undefined=bool(options.get("strict_undefined", False)),
             stream=stream,
             tool_timeout=options.get("tool_timeout", self.tool_timeout),
-            requests=requests if requests is not None else _request_limiter(options.get("max_requests")),
+            requests=requests if requests is not None else request_limiter(options.get("max_requests")),
             mcp=mcp,
             approve=options.get("approve", self.approve),
             **budget_settings(self, options),
@@ -510,7 +511,7 @@ class Environment:
     async def complete_batch_async(
         self,
         template: str | Program,
-        contexts: Iterable[Mapping[str, Any]],
+        contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
         *,
         concurrency: int = 8,
         on_result: Callable[[int, Result | BaseException], Any] | None = None,
@@ -531,84 +532,48 @@ class Environment:
         `struckdown.distributed.DaskExecutor`) receives the template text and the
         row contexts and must honour the same contract. `provider_batch=True` (or a
         `BatchModelRequests`, or a `struckdown.ProviderBatch`) sends the rows' model
-        requests through the provider's batch API (docs/batch.md).
+        requests through the provider's batch API (docs/batch.md). The returned list
+        holds every row; `complete_batch_iter_async` is the form that holds none.
         """
+        from .batching import BatchCall, collected
+
         concurrency, on_result, options = self._checked_batch(
             "complete_batch_async", concurrency, on_result, options, executor
         )
         program = self.program(template, options)
-        batching = None
-        if provider_batch is not None and provider_batch is not False:
-            from .provider_batch import provider_batch_of
+        job = BatchCall.of(self, program, contexts, concurrency, options, executor, provider_batch, batch_limits)
+        return await collected(job, on_result)
 
-            batching = provider_batch_of(provider_batch)
-        if batching is not None and executor is not None:
-            raise ValueError("provider_batch runs the rows on this event loop: it cannot be combined with executor=")
-        if batching is not None:
-            batching.check(self, program, options, concurrency, contexts)  # before any row
-        if executor is not None:
-            kwargs = {k: v for k, v in options.items() if k not in ("template_path", "include_paths")}
-            if batch_limits is not None:
-                kwargs["batch_limits"] = batch_limits
-            return await executor.run_batch(
-                program.template.source,
-                contexts,
-                concurrency=concurrency,
-                on_result=on_result,
-                template_path=options.get("template_path"),
-                include_paths=options.get("include_paths", self.include_paths),
-                **kwargs,
-            )
-        return await self._local_batch(program, contexts, concurrency, on_result, options, batching, batch_limits)
-
-    async def _local_batch(
+    async def complete_batch_iter_async(
         self,
-        program: Program,
-        contexts: Iterable[Mapping[str, Any]],
-        concurrency: int,
-        on_result: Callable[[int, Result | BaseException], Any] | None,
-        options: RunOptions,
-        batching: Any = None,
-        batch_limits: Any = None,
-    ) -> list[Result | BaseException]:
-        """Rows on this event loop, in input order; a failing row is its exception and the
-        others go on. Workers share one iterator (no task per row, no global semaphore)."""
-        import asyncio
-        from contextlib import nullcontext
+        template: str | Program,
+        contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
+        *,
+        concurrency: int = 8,
+        executor: BatchExecutor | None = None,
+        provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
+        batch_limits: UsageLimits | None = None,
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[tuple[int, Result | BaseException], None]:
+        """Run one template over many contexts and yield `(index, Result or exception)`
+        as each row finishes (finishing order), keeping none of them: the
+        constant-memory batch. `contexts` is read lazily, one row as a worker is free
+        (an async iterable too, without an executor). Closing the generator cancels
+        the rows in flight; a slow consumer holds the batch back. The other keywords
+        are `complete_batch_async`'s."""
+        from .batching import BatchCall, outcomes
 
-        import anyio
-
-        from .run.accounting import batch_budget
-
-        results: list[Result | BaseException | None] = []
-        rows = iter(enumerate(contexts))
-        requests = _request_limiter(options.get("max_requests"))  # one cap for every row
-        batch, options = batch_budget(self, program, options, batch_limits)  # max_cost is the batch's
-
-        async def worker(sessions: Any) -> None:  # sessions: the batch's MCP sessions, one per server
-            with batching.worker() if batching is not None else nullcontext():
-                for index, context in rows:
-                    results.extend([None] * (index + 1 - len(results)))
-                    spent = batch.spent() if batch is not None else None  # once spent, no new row starts
-                    try:
-                        with batching.row(index) if batching is not None else nullcontext():
-                            outcome: Result | BaseException = spent or await self._complete_row(
-                                program, context, options, requests, batching, sessions, batch
-                            )
-                    except Exception as exc:  # noqa: BLE001 - recorded per row
-                        outcome = exc
-                    results[index] = outcome
-                    if on_result is not None:
-                        maybe = on_result(index, outcome)
-                        if asyncio.iscoroutine(maybe):
-                            await maybe
-
-        session = batching.session(requests) if batching is not None else nullcontext()
-        async with self._mcp_sessions(program, options) as sessions:
-            async with session, anyio.create_task_group() as tg:
-                for _ in range(max(1, concurrency)):
-                    tg.start_soon(worker, sessions)
-        return results  # type: ignore[return-value]
+        concurrency, _, options = self._checked_batch(
+            "complete_batch_iter_async", concurrency, None, options, executor
+        )
+        program = self.program(template, options)
+        job = BatchCall.of(self, program, contexts, concurrency, options, executor, provider_batch, batch_limits)
+        stream = outcomes(job.run, concurrency)
+        try:
+            async for pair in stream:
+                yield pair
+        finally:
+            await stream.aclose()
 
     def complete_batch(
         self,
@@ -632,17 +597,6 @@ class Environment:
                 provider_batch=provider_batch, batch_limits=batch_limits, **options,
             )
         )
-
-
-def _request_limiter(max_requests: int | None) -> Any:
-    """A cap on the model requests in flight at once (None: no cap)."""
-    if max_requests is None:
-        return None
-    if isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1:
-        raise ValueError(f"max_requests must be a whole number of at least 1, not {max_requests!r}")
-    import anyio
-
-    return anyio.CapacityLimiter(max_requests)
 
 
 def _includes_changed(program: Program) -> bool:

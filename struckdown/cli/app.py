@@ -363,6 +363,18 @@ def batch(
             show_default=False,
         ),
     ] = None,
+    workers: Annotated[
+        Optional[int],
+        typer.Option(
+            "--workers",
+            min=1,
+            metavar="N",
+            help="Run the rows in N local processes (a private Dask cluster on 127.0.0.1; needs "
+            "struckdown[dask]): one journal, one progress bar, and -j and --max-requests cap the whole job. "
+            "Default 1: this process. See docs/performance.md.",
+            show_default=False,
+        ),
+    ] = None,
     max_requests: Annotated[
         Optional[int],
         typer.Option(
@@ -404,8 +416,8 @@ def batch(
         typer.Option(
             "--address",
             metavar="tcp://HOST:PORT",
-            help="Dask scheduler to use with --engine dask. Default: a private cluster of 2 local worker "
-            "processes on 127.0.0.1.",
+            help="Dask scheduler to use with --engine dask. Default: a private cluster of --workers (2) local "
+            "worker processes on 127.0.0.1.",
             show_default=False,
         ),
     ] = None,
@@ -502,6 +514,8 @@ def batch(
             raise CliError(f"--engine must be local or dask, not {engine!r}")
         if engine != "dask" and address is not None:
             raise CliError("--address is for --engine dask")
+        if address is not None and workers is not None:
+            raise CliError("--workers starts a private cluster; with --address the cluster's workers run the rows")
         code = batch_command(
             BatchRequest(
                 template=template,
@@ -518,6 +532,7 @@ def batch(
                 engine=engine,
                 address=address,
                 retries=retries,
+                workers=workers,
                 provider_batch=provider_batch,
                 batch_wait=batch_wait,
                 batch_size=batch_size,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,38 +111,19 @@ def file_row(row: Mapping[str, Any], columns: Sequence[str], base: Path) -> dict
     return out
 
 
-class FileRows(Sequence[dict[str, Any]]):
-    """The batch's contexts, each row's files read only when the row is taken to run
-    (so a batch never holds more images than the rows in flight)."""
-
-    def __init__(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str], base: Path) -> None:
-        self.rows, self.columns, self.base = rows, tuple(columns), base
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return FileRows(self.rows[index], self.columns, self.base)
-        return file_row(self.rows[index], self.columns, self.base)
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for row in self.rows:
-            yield file_row(row, self.columns, self.base)
-
-
-def file_base(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], inputs: Sequence[str]) -> Path | None:
+def files_base(present: Sequence[str], rows: int, columns: Sequence[str], inputs: Sequence[str]) -> Path | None:
     """Where `--file-columns` paths are relative to (the inputs' folder; stdin: the
-    working directory), None without the option. A CliError, before anything runs, for
-    a column no row has or inputs in different folders."""
+    working directory), None without the option, from the columns `present` in the
+    `rows` input rows (read once, in a scan). A CliError, before anything runs, for a
+    column no row has or inputs in different folders."""
     columns = split_columns(columns)
     if not columns:
         return None
-    present = {key for row in rows for key in row}
-    missing = [c for c in columns if c not in present]
+    known = set(present)
+    missing = [c for c in columns if c not in known]
     if rows and missing:
-        known = ", ".join(sorted(present)) or "none"
-        raise CliError(f"--file-columns: no input row has a column {missing[0]!r} (columns: {known})")
+        listed = ", ".join(sorted(known)) or "none"
+        raise CliError(f"--file-columns: no input row has a column {missing[0]!r} (columns: {listed})")
     folders = {os.path.dirname(os.path.abspath(spec)) for spec in inputs if spec != "-"}
     if len(folders) > 1:
         raise CliError(
@@ -150,12 +131,6 @@ def file_base(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], inputs:
             "give inputs from one folder (or absolute paths in the column)"
         )
     return Path(folders.pop()) if folders else Path.cwd()
-
-
-def file_contexts(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], inputs: Sequence[str]) -> Any:
-    """`rows` as they run: unchanged without `--file-columns`, else a FileRows."""
-    base = file_base(rows, columns, inputs)
-    return rows if base is None else FileRows(rows, split_columns(columns), base)
 
 
 # -- sd run's display -------------------------------------------------------------------

@@ -3,27 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import batch_report, compare, loading
-from .attachments import file_base, file_contexts
-from .costs import batch_cost, budget_options, not_run, otel, row_usage
+from .attachments import file_row, files_base, split_columns
+from .costs import budget_options, cost_part, not_run, otel, row_usage
 from .display import make_console
-from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe
-from .journal import Journal, JournalLock, content_hash, journal_path, read_journal
+from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe, interrupts_end_the_process
+from .journal import Journal, JournalIndex, JournalLock, JournalReader, content_hash, journal_path
 from .loading import load_program, load_tools
 from .model_notes import show_config_models
 from .progress import BatchProgress
-from .provider_batch import BatchJob, check_flags
-from .tables import columns_of, json_line, output_format, read_inputs, write_table
+from .provider_batch import ProviderBatchJob, check_flags
+from .tables import InputRows, columns_of, json_line, output_format, warn_lone_surrogates, write_table
 from .text import visible
 
 SHOWN_FAILURES = 5
+#: A full garbage collection after every this many finished rows. After the start-up
+#: heap is frozen it walks only the rows in flight and the garbage of finished ones
+#: (a few milliseconds), and it keeps that garbage from growing with the batch.
+GC_EVERY_ROWS = 500
 
 
 @dataclass
@@ -41,6 +47,7 @@ class BatchRequest:
     include_paths: Sequence[Path] = field(default_factory=tuple)
     engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
     address: str | None = None  # the Dask scheduler; None: a private local cluster
+    workers: int | None = None  # processes of a private local cluster (--workers); None: 1, or 2 with --engine dask
     provider_batch: bool = False  # requests through the provider's batch API (cli/provider_batch.py)
     batch_wait: float | None = None  # seconds a queued request waits for others (None: 30, 0: no timer)
     batch_size: int | None = None  # requests per provider batch (None: 1,000)
@@ -54,10 +61,10 @@ class BatchRequest:
     file_columns: Sequence[str] = ()  # columns of paths sent as images or files (cli/attachments.py)
     head: int | None = None  # only the first N rows, then a projection for all (batch_report)
     compare: Sequence[str] = ()  # COLUMN[=SLOT]: score answers against ground truth (compare.py)
-    total_rows: int | None = None  # how many rows the inputs hold (set when reading them)
     retries: int | None = None  # per request (SPEC §14); Dask: also runs of a row again (None: 2)
     max_tokens: int | None = None
     fallback: Sequence[str] = ()
+    options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for every row's run
 
 
 def batch_command(request: BatchRequest) -> int:
@@ -66,22 +73,19 @@ def batch_command(request: BatchRequest) -> int:
     approve_flag(request.approve)  # all | none, before any row runs
     check_flags(request.provider_batch, request.batch_wait, request.batch_size, request.engine)
     program = load_program(request.template, request.include_paths)
-    rows = read_inputs(request.inputs, warn=_warn)
-    file_base(rows, request.file_columns, request.inputs)  # a bad --file-columns fails before anything runs
-    rows, request.total_rows = batch_report.head_rows(rows, request.head)
-    if request.compare:  # a bad column or slot fails before any row runs
-        compare.comparisons(request.compare, program, columns_of(rows))
     if request.output is not None:
         output_format(request.output)
     elif request.resume:
         raise CliError("--resume needs -o OUTPUT: the journal lives beside the output file")
+    if request.otel and (request.engine != "local" or (request.workers or 1) > 1):
+        raise CliError("--otel is for this process's rows (the Dask workers export their own traces)")
+    inputs = InputRows(request.inputs)
     lock = JournalLock(journal_path(request.output)) if request.output is not None else None
-    if request.otel and request.engine != "local":
-        raise CliError("--otel is for --engine local (the Dask workers export their own traces)")
     try:
         with otel(request.otel) as request.instrument:
-            return _run_batch(request, program, rows)
+            return BatchRun(request, program, inputs).run()
     finally:
+        inputs.close()
         if lock is not None:
             lock.release()
 
@@ -122,111 +126,300 @@ def _config_text(config: Path | None) -> list[str]:
         return ["unreadable"]
 
 
-def _run_batch(request: BatchRequest, program: Any, rows: list[dict[str, Any]]) -> int:
-    template_hash = job_fingerprint(request, program)
-    input_hashes = [content_hash(row) for row in rows]
-    console = make_console(sys.stderr)
-    entries, journal = _open_journal(request, rows, input_hashes, template_hash, console)
-    pending = [i for i in range(len(rows)) if i not in entries]
-    job = None
-    if request.provider_batch:
-        job = BatchJob(journal, pending, input_hashes, template_hash, console, resume=request.resume,
-                       batch_size=request.batch_size, batch_wait=request.batch_wait)  # fmt: skip
-    contexts = file_contexts([rows[i] for i in pending], request.file_columns, request.inputs)
-    progress_box: list[BatchProgress] = []
-    run = (
-        _dask_runner(request, program)
-        if request.engine != "local"
-        else _local_runner(request, program, job, lambda event: progress_box[0].resilience_event(event))
-    )
-    stdout = _InOrder() if request.output is None else None
-    finished_now: list[dict[str, Any]] = []
-    renames = batch_report.answer_columns(columns_of(rows), program.keys, _warn)  # never over an input column
+class BatchRun:
+    """One `sd batch`, in three passes over the inputs, none holding the rows:
 
-    def on_result(position: int, outcome: Any) -> None:
-        index = pending[position]
-        entry = journal_entry(index, outcome, input_hashes[index], template_hash)
-        if job is not None:
-            job.annotate(position, entry)
-        if journal is not None:
+    1. `scan`: read every row once before any model call (a broken input line is an
+       error before anything is paid), count them (`--head N`: only the first N are
+       the job's), note the input columns, and decide from the journal which rows
+       are done (`--resume`);
+    2. `run`: read them again, lazily, as the batch takes them; each finished row
+       goes to the journal (`finish`), the progress bar and the tallies at once;
+    3. `assemble`: read them a third time and write the output in input order,
+       each row with its journal line, read back by offset.
+
+    Without `-o` there is no journal: rows go to stdout in input order as they
+    finish (`_InOrder`). Per-row state is a few bytes (hashes, flags, offsets);
+    `--compare` keeps each row's compared cells (the column and the answer) and
+    `--provider-batch` each row's index, nothing more.
+
+    To extend: an option that adds a keyword to every row's run goes into
+    `BatchRequest.options` (see `run_options`); a change to a row before it runs
+    into `prepare`; something done with each finished row into `finish`.
+    """
+
+    def __init__(self, request: BatchRequest, program: Any, inputs: InputRows) -> None:
+        self.request = request
+        self.program = program
+        self.inputs = inputs
+        self.fingerprint = job_fingerprint(request, program)
+        self.console = make_console(sys.stderr)
+        self.journal: Journal | None = None
+        self.index = JournalIndex()
+        self.total = 0  # the job's rows (with --head, at most N)
+        self.all_rows = 0  # the rows the inputs hold
+        self.columns: dict[str, None] = {}  # input columns, first seen first
+        self.hashes = bytearray()  # each row's input hash (8 bytes)
+        self.skip = bytearray()  # 1: done in the journal (--resume)
+        self.done_before = 0
+        self.inflight: dict[int, tuple[int, dict[str, Any]]] = {}  # batch position -> (row index, row)
+        self.tally = _Tally()
+        self.tally.keep_usages = request.head is not None
+        self.stdout = _InOrder() if request.output is None else None
+        self.renames: dict[str, str] = {}  # answer key -> its column, where it clashes with an input column
+        self.file_columns = split_columns(request.file_columns)
+        self.file_base: Path | None = None
+        self.compared: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # --compare: index -> (cells, entry)
+        self.provider: ProviderBatchJob | None = None
+        self.comparisons: list[Any] = []
+
+    # -- the passes -------------------------------------------------------------------
+
+    def run(self) -> int:
+        request = self.request
+        if request.output is not None:
+            self.index = JournalIndex.read(journal_path(request.output), self.fingerprint)
+            if self.index.lines and not request.resume:
+                raise CliError(
+                    f"{journal_path(request.output)} holds {self.index.lines} finished rows from an earlier run: "
+                    "pass --resume to continue it, or delete it to start over"
+                )
+        self.scan()
+        self.check_columns()
+        if request.output is not None:
+            self._resume_note()
+            self.journal = Journal(journal_path(request.output), fresh=not request.resume)
+        if request.provider_batch:
+            self.provider = ProviderBatchJob(
+                self.journal, _Pending(self.skip), _Hashes(self.hashes), self.fingerprint, self.console,
+                resume=request.resume, batch_size=request.batch_size, batch_wait=request.batch_wait,
+            )  # fmt: skip
+        runner = self._runner()
+        started = time.perf_counter()
+        progress = BatchProgress(self.console, self.total, self.done_before)
+        self.progress = progress
+        if self.provider is not None:
+            self.provider.progress = progress
+        _freeze_start_up()
+        try:
+            with progress:
+                if self.total > self.done_before:  # else nothing to run: no cluster to start
+                    asyncio.run(runner(self.contexts()))
+        except KeyboardInterrupt:
+            raise CliError(self.interrupted_note(), EXIT_INTERRUPTED) from None
+        finally:
+            gc.unfreeze()
+            if self.journal is not None:
+                self.journal.close()
+        if request.output is not None and self.journal is not None:
+            self.assemble(request.output, self.journal.path)
+            if not self.tally.failures and not request.keep_journal:
+                self.journal.path.unlink(missing_ok=True)
+        elapsed = time.perf_counter() - started
+        self.tally.summary(self.console, request, self.total, self.done_before, elapsed)
+        self.report(elapsed)
+        if self.tally.failed or self.tally.unrun:
+            return EXIT_ERROR
+        return EXIT_HALTED if self.tally.halted else EXIT_OK
+
+    def scan(self) -> None:
+        """Pass 1: every row read and checked once; hashes, columns, rows done."""
+        head = self.request.head
+        for spec, number, row in self.inputs.numbered():
+            self.all_rows += 1
+            if head is not None and self.total >= head:
+                continue  # counted for the projection, not run
+            index = self.total
+            self.total += 1
+            warn_lone_surrogates(spec, number, row, _warn)
+            self.columns.update(dict.fromkeys(row))
+            digest = content_hash(row)
+            self.hashes += bytes.fromhex(digest)
+            reused = self.index.reusable(index, digest)
+            self.skip.append(reused)
+            self.done_before += reused
+
+    def check_columns(self) -> None:
+        """After the scan, before any row runs: `--file-columns` and `--compare` name
+        columns the inputs have; answers never overwrite an input column."""
+        columns = list(self.columns)
+        request = self.request
+        self.file_base = files_base(columns, self.total, request.file_columns, request.inputs)
+        if request.compare:
+            self.comparisons = compare.comparisons(request.compare, self.program, columns)
+        self.renames = batch_report.answer_columns(columns, self.program.keys, _warn)
+
+    def contexts(self) -> Iterator[dict[str, Any]]:
+        """Pass 2: the rows still to run, read again as the batch takes them."""
+        position = 0
+        for index, row in enumerate(self.inputs):
+            if index >= self.total:
+                break
+            if self.skip[index]:
+                continue
+            if content_hash(row) != self.input_hash(index):
+                raise self._changed(index)
+            self.inflight[position] = (index, row)
+            position += 1
+            yield self.prepare(row)
+
+    def prepare(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The context a row runs with: the row, its `--file-columns` paths read as files."""
+        if self.file_base is None:
+            return row
+        return file_row(row, self.file_columns, self.file_base)
+
+    def finish(self, position: int, outcome: Any) -> None:
+        """A row finished: journal it, count it, show it."""
+        index, row = self.inflight.pop(position)
+        entry = journal_entry(index, outcome, self.input_hash(index), self.fingerprint)
+        if self.provider is not None:
+            self.provider.annotate(position, entry)
+        if self.journal is not None:
             try:
-                journal.record(entry)
+                offset = self.journal.record(entry)
             except OSError as exc:
-                raise CliError(f"cannot write journal {journal.path}: {exc}", code=EXIT_ERROR) from None
-        entries[index] = entry
-        finished_now.append(entry)
+                raise CliError(f"cannot write journal {self.journal.path}: {exc}", code=EXIT_ERROR) from None
+            self.index.note(index, offset, entry["ok"])
+        self.tally.add(entry)
+        if self.tally.rows % GC_EVERY_ROWS == 0:
+            gc.collect()
         if not isinstance(outcome, BaseException):
-            progress.truncated += sum(1 for slot in outcome.results.values() if slot.truncated)
-        progress.advance(entry["ok"])
-        if stdout is not None:
-            stdout.offer(index, output_row(rows[index], entry, renames))
+            self.progress.truncated += sum(1 for slot in outcome.results.values() if slot.truncated)
+        self.progress.advance(entry["ok"])
+        if self.stdout is not None:
+            self.compare_cells(index, row, entry)
+            self.stdout.offer(index, output_row(row, entry, self.renames))
 
-    started = time.perf_counter()
-    progress = BatchProgress(console, len(rows), len(entries))
-    if job is not None:
-        job.progress = progress
-    progress_box.append(progress)
-    try:
-        with progress:
-            asyncio.run(run(contexts, on_result))
-    except KeyboardInterrupt:
-        where = f"saved in {journal.path}; run the same command with --resume" if journal else "written above"
-        raise CliError(f"interrupted: {len(entries)}/{len(rows)} rows are {where}", EXIT_INTERRUPTED) from None
-    finally:
-        if journal is not None:
-            journal.close()
-    ordered = [entries[i] for i in range(len(rows))]
-    if request.output is not None:
-        out_rows = [output_row(row, entry, renames) for row, entry in zip(rows, ordered)]
-        write_table(request.output, out_rows, output_columns(rows, ordered, program.keys, renames))
-        if journal is not None and all(e["ok"] for e in ordered) and not request.keep_journal:
-            journal.path.unlink(missing_ok=True)
-    _summary(console, request, ordered, finished_now, time.perf_counter() - started)
-    if job is not None:
-        console.file.write(job.summary() + "\n")
-    _report(console, request, program, rows, ordered, finished_now, time.perf_counter() - started)
-    if any(not e["ok"] and not e.get("halted") for e in ordered):
-        return EXIT_ERROR
-    return EXIT_HALTED if any(e.get("halted") for e in ordered) else EXIT_OK
+    def assemble(self, output: Path, journal: Path) -> None:
+        """Pass 3: the output in input order, each row beside its journal line."""
+        reader = JournalReader(journal)
 
+        def rows() -> Iterator[dict[str, Any]]:
+            for index, row in enumerate(self.inputs):
+                if index >= self.total:
+                    break
+                offset = self.index.offset(index)
+                if offset < 0:
+                    raise self._changed(index)
+                entry = reader.entry(offset)
+                if entry.get("input_hash") != content_hash(row):
+                    raise self._changed(index)
+                self.compare_cells(index, row, entry)
+                yield output_row(row, entry, self.renames)
 
-def _warn(message: str) -> None:
-    sys.stderr.write(f"warning: {visible(message)}\n")
+        try:
+            write_table(output, rows(), self.output_columns())
+        finally:
+            reader.close()
 
+    def compare_cells(self, index: int, row: dict[str, Any], entry: dict[str, Any]) -> None:
+        """`--compare`: keep the row's compared column and answer (every row's: the scores need them all)."""
+        if not self.comparisons:
+            return
+        cells = {c.column: row.get(c.column) for c in self.comparisons}
+        answers = {c.slot: entry.get("answers", {}).get(c.slot) for c in self.comparisons}
+        self.compared[index] = (cells, {"ok": entry.get("ok"), "answers": answers})
 
-def _open_journal(
-    request: BatchRequest, rows: list[dict[str, Any]], input_hashes: list[str], template_hash: str, console: Any
-) -> tuple[dict[int, dict[str, Any]], Journal | None]:
-    """Rows the journal already holds as done (with --resume), and the journal to append to."""
-    if request.output is None:
-        return {}, None
-    path = journal_path(request.output)
-    previous, bad = read_journal(path)
-    if previous and not request.resume:
-        raise CliError(
-            f"{path} holds {len(previous)} finished rows from an earlier run: "
-            "pass --resume to continue it, or delete it to start over"
+    def report(self, elapsed: float) -> None:
+        """After the summary line: provider batches, `--head`'s projection, `--compare`'s scores."""
+        console, request = self.console, self.request
+        if self.provider is not None:
+            console.file.write(self.provider.summary() + "\n")
+        if request.head is not None:
+            projected = batch_report.projection(self.tally.usages, elapsed, self.all_rows, request.jobs)
+            if projected:
+                console.file.write(projected + "\n")
+        if request.compare:
+            ordered = [self.compared[i] for i in sorted(self.compared)]
+            rows, entries = [cells for cells, _ in ordered], [entry for _, entry in ordered]
+            console.file.write(compare.compare_report(request.compare, self.program, rows, entries, list(self.columns)) + "\n")
+        console.file.flush()
+
+    # -- pieces -----------------------------------------------------------------------
+
+    def input_hash(self, index: int) -> str:
+        return self.hashes[8 * index : 8 * index + 8].hex()
+
+    def output_columns(self) -> list[str]:
+        """Input columns, then answers in template order, then `_error` if a row failed."""
+        keys = self.program.keys
+        answered = {**self.index.answer_keys, **self.tally.answer_keys}
+        ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
+        columns = list(self.columns)
+        columns += [c for c in (self.renames.get(k, k) for k in ranked) if c not in self.columns]
+        if self.tally.failures:
+            columns.append("_error")
+        return columns
+
+    def _changed(self, index: int) -> CliError:
+        return CliError(
+            f"the inputs changed while the batch ran (row {index} is not the row it was): "
+            "run the same command again with --resume",
+            code=EXIT_ERROR,
         )
-    done = {
-        i: e
-        for i, e in previous.items()
-        if e.get("ok") and i < len(rows) and e.get("input_hash") == input_hashes[i] and e.get("template_hash") == template_hash
-    }
-    stale = sum(1 for i, e in previous.items() if e.get("ok") and i not in done)
-    waiting = sum(1 for i, e in previous.items() if not e.get("ok") and not e.get("error") and "provider_batch" in e)
-    if request.resume and not previous:
-        console.file.write(f"nothing to resume in {path} (none yet, or every row succeeded): running every row\n")
-    elif request.resume:
-        failed = len(previous) - len(done) - stale - waiting
-        note = f"resuming {path}: {len(done)} of {len(rows)} rows done"
+
+    def _resume_note(self) -> None:
+        request, index = self.request, self.index
+        path = journal_path(request.output) if request.output is not None else None
+        if not request.resume:
+            return
+        if not index.lines:
+            self.console.file.write(f"nothing to resume in {path} (none yet, or every row succeeded): running every row\n")
+            return
+        ok_lines = sum(flag & 1 for flag in index.flags)
+        stale = ok_lines - self.done_before
+        waiting = sum(1 for flag in index.flags if flag & 4)
+        failed = index.lines - ok_lines - waiting
+        note = f"resuming {path}: {self.done_before} of {self.total} rows done"
         if failed:
             note += f", {failed} failed rows run again"
         if stale:
             note += f", {stale} rows whose input or job (template, includes, model, tools) changed run again"
-        if bad:
-            note += f" ({bad} unreadable journal lines ignored)"
-        console.file.write(note + "\n")
-    return done, Journal(path, fresh=not request.resume)
+        if index.bad:
+            note += f" ({index.bad} unreadable journal lines ignored)"
+        self.console.file.write(note + "\n")
+
+    def run_options(self) -> dict[str, Any]:
+        """Keyword arguments every row's run gets, on either engine."""
+        request = self.request
+        return {
+            "cache": request.cache,
+            "on_halt": "return",
+            "max_requests": request.max_requests or 2 * request.jobs,
+            "approve": request.approve == "all",
+            **request.options,
+        }
+
+    def interrupted_note(self) -> str:
+        done = self.done_before + self.tally.rows
+        where = f"saved in {self.journal.path}; run the same command with --resume" if self.journal else "written above"
+        return f"interrupted: {done}/{self.total} rows are {where}"
+
+    def progress_event(self, event: Any) -> None:
+        """A retry or a fallback in some row (`on_retry`): the progress bar counts it."""
+        self.progress.resilience_event(event)
+
+    def _runner(self) -> Any:
+        workers = self.request.workers
+        if self.request.engine != "local" or (workers is not None and workers > 1):
+            return _dask_runner(self, self.request, self.program)
+        return _local_runner(self, self.request, self.program)
+
+
+def _freeze_start_up() -> None:
+    """What start-up made (modules, schemas, agents: most of the heap) lives to the end:
+    freeze it, so that collections never walk it again, and collect once after, so the
+    collector measures "many objects survived" against the rows' objects alone. Cyclic
+    garbage of finished rows is then collected as it goes (and every `GC_EVERY_ROWS`),
+    not left to grow to a quarter of the start-up heap before a full collection."""
+    gc.collect()
+    gc.freeze()
+    gc.collect()
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"warning: {visible(message)}\n")
 
 
 def _model(name: str | None, program: Any) -> Any:
@@ -240,57 +433,57 @@ def _model(name: str | None, program: Any) -> Any:
     return default_environment().resolve_model(model)
 
 
-def _local_runner(request: BatchRequest, program: Any, job: BatchJob | None = None, on_retry: Any = None) -> Any:
+def _local_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
     """The rows run on this process's event loop."""
+    from .run_cmd import resilience_options
+
     tools = load_tools(request.tools_file)
     mcp = loading.load_mcp(request.mcp, request.mcp_config)
     model = _model(request.model, program)
-    if job is not None and program.slots():
-        job.batch.wrap(model)  # a model without a batch API: one error, before any row
+    provider = job.provider
+    if provider is not None and program.slots():
+        provider.batch.wrap(model)  # a model without a batch API: one error, before any row
+    options = {
+        **job.run_options(),
+        "mcp": mcp,
+        **budget_options(request.prices_file, request.max_cost, request.instrument),
+        "on_retry": job.progress_event,
+        **resilience_options(request.retries, request.max_tokens, request.fallback),
+    }
 
-    async def run(contexts: list[dict[str, Any]], on_result: Any) -> None:
-        if not contexts:
-            return
-        from ..api import complete_batch_async
-        from .run_cmd import resilience_options
+    async def run(contexts: Iterator[dict[str, Any]]) -> None:
+        from .. import api
 
-        await complete_batch_async(
-            program,
-            contexts,
-            concurrency=request.jobs,
-            on_result=on_result,
-            model=model,
-            tools=tools,
-            cache=request.cache,
-            on_halt="return",
-            max_requests=request.max_requests or 2 * request.jobs,
-            provider_batch=job.batch if job is not None else None,
-            mcp=mcp,
-            approve=request.approve == "all",
-            **budget_options(request.prices_file, request.max_cost, request.instrument),
-            on_retry=on_retry,
-            **resilience_options(request.retries, request.max_tokens, request.fallback),
-        )
+        batch = api.complete_batch_iter_async(
+            program, contexts, concurrency=request.jobs, model=model, tools=tools,
+            provider_batch=provider.batch if provider is not None else None, **options,
+        )  # fmt: skip
+        # the first Ctrl-C ends the process at once (a blocking tool cannot hold it): every
+        # finished row is in the journal already, and --resume runs the rest
+        with interrupts_end_the_process(lambda: "error: " + job.interrupted_note()):
+            async with aclosing(batch):
+                async for position, outcome in batch:
+                    job.finish(position, outcome)
 
     return run
 
 
-def _dask_runner(request: BatchRequest, program: Any) -> Any:
-    """`--engine dask`: the rows run on a Dask cluster (struckdown.distributed).
+def _dask_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
+    """`--workers N` or `--engine dask`: the rows run on a Dask cluster (struckdown.distributed):
+    N worker processes of a private cluster on 127.0.0.1, or the scheduler at --address.
 
     Only names travel: the model string (also a `package.module:factory` name) and
     the tools as a file shipped as text or a module name. The model, tools and deps
     are resolved once on a worker before any row runs.
     """
-    if request.engine != "dask":
+    if request.engine not in ("local", "dask"):
         raise CliError(f"unknown engine {request.engine!r}: use local or dask")
     try:
         from ..distributed import DaskExecutor
     except ImportError as exc:
-        raise CliError(f"--engine dask: {exc}") from None
-    kwargs: dict[str, Any] = {
-        "model": request.model, "tools": _dask_tools(request.tools_file), "approve": request.approve == "all",
-    }
+        flag = "--workers" if request.engine == "local" else "--engine dask"
+        raise CliError(f"{flag}: {exc}") from None
+    kwargs: dict[str, Any] = {"model": request.model, "tools": _dask_tools(request.tools_file)}
     mcp = loading.load_mcp(request.mcp, request.mcp_config)
     if mcp is not None:
         kwargs["mcp"] = mcp
@@ -298,37 +491,44 @@ def _dask_runner(request: BatchRequest, program: Any) -> Any:
     if request.retries is not None:  # per request on the workers too (and row re-runs, in the executor)
         kwargs["retries"] = request.retries
     if request.fallback:
-        raise CliError("--fallback is not available with --engine dask: the workers use their own model only")
+        raise CliError("--fallback is not available with --workers or --engine dask: the workers use their own model only")
     if request.max_tokens is not None:
         kwargs["settings"] = {"max_tokens": request.max_tokens}
+    options = job.run_options()
     try:
         from ..distributed import ship_kwargs
 
-        ship_kwargs(kwargs)
-    except ValueError as exc:
+        ship_kwargs({**kwargs, **options})
+    except (ValueError, TypeError) as exc:
         raise CliError(str(exc)) from None
+    workers = request.workers or 2
+    if request.address is None:  # a worker with no share of the caps would idle
+        workers = max(1, min(workers, request.jobs, options["max_requests"]))
 
-    async def run(contexts: list[dict[str, Any]], on_result: Any) -> None:
-        if not contexts:
-            return
-        from ..api import complete_batch_async
+    async def run(contexts: Iterator[dict[str, Any]]) -> None:
+        from .. import api
 
         row_retries = 2 if request.retries is None else request.retries
-        async with DaskExecutor(request.address, max_in_flight=request.jobs, retries=row_retries) as executor:
+        executor = DaskExecutor(
+            request.address, max_in_flight=request.jobs, retries=row_retries, n_workers=workers,
+            keep_messages=False,  # the journal keeps answers and usage, not conversations
+        )  # fmt: skip
+        async with executor:
             if program.slots():
                 await executor.probe(**kwargs)  # a missing model or tool: one error, not one per row
-            await complete_batch_async(
+            batch = api.complete_batch_iter_async(
                 program,
                 contexts,
                 concurrency=2 * request.jobs,  # queued at the scheduler; -j caps how many run
-                on_result=on_result,
                 template_path=request.template,
                 include_paths=request.include_paths,
                 executor=executor,
-                cache=request.cache,
-                on_halt="return",
                 **kwargs,
+                **options,
             )
+            async with aclosing(batch):
+                async for position, outcome in batch:
+                    job.finish(position, outcome)
 
     return run
 
@@ -349,7 +549,7 @@ def _dask_tools(tools: Path | None) -> list[str]:
 
 def _not_tools(tools: Path) -> list[str]:
     raise CliError(
-        f"--tools {tools}: with --engine dask give a .py file (shipped to the workers) "
+        f"--tools {tools}: with --workers or --engine dask give a .py file (shipped to the workers) "
         "or a module importable on the workers (package.module or package.module:function)"
     )
 
@@ -383,7 +583,8 @@ def output_row(row: dict[str, Any], entry: dict[str, Any], renames: dict[str, st
 def output_columns(
     rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str], renames: dict[str, str] | None = None
 ) -> list[str]:
-    """Input columns, then answers in template order, then `_error` if a row failed."""
+    """Input columns, then answers in template order, then `_error` if a row failed
+    (for rows in memory: the playground's batch; `sd batch` counts them as it goes)."""
     columns = columns_of(rows)
     answered = columns_of(e["answers"] for e in entries)
     ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
@@ -394,63 +595,162 @@ def output_columns(
 
 
 class _InOrder:
-    """Writes rows to stdout as JSONL in input order, each as soon as all earlier ones are out."""
+    """Writes rows to stdout as JSONL in input order, each as soon as all earlier ones are
+    out. Rows that must wait are held in memory up to `HELD`, then in a temporary file."""
+
+    HELD = 1000
 
     def __init__(self) -> None:
         self.next = 0
-        self.waiting: dict[int, dict[str, Any]] = {}
+        self.waiting: dict[int, str | tuple[int, int]] = {}
+        self.held = 0
+        self.spool: Any = None
+        self.spooled = 0
 
     def offer(self, index: int, row: dict[str, Any]) -> None:
-        self.waiting[index] = row
+        line = json_line(row) + "\n"
+        if index != self.next:
+            self._hold(index, line)
+            return
+        sys.stdout.write(line)
+        self.next += 1
         while self.next in self.waiting:
-            sys.stdout.write(json_line(self.waiting.pop(self.next)) + "\n")
+            sys.stdout.write(self._take(self.waiting.pop(self.next)))
             self.next += 1
         sys.stdout.flush()
 
+    def _hold(self, index: int, line: str) -> None:
+        if self.held < self.HELD:
+            self.waiting[index] = line
+            self.held += 1
+            return
+        import tempfile
 
-def _report(
-    console: Any, request: BatchRequest, program: Any, rows: list[dict[str, Any]], ordered: list[dict[str, Any]],
-    finished_now: list[dict[str, Any]], elapsed: float,
-) -> None:
-    """--head's projection and --compare's scores, after the summary line."""
-    if request.head is not None:
-        projected = batch_report.projection(finished_now, elapsed, request.total_rows or len(rows), request.jobs)
-        if projected:
-            console.file.write(projected + "\n")
-    if request.compare:
-        console.file.write(compare.compare_report(request.compare, program, rows, ordered, columns_of(rows)) + "\n")
-    console.file.flush()
+        if self.spool is None:
+            self.spool = tempfile.TemporaryFile()
+        data = line.encode("utf-8")
+        self.spool.write(data)
+        self.spool.flush()
+        self.waiting[index] = (self.spooled, len(data))
+        self.spooled += len(data)
+
+    def _take(self, held: str | tuple[int, int]) -> str:
+        if isinstance(held, str):
+            self.held -= 1
+            return held
+        import os
+
+        offset, size = held
+        return os.pread(self.spool.fileno(), size, offset).decode("utf-8")
 
 
-def _summary(
-    console: Any, request: BatchRequest, ordered: list[dict[str, Any]], finished_now: list[dict[str, Any]], elapsed: float
-) -> None:
-    halted = sum(1 for e in ordered if e.get("halted"))
-    unrun = sum(1 for e in ordered if e.get("not_run"))
-    failed = sum(1 for e in ordered if not e["ok"]) - halted - unrun
-    ok = len(ordered) - failed - halted - unrun
-    target = f" → {request.output}" if request.output is not None else ""
-    parts = [f"{ok} ok"]
-    if failed:
-        parts.append(f"{failed} failed")
-    if halted:
-        parts.append(f"{halted} halted")
-    if unrun:
-        parts.append(f"{unrun} not run (budget spent; --resume runs them)")
-    line = f"batch: {len(ordered)} row{'s' if len(ordered) != 1 else ''}{target}: {', '.join(parts)}"
-    earlier = len(ordered) - len(finished_now)
-    if earlier:
-        line += f" ({earlier} done earlier, from the journal)"
-    requests = sum(e["usage"].get("requests", 0) for e in finished_now)
-    tokens = sum(e["usage"].get("total_tokens", 0) for e in finished_now)
-    line += f" · {requests} requests · {tokens:,} tokens"
-    cost = batch_cost(finished_now)
-    line += f" · {cost}" if cost is not None else ""
-    line += f" · {elapsed:.2f} s"
-    failures = [e for e in ordered if not e["ok"] and not e.get("not_run")]
-    for entry in failures[:SHOWN_FAILURES]:
-        console.file.write(f"row {entry['index']}: {visible(str(entry['error']))}\n")
-    if len(failures) > SHOWN_FAILURES:
-        console.file.write(f"… and {len(failures) - SHOWN_FAILURES} more failed rows (see the _error column)\n")
-    console.file.write(line + "\n")
-    console.file.flush()
+class _Tally:
+    """What the summary and the exit code need, counted as rows finish: never the rows."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.failed = 0
+        self.halted = 0
+        self.failures = 0
+        self.unrun = 0  # rows the batch budget kept from starting
+        self.requests = 0
+        self.tokens = 0
+        self.cost = 0.0
+        self.priced = True  # every row that made a request has a cost
+        self.usages: list[dict[str, Any]] = []  # --head: the rows' usage, for the projection (at most N)
+        self.keep_usages = False
+        self.answer_keys: dict[str, None] = {}
+        self.first_failures: list[tuple[int, str]] = []  # a max-heap by -index of the first ones
+
+    def add(self, entry: dict[str, Any]) -> None:
+        import heapq
+
+        self.rows += 1
+        self.answer_keys.update(dict.fromkeys(entry["answers"]))
+        usage = entry["usage"]
+        self.requests += usage.get("requests", 0)
+        self.tokens += usage.get("total_tokens", 0)
+        if usage.get("cost") is not None:
+            self.cost += float(usage["cost"])
+        elif usage.get("requests"):
+            self.priced = False
+        if self.keep_usages:
+            self.usages.append({"usage": usage})
+        if entry["ok"]:
+            return
+        self.failures += 1
+        if entry.get("not_run"):
+            self.unrun += 1
+            return
+        if entry.get("halted"):
+            self.halted += 1
+        else:
+            self.failed += 1
+        item = (-entry["index"], str(entry["error"]))
+        if len(self.first_failures) < SHOWN_FAILURES:
+            heapq.heappush(self.first_failures, item)
+        elif item > self.first_failures[0]:
+            heapq.heapreplace(self.first_failures, item)
+
+    def summary(self, console: Any, request: BatchRequest, total: int, earlier: int, elapsed: float) -> None:
+        ok = total - self.failed - self.halted - self.unrun
+        target = f" → {request.output}" if request.output is not None else ""
+        parts = [f"{ok} ok"]
+        if self.failed:
+            parts.append(f"{self.failed} failed")
+        if self.halted:
+            parts.append(f"{self.halted} halted")
+        if self.unrun:
+            parts.append(f"{self.unrun} not run (budget spent; --resume runs them)")
+        line = f"batch: {total} row{'s' if total != 1 else ''}{target}: {', '.join(parts)}"
+        if earlier:
+            line += f" ({earlier} done earlier, from the journal)"
+        line += f" · {self.requests} requests · {self.tokens:,} tokens"
+        cost = cost_part({"cost": self.cost}) if self.priced and self.requests else None
+        line += f" · {cost}" if cost is not None else ""
+        line += f" · {elapsed:.2f} s"
+        for index, error in sorted((-i, e) for i, e in self.first_failures):
+            console.file.write(f"row {index}: {visible(error)}\n")
+        if self.failures > SHOWN_FAILURES:
+            console.file.write(f"… and {self.failures - SHOWN_FAILURES} more failed rows (see the _error column)\n")
+        console.file.write(line + "\n")
+        console.file.flush()
+
+
+class _Pending(Sequence[int]):
+    """The row indexes this run runs, by batch position (the rows not done): what
+    `ProviderBatchJob` maps positions with. Built on first use, 8 bytes a row."""
+
+    def __init__(self, skip: bytearray) -> None:
+        self.skip = skip
+        self._indexes: Any = None
+
+    def _built(self) -> Any:
+        if self._indexes is None:
+            from array import array
+
+            self._indexes = array("q", (i for i, done in enumerate(self.skip) if not done))
+        return self._indexes
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __getitem__(self, position: Any) -> Any:
+        return self._built()[position]
+
+
+class _Hashes(Sequence[str]):
+    """Each row's input hash, read from the run's packed bytes."""
+
+    def __init__(self, packed: bytearray) -> None:
+        self.packed = packed
+
+    def __len__(self) -> int:
+        return len(self.packed) // 8
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.packed[8 * index : 8 * index + 8].hex()

@@ -1,11 +1,20 @@
-"""The batch journal: one JSON line per finished row, flushed and fsynced at once.
+"""The batch journal: one JSON line per finished row, written at once.
 
 A line is `{"index", "ok", "answers", "error", "usage", "halted", "input_hash",
 "template_hash"}`, plus `"provider_batch"` (the row's requests waiting in provider
-batches, written when a batch is created, see cli/provider_batch.py); the last line for
-an index wins. The hashes let `--resume`
-skip only rows whose input and template are unchanged. `JournalLock` keeps a
-second batch off a journal that one is writing.
+batches, written when a batch is created, see cli/provider_batch.py); the last line
+for an index wins. The hashes let `--resume` skip only rows whose input and job are
+unchanged. Each line reaches the
+operating system before `record` returns (a killed or crashed `sd` loses no
+finished row); a background thread `fsync`s what was written every
+`SYNC_EVERY_S`, one `fsync` for every line since the last, so the disk's latency
+never holds the rows back.
+
+The journal is also where the output comes from: `JournalIndex` keeps, per row,
+only where its last line starts (and whether it can be reused), in compact
+arrays, and `JournalReader` reads a line back by that offset, so the output is
+assembled in input order without holding the rows' answers. `JournalLock` keeps
+a second batch off a journal that one is writing.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import socket
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from .errors import CliError
 from .text import json_text
@@ -34,6 +43,11 @@ def content_hash(value: Any) -> str:
 
 
 def read_journal(path: Path) -> tuple[dict[int, dict[str, Any]], int]:
+    """Every entry in memory (for tools and tests; `sd batch` reads a `JournalIndex`)."""
+    return _read_all(path)
+
+
+def _read_all(path: Path) -> tuple[dict[int, dict[str, Any]], int]:
     """Entries by row index (last write wins) and the number of unreadable lines
     (a line cut short by a crash is one)."""
     entries: dict[int, dict[str, Any]] = {}
@@ -56,38 +70,217 @@ def read_journal(path: Path) -> tuple[dict[int, dict[str, Any]], int]:
     return entries, bad
 
 
+#: Set (to K) by the kill-and-resume tests: the process SIGKILLs itself right after
+#: journaling its K-th row, a crash at an exact point instead of a timed kill.
+KILL_AFTER_ENV = "_STRUCKDOWN_BATCH_KILL_AFTER"
+
+#: How often (seconds) the journal is fsynced while rows are being written.
+SYNC_EVERY_S = 0.2
+
+#: Rows a journal index can address (a larger index in a journal line is damage).
+MAX_ROWS = 1 << 31
+
+
 class Journal:
-    """Appends entries durably; each `record` is on disk when it returns."""
+    """Appends entries; each `record` is with the operating system when it returns
+    (a background thread fsyncs them soon after) and says where its line starts."""
 
     def __init__(self, path: Path, *, fresh: bool) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: TextIO = path.open("w" if fresh else "a", encoding="utf-8")
+        self._handle = path.open("wb" if fresh else "ab")
+        self.offset = os.fstat(self._handle.fileno()).st_size
         if not fresh and self._ends_mid_line():
-            self._handle.write("\n")  # a crash cut the last line short: start clean
+            self._write(b"\n")  # a crash cut the last line short: start clean
+        self.recorded = 0
+        kill_after = os.environ.get(KILL_AFTER_ENV, "")
+        self._kill_after = int(kill_after) if kill_after.isdigit() else None
+        self._syncer = _Syncer(self._handle.fileno())
 
     def _ends_mid_line(self) -> bool:
-        size = self.path.stat().st_size
-        if size == 0:
+        if self.offset == 0:
             return False
         with self.path.open("rb") as raw:
-            raw.seek(size - 1)
+            raw.seek(self.offset - 1)
             return raw.read(1) != b"\n"
 
-    def record(self, entry: Mapping[str, Any]) -> None:
-        self._handle.write(json_text(json.dumps(entry, ensure_ascii=False, default=str)) + "\n")
+    def _write(self, data: bytes) -> None:
+        self._handle.write(data)
         self._handle.flush()
-        os.fsync(self._handle.fileno())
+        self.offset += len(data)
+
+    def record(self, entry: Mapping[str, Any]) -> int:
+        """Append `entry` as one line; returns the offset where the line starts."""
+        start = self.offset
+        line = json_text(json.dumps(entry, ensure_ascii=False, default=str)) + "\n"
+        self._write(line.encode("utf-8"))
+        self._syncer.dirty()
+        self.recorded += 1
+        if self._kill_after is not None and self.recorded >= self._kill_after:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+        return start
 
     def record_many(self, entries: Sequence[Mapping[str, Any]]) -> None:
         """Several entries, on disk together when it returns (one fsync)."""
-        for entry in entries:
-            self._handle.write(json_text(json.dumps(entry, ensure_ascii=False, default=str)) + "\n")
-        self._handle.flush()
+        lines = "".join(json_text(json.dumps(entry, ensure_ascii=False, default=str)) + "\n" for entry in entries)
+        self._write(lines.encode("utf-8"))  # keeps `offset` right for the lines after these
         os.fsync(self._handle.fileno())
 
     def close(self) -> None:
-        self._handle.close()
+        """Everything written is on disk when this returns."""
+        self._syncer.stop()
+        try:
+            os.fsync(self._handle.fileno())
+        finally:
+            self._handle.close()
+
+
+class _Syncer:
+    """fsyncs a file from a thread, every `SYNC_EVERY_S` while something was written
+    since the last fsync. Writers only bump a counter: waking a thread per line would
+    cost each row a switch of the interpreter lock."""
+
+    def __init__(self, fd: int) -> None:
+        import threading
+
+        self.fd = fd
+        self.written = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="struckdown-journal-fsync", daemon=True)
+        self.thread.start()
+
+    def dirty(self) -> None:
+        self.written += 1
+
+    def _run(self) -> None:
+        synced = 0
+        while not self.stopping.wait(SYNC_EVERY_S):
+            written = self.written
+            if written == synced:
+                continue
+            try:
+                os.fsync(self.fd)
+            except OSError:
+                return  # closed under us, or a disk error the final fsync reports
+            synced = written
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+
+class JournalIndex:
+    """Per row index, where its last journal line starts and whether that line can be
+    reused by this job: compact arrays (17 bytes a row), never the entries.
+
+    `reusable(index, input_hash)` is true for a row whose last line is `ok`, of this
+    job (the same `template_hash`) and of the same input. `answer_keys` are the
+    answer columns of this job's lines."""
+
+    def __init__(self) -> None:
+        from array import array
+
+        self.offsets = array("q")  # -1: no line for this index
+        self.flags = bytearray()  # bit 0: ok, bit 1: this job, bit 2: waiting in provider batches
+        self.hashes = bytearray()  # 8 bytes of input_hash per index
+        self.lines = 0  # distinct indexes with a line
+        self.bad = 0  # unreadable lines
+        self.answer_keys: dict[str, None] = {}
+
+    @classmethod
+    def read(cls, path: Path, template_hash: str) -> JournalIndex:
+        index = cls()
+        try:
+            handle = path.open("rb")
+        except FileNotFoundError:
+            return index
+        except OSError as exc:
+            raise CliError(f"cannot read journal {path}: {exc}") from None
+        offset = 0
+        with handle:
+            for line in handle:
+                start, offset = offset, offset + len(line)
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                    row = int(entry["index"])
+                    if not 0 <= row < MAX_ROWS:
+                        raise ValueError(row)
+                    digest = bytes.fromhex(str(entry.get("input_hash") or "").ljust(16, "0")[:16])
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    index.bad += 1
+                    continue
+                same_job = entry.get("template_hash") == template_hash
+                waiting = not entry.get("ok") and not entry.get("error") and "provider_batch" in entry
+                index._set(row, start, bool(entry.get("ok")), same_job, digest, waiting)
+                if same_job and isinstance(entry.get("answers"), dict):
+                    index.answer_keys.update(dict.fromkeys(entry["answers"]))
+        return index
+
+    def _grow(self, size: int) -> None:
+        missing = size - len(self.offsets)
+        if missing > 0:
+            from array import array
+
+            self.offsets.extend(array("q", [-1]) * missing)
+            self.flags.extend(bytes(missing))
+            self.hashes.extend(bytes(8 * missing))
+
+    def _set(self, row: int, offset: int, ok: bool, same_job: bool, digest: bytes, waiting: bool = False) -> None:
+        self._grow(row + 1)
+        if self.offsets[row] < 0:
+            self.lines += 1
+        self.offsets[row] = offset
+        self.flags[row] = int(ok) | (int(same_job) << 1) | (int(waiting) << 2)
+        self.hashes[8 * row : 8 * row + 8] = digest
+
+    def note(self, row: int, offset: int, ok: bool) -> None:
+        """A line this run wrote (always of this job)."""
+        self._set(row, offset, ok, True, bytes(8))
+
+    def has(self, row: int) -> bool:
+        return row < len(self.offsets) and self.offsets[row] >= 0
+
+    def ok(self, row: int) -> bool:
+        return self.has(row) and bool(self.flags[row] & 1)
+
+    def reusable(self, row: int, input_hash: str) -> bool:
+        if not self.has(row) or self.flags[row] != 3:
+            return False
+        return self.hashes[8 * row : 8 * row + 8] == bytes.fromhex(input_hash[:16].ljust(16, "0"))
+
+    def offset(self, row: int) -> int:
+        return self.offsets[row] if row < len(self.offsets) else -1
+
+
+class JournalReader:
+    """Reads the entry whose line starts at an offset (`os.pread`: no buffer to refill,
+    nothing mapped into memory)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def entry(self, offset: int) -> dict[str, Any]:
+        size = 4096
+        while True:
+            data = os.pread(self.fd, size, offset)
+            end = data.find(b"\n")
+            if end >= 0 or len(data) < size:
+                line = data if end < 0 else data[:end]
+                break
+            size *= 4
+        try:
+            entry: dict[str, Any] = json.loads(line)
+        except ValueError:
+            raise CliError(f"journal {self.path} changed while the batch ran (offset {offset})", code=1) from None
+        return entry
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 def lock_path(journal: Path) -> Path:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .journal import Journal
 
 
-class BatchJob:
+class ProviderBatchJob:
     """The CLI side of one provider-batched `sd batch` run (rows by journal index; the
     ProviderBatch sees rows by their position among the rows this run runs)."""
 
@@ -40,7 +40,7 @@ class BatchJob:
         from ..provider_batch import DEFAULT_MAX_WAIT, ProviderBatch
 
         self.journal = journal
-        self.pending = list(pending)
+        self.pending = pending
         self.input_hashes = input_hashes
         self.template_hash = template_hash
         self.console = console

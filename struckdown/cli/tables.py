@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
-import io
 import json
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
@@ -29,28 +28,77 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 #: A CSV cell starting with one of these is a formula to Excel, LibreOffice and Sheets.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
 def read_inputs(specs: Sequence[str], warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """Every row of every input, in order. `-` reads JSONL from stdin.
+    """Every row of every input, in order, as a list. `-` reads JSONL from stdin.
 
     `warn` hears about rows holding lone surrogates (valid JSON, not valid Unicode):
-    they run, but a provider reached over HTTP refuses them."""
-    rows: list[dict[str, Any]] = []
-    if sum(spec == "-" for spec in specs) > 1:
-        raise CliError("'-' (stdin) can be given only once")
-    for spec in specs:
-        if spec == "-":
-            found = _jsonl(sys.stdin, "<stdin>")
-        else:
-            found = read_file(Path(spec))
-        if warn is not None:
-            for number, row in enumerate(found, 1):
-                if _has_lone_surrogate(row):
-                    warn(f"{spec}: row {number} holds a lone surrogate (valid JSON, not valid Unicode): "
-                         "providers reached over HTTP will refuse that row")
-        rows += found
-    return rows
+    they run, but a provider reached over HTTP refuses them. `sd batch` reads
+    `InputRows` instead, one row at a time."""
+    inputs = InputRows(specs)
+    try:
+        rows: list[dict[str, Any]] = []
+        for spec, number, row in inputs.numbered():
+            if warn is not None:
+                warn_lone_surrogates(spec, number, row, warn)
+            rows.append(row)
+        return rows
+    finally:
+        inputs.close()
+
+
+class InputRows:
+    """The rows of every input in order, read lazily, one at a time; iterating again
+    reads the files again (stdin is copied to a temporary file on the first read, so
+    it can be read again too). Nothing holds more than the row at hand, except a
+    `.json` value that is not a list, and a plain text file (one row each)."""
+
+    def __init__(self, specs: Sequence[str]) -> None:
+        if sum(spec == "-" for spec in specs) > 1:
+            raise CliError("'-' (stdin) can be given only once")
+        self.specs = list(specs)
+        self._stdin_copy: Path | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for _, _, row in self.numbered():
+            yield row
+
+    def numbered(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
+        """`(input, row number within it, row)` for every row."""
+        for spec in self.specs:
+            rows = self._stdin_rows() if spec == "-" else iter_file(Path(spec))
+            for number, row in enumerate(rows, 1):
+                yield spec, number, row
+
+    def _stdin_rows(self) -> Iterator[dict[str, Any]]:
+        if self._stdin_copy is None:
+            self._stdin_copy = _copy_stdin()
+        with self._stdin_copy.open(encoding="utf-8", errors="surrogateescape", newline="") as handle:
+            yield from _jsonl(handle, "<stdin>")
+
+    def close(self) -> None:
+        """Remove the copy of stdin."""
+        if self._stdin_copy is not None:
+            self._stdin_copy.unlink(missing_ok=True)
+            self._stdin_copy = None
+
+
+def _copy_stdin() -> Path:
+    import shutil
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="sd-batch-stdin-", suffix=".jsonl")
+    with open(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as copy:
+        shutil.copyfileobj(sys.stdin, copy)
+    return Path(name)
+
+
+def warn_lone_surrogates(spec: str, number: int, row: dict[str, Any], warn: Callable[[str], None]) -> None:
+    if _has_lone_surrogate(row):
+        warn(f"{spec}: row {number} holds a lone surrogate (valid JSON, not valid Unicode): "
+             "providers reached over HTTP will refuse that row")
 
 
 def _has_lone_surrogate(value: Any) -> bool:
@@ -69,33 +117,65 @@ def _has_lone_surrogate(value: Any) -> bool:
 
 
 def read_file(path: Path) -> list[dict[str, Any]]:
+    """Every row of one input file, as a list."""
+    return list(iter_file(path))
+
+
+def iter_file(path: Path) -> Iterator[dict[str, Any]]:
+    """The rows of one input file, one at a time (the file is opened on the first)."""
     suffix = path.suffix.lower()
     if suffix == ".xlsx":
         return _xlsx(path)
-    text = read_text(path, "input")
     if suffix == ".csv":
-        return _csv(text, path)
+        return _lines_of(path, lambda handle: _csv(handle, path))
     if suffix == ".json":
-        return _json(text, path)
+        return _lines_of(path, lambda handle: _json(handle, path))
     if suffix in (".jsonl", ".ndjson"):
-        return _jsonl(io.StringIO(text), str(path))
-    return [{"input": text, "filename": path.name}]
+        return _lines_of(path, lambda handle: _jsonl(handle, str(path)))
+    return iter([{"input": read_text(path, "input"), "filename": path.name}])
 
 
-def _csv(text: str, path: Path) -> list[dict[str, Any]]:
-    reader = csv.reader(io.StringIO(text.removeprefix(BOM)))
+def _lines_of(path: Path, rows: Callable[[TextIO], Iterator[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    """`rows(handle)` over the file opened as UTF-8 text (a byte order mark dropped);
+    a file that cannot be opened or decoded is a CliError naming it."""
+    try:
+        handle = path.open(encoding="utf-8-sig", newline="")
+    except FileNotFoundError:
+        raise CliError(f"input {path} does not exist") from None
+    except IsADirectoryError:
+        raise CliError(f"input {path} is a directory") from None
+    except OSError as exc:
+        raise CliError(f"cannot read input {path}: {exc}") from None
+    with handle:
+        try:
+            yield from rows(handle)
+        except UnicodeDecodeError as exc:
+            raise CliError(f"cannot read input {path}: {exc}") from None
+        except IsADirectoryError:
+            raise CliError(f"input {path} is a directory") from None
+        except OSError as exc:
+            raise CliError(f"cannot read input {path}: {exc}") from None
+
+
+def _csv(handle: TextIO, path: Path) -> Iterator[dict[str, Any]]:
+    reader = csv.reader(handle)
     header = next(reader, None)
     if header is None:
-        return []
+        return
     _unique_columns(header, path)
-    rows: list[dict[str, Any]] = []
-    for cells in reader:
+    width = len(header)
+    while True:
+        try:
+            cells = next(reader, None)
+        except csv.Error as exc:
+            raise CliError(f"{path}:{reader.line_num}: {exc}") from None
+        if cells is None:
+            return
         if not cells:
             continue  # a blank line, as csv.DictReader skips it
-        if len(cells) > len(header):
+        if len(cells) > width:
             raise CliError(f"{path}:{reader.line_num}: more cells than header columns")
-        rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)))))
-    return rows
+        yield dict(zip(header, cells + [""] * (width - len(cells))))
 
 
 def _unique_columns(header: Sequence[str], path: Path) -> None:
@@ -110,25 +190,132 @@ def _unique_columns(header: Sequence[str], path: Path) -> None:
         first[name] = position
 
 
-def _json(text: str, path: Path) -> list[dict[str, Any]]:
-    data = parse_json(text.removeprefix(BOM), str(path))
-    items = data if isinstance(data, list) else [data]
-    return [item if isinstance(item, dict) else {"input": item} for item in items]
+def _as_row(item: Any) -> dict[str, Any]:
+    return item if isinstance(item, dict) else {"input": item}
 
 
-def _jsonl(stream: TextIO, name: str) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _json(handle: TextIO, path: Path) -> Iterator[dict[str, Any]]:
+    """A list of rows, item by item (`JsonItems`); any other value is one row."""
+    items = JsonItems(handle, str(path))
+    if items.opens_list():
+        for item in items:
+            yield _as_row(item)
+    else:
+        yield _as_row(parse_json(items.rest(), str(path)))
+
+
+def _jsonl(stream: TextIO, name: str) -> Iterator[dict[str, Any]]:
     for number, line in enumerate(stream, 1):
         if number == 1:
             line = line.removeprefix(BOM)
         if not line.strip():
             continue
-        item = parse_json(line, f"{name}:{number}", position=False)
-        rows.append(item if isinstance(item, dict) else {"input": item})
-    return rows
+        yield _as_row(parse_json(line, f"{name}:{number}", position=False))
 
 
-def _xlsx(path: Path) -> list[dict[str, Any]]:
+class JsonItems:
+    """The items of a JSON list read from a text stream one at a time, so a list of a
+    million rows is never in memory at once. Errors are CliErrors as `parse_json`
+    words them, `where:line:col: invalid JSON: …`, positioned in the whole file."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, handle: TextIO, where: str) -> None:
+        self.handle = handle
+        self.where = where
+        self.buffer = ""
+        self.pos = 0
+        self.eof = False
+        self.lines_before = 0  # newlines in the text dropped from the buffer
+        self.column_before = 0  # characters after the last of them
+        self.decoder = json.JSONDecoder()
+
+    def _more(self) -> bool:
+        """Read on (keeping what is not consumed); False at the end of the file."""
+        if self.eof:
+            return False
+        chunk = self.handle.read(max(self.CHUNK, len(self.buffer) - self.pos))
+        if not chunk:
+            self.eof = True
+            return False
+        consumed = self.buffer[: self.pos]
+        newlines = consumed.count("\n")
+        if newlines:
+            self.lines_before += newlines
+            self.column_before = len(consumed) - consumed.rfind("\n") - 1
+        else:
+            self.column_before += len(consumed)
+        self.buffer = self.buffer[self.pos :] + chunk
+        self.pos = 0
+        return True
+
+    def _peek(self) -> str:
+        """The next character that is not white space ('' at the end)."""
+        while True:
+            match = _JSON_SPACE.match(self.buffer, self.pos)
+            self.pos = match.end() if match else self.pos
+            if self.pos < len(self.buffer) or not self._more():
+                return self.buffer[self.pos : self.pos + 1]
+
+    def _error(self, message: str, pos: int) -> CliError:
+        newlines = self.buffer.count("\n", 0, pos)
+        line = self.lines_before + newlines + 1
+        if newlines:
+            column = pos - self.buffer.rfind("\n", 0, pos)
+        else:
+            column = self.column_before + pos + 1
+        return CliError(f"{self.where}:{line}:{column}: invalid JSON: {message}")
+
+    def opens_list(self) -> bool:
+        if self._peek() == "[":
+            self.pos += 1
+            return True
+        return False
+
+    def rest(self) -> str:
+        """The whole text for a top-level value that is not a list, with the white space
+        already dropped put back as such (so errors keep their line and column)."""
+        return "\n" * self.lines_before + " " * self.column_before + self.buffer + self.handle.read()
+
+    def _value(self) -> Any:
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buffer, self.pos)
+            except json.JSONDecodeError as exc:
+                if self._more():
+                    continue  # the value may go on in the next chunk
+                raise self._error(exc.msg, exc.pos) from None
+            except RecursionError:
+                raise CliError(f"{self.where}: invalid JSON: nested too deeply for this parser") from None
+            except ValueError as exc:  # e.g. an integer of more digits than Python converts
+                raise CliError(f"{self.where}: invalid JSON: {exc}") from None
+            if end == len(self.buffer) and self._more():
+                continue  # a number cut by the chunk's end: read it whole
+            self.pos = end
+            return value
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._peek() == "]":
+            self.pos += 1
+        else:
+            while True:
+                if self._peek() == "":
+                    raise self._error("Expecting value", self.pos)
+                yield self._value()
+                following = self._peek()
+                if following == ",":
+                    self.pos += 1
+                    continue
+                if following == "]":
+                    self.pos += 1
+                    break
+                raise self._error("Expecting ',' delimiter", self.pos)
+        if self._peek() != "":
+            raise self._error("Extra data", self.pos)
+
+
+def _xlsx(path: Path) -> Iterator[dict[str, Any]]:
+    """The first sheet's rows, read-only (openpyxl streams the sheet's XML)."""
     openpyxl = _openpyxl()
     if not path.is_file():
         raise CliError(f"input {path} does not exist")
@@ -136,15 +323,18 @@ def _xlsx(path: Path) -> list[dict[str, Any]]:
         book = openpyxl.load_workbook(path, read_only=True, data_only=True)
     except Exception as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
-    values = book.active.iter_rows(values_only=True)
-    header = next(values, None)
-    if header is None:
-        return []
-    columns = [str(c) if c is not None else f"column_{i + 1}" for i, c in enumerate(header)]
-    _unique_columns(columns, path)
-    rows = [dict(zip(columns, cells)) for cells in values if any(c is not None for c in cells)]
-    book.close()
-    return rows
+    try:
+        values = book.active.iter_rows(values_only=True)
+        header = next(values, None)
+        if header is None:
+            return
+        columns = [str(c) if c is not None else f"column_{i + 1}" for i, c in enumerate(header)]
+        _unique_columns(columns, path)
+        for cells in values:
+            if any(c is not None for c in cells):
+                yield dict(zip(columns, cells))
+    finally:
+        book.close()
 
 
 def _openpyxl() -> Any:
@@ -178,7 +368,9 @@ def json_line(row: dict[str, Any]) -> str:
     return json_text(json.dumps(jsonable(row), ensure_ascii=False))
 
 
-def write_table(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+def write_table(path: Path, rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
+    """Write `rows` (read one at a time: a generator is never held whole) in the
+    format `path` names, atomically (see `write_atomically`)."""
     fmt = output_format(path)
     try:
         if fmt == "xlsx":
@@ -189,18 +381,24 @@ def write_table(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> N
         raise write_error(path, exc) from None
 
 
-def _write_jsonl(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
+def _write_jsonl(handle: TextIO, rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
     for row in rows:
         handle.write(json_line(row) + "\n")
 
 
-def _write_json(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
+def _write_json(handle: TextIO, rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
+    """The text `json.dumps(rows, indent=2)` gives, written a row at a time."""
     from ..codec import jsonable
 
-    handle.write(json_text(json.dumps(jsonable(rows), ensure_ascii=False, indent=2)) + "\n")
+    opened = False
+    for row in rows:
+        item = json_text(json.dumps(jsonable(row), ensure_ascii=False, indent=2))
+        handle.write((",\n  " if opened else "[\n  ") + item.replace("\n", "\n  "))
+        opened = True
+    handle.write("\n]\n" if opened else "[]\n")
 
 
-def _write_csv(handle: TextIO, rows: list[dict[str, Any]], columns: list[str]) -> None:
+def _write_csv(handle: TextIO, rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
     writer = csv.writer(handle)
     writer.writerow([_csv_cell(c) for c in columns])
     for row in rows:
@@ -239,17 +437,25 @@ def _text_cell(value: Any) -> str:
     return plain if isinstance(plain, str) else json.dumps(plain, ensure_ascii=False)
 
 
-def _write_xlsx(handle: Any, rows: list[dict[str, Any]], columns: list[str]) -> None:
+def _write_xlsx(handle: Any, rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
+    """A write-only workbook: openpyxl streams each row to disk as it is appended."""
     openpyxl = _openpyxl()
-    book = openpyxl.Workbook()
-    sheet = book.active
-    sheet.append([_xlsx_cell(c) for c in columns])
+    from openpyxl.cell import WriteOnlyCell
+
+    book = openpyxl.Workbook(write_only=True)
+    sheet = book.create_sheet("Sheet")
+
+    def cell(value: Any) -> Any:
+        value = _xlsx_cell(value)
+        if not isinstance(value, str):
+            return value
+        text = WriteOnlyCell(sheet, value=value)
+        text.data_type = "s"  # text is never a formula (=…) or an error value (#N/A)
+        return text
+
+    sheet.append([cell(c) for c in columns])
     for row in rows:
-        sheet.append([_xlsx_cell(row.get(c)) for c in columns])
-    for cells in sheet.iter_rows():
-        for cell in cells:
-            if isinstance(cell.value, str):
-                cell.data_type = "s"  # text is never a formula (=…) or an error value (#N/A)
+        sheet.append([cell(row.get(c)) for c in columns])
     book.save(handle)
 
 

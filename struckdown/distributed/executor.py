@@ -21,16 +21,30 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import dask
 import distributed
 
 from ..errors import ConfigurationError
 from ..results import Result
 from .budget import close_budget, open_budget
-from .packing import unpack
+from .packing import unpack, unpack_outcomes
 from .shipping import plain_context, ship_kwargs
-from .worker import TransientRowError, close_mcp_sessions, probe_worker, run_row
+from .worker import TransientRowError, close_mcp_sessions, probe_worker, run_rows
 
-log = logging.getLogger(__package__)  # "struckdown.distributed", as before the package split
+log = logging.getLogger(__package__)
+
+#: The private cluster does without what costs CPU in every process all the time and
+#: serves a dashboard or a long-lived shared cluster: the workers' statistical
+#: profiler (a stack sample every 10 ms), the host monitors, work stealing (rows wait
+#: at the scheduler until a worker has a free slot), a memory check ten times a second.
+QUIET_CLUSTER = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.admin.system-monitor.disk": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+    "distributed.scheduler.work-stealing": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+}  # "struckdown.distributed", as before the package split
 
 
 class DaskExecutor:
@@ -41,16 +55,23 @@ class DaskExecutor:
     connects to a running scheduler; `client=` uses a `distributed.Client` you
     manage (never closed here).
 
-    `max_in_flight` caps the rows running at once across the whole cluster (a
-    `distributed.Semaphore` named `semaphore_name`; give several executors the same
-    name and the same cap to share one budget; None: no cap). `retries` is how
-    often Dask runs a row again after a transient provider error, waiting
-    `retry_delay` seconds first.
+    `max_in_flight` caps the rows running at once across the whole cluster (None:
+    no cap). On the private cluster each worker process holds its share of it (no
+    round trip to the scheduler per row), so it starts at most `max_in_flight`
+    workers; on a cluster you run, or with `semaphore_name`, it is a
+    `distributed.Semaphore` of that name (give several executors the same name and
+    the same cap to share one budget). `retries` is how often a row runs again
+    after a transient provider error, waiting `retry_delay` seconds first.
+    `keep_messages=False` sends each Result back without its slots' messages (the
+    conversations: most of a Result's weight and of the time it takes to unpickle
+    it here); answers, usage, tool calls and `halted` stay. `sd batch` does so.
 
-    Dask runs at most `nthreads` tasks per worker, async ones included: a row
-    waiting on the network holds a slot. The private cluster therefore gets
-    `threads_per_worker = ceil(max_in_flight / n_workers)` slots unless you say
-    otherwise; start external workers with `dask worker --nthreads N` to match.
+    Rows travel in chunks, one Dask task each, sized to about a tenth of a second of
+    work (see `_Batch`). Dask runs at most `nthreads` tasks per worker, async ones
+    included: a chunk waiting on the network holds a slot. The private cluster
+    therefore gets `threads_per_worker = ceil(max_in_flight / n_workers)` slots
+    unless you say otherwise; start external workers with `dask worker --nthreads N`
+    to match.
     """
 
     def __init__(
@@ -64,6 +85,7 @@ class DaskExecutor:
         threads_per_worker: int | None = None,
         retry_delay: float = 1.0,
         semaphore_name: str | None = None,
+        keep_messages: bool = True,
     ) -> None:
         if address is not None and client is not None:
             raise ValueError("pass address= or client=, not both")
@@ -75,8 +97,12 @@ class DaskExecutor:
         self.max_in_flight = max_in_flight
         self.retries = retries
         self.retry_delay = retry_delay
-        self.n_workers = n_workers
-        self.threads_per_worker = threads_per_worker or max(1, math.ceil((max_in_flight or 8) / max(1, n_workers)))
+        self.keep_messages = keep_messages
+        # A private cluster gets no more workers than rows may run at once (each
+        # worker takes a share of the cap, and a worker with no share would idle).
+        private = address is None and client is None
+        self.n_workers = min(n_workers, max_in_flight) if private and max_in_flight is not None else n_workers
+        self.threads_per_worker = threads_per_worker or max(1, math.ceil((max_in_flight or 8) / max(1, self.n_workers)))
         self.semaphore_name = semaphore_name or f"struckdown-rows-{uuid.uuid4().hex[:12]}"
         self._shared_semaphore = semaphore_name is not None
         self._client = client
@@ -99,21 +125,25 @@ class DaskExecutor:
             if self._client is not None:
                 return self
             if self.address is None:
-                self._cluster = distributed.LocalCluster(
-                    host="127.0.0.1",
-                    dashboard_address=None,
-                    n_workers=self.n_workers,
-                    threads_per_worker=self.threads_per_worker,
-                    processes=True,
-                    silence_logs=logging.ERROR,
-                    # No dashboard; the scheduler's small HTTP server (health, metrics) gets
-                    # a free loopback port instead of 8787, which another cluster may hold.
-                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                )
+                with dask.config.set(QUIET_CLUSTER):  # the workers take the config they start with
+                    self._cluster = self._local_cluster()
                 self._client = distributed.Client(self._cluster, set_as_default=False)
             else:
                 self._client = distributed.Client(self.address, set_as_default=False)
         return self
+
+    def _local_cluster(self) -> Any:
+        return distributed.LocalCluster(
+            host="127.0.0.1",
+            dashboard_address=None,
+            n_workers=self.n_workers,
+            threads_per_worker=self.threads_per_worker,
+            processes=True,
+            silence_logs=logging.ERROR,
+            # No dashboard; the scheduler's small HTTP server (health, metrics) gets
+            # a free loopback port instead of 8787, which another cluster may hold.
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        )
 
     def close(self) -> None:
         """Release the semaphore and, if this executor started them, the client and cluster."""
@@ -168,24 +198,46 @@ class DaskExecutor:
         on_result: Callable[[int, Result | BaseException], Any] | None,
         template_path: Any = None,
         include_paths: Sequence[Any] = (),
+        collect: bool = True,
         **kwargs: Any,
     ) -> list[Result | BaseException]:
-        """Run every row on the cluster; outcomes in input order.
+        """Run every row on the cluster; outcomes in input order (with `collect=False`,
+        an empty list: the rows reach only `on_result`, and none is kept here).
 
-        `concurrency` is how many rows of this batch are handed to the scheduler at
-        once (queued or running); `max_in_flight` caps how many run.
+        `contexts` is read lazily, as rows are handed to the scheduler: at least
+        `concurrency` rows at once (queued or running), more when rows travel in
+        chunks; `max_in_flight` caps how many run. `max_requests=` caps the model
+        requests in flight: on a private cluster the cap of the whole batch, split
+        over its workers; on a cluster you run, each worker process's part of it
+        (split over the workers connected when the batch starts).
         """
         batch_limits, max_cost = kwargs.pop("batch_limits", None), kwargs.pop("max_cost", None)  # the whole batch's
         shipped = ship_kwargs(kwargs)
         await asyncio.to_thread(self.start)
-        await asyncio.to_thread(self._register_semaphore)
-        job = _job(template, template_path, include_paths, shipped, self, with_semaphore=True)
+        own_cap = self._cluster is not None and not self._shared_semaphore
+        workers = self.n_workers if self._cluster is not None else await asyncio.to_thread(self._count_workers)
+        if not own_cap:
+            await asyncio.to_thread(self._register_semaphore)
+        job = _job(template, template_path, include_paths, shipped, self, with_semaphore=not own_cap)
+        job["caps"] = {
+            "batch": job["batch"],
+            "workers": workers,
+            "rows": self.max_in_flight if own_cap else None,
+            "requests": shipped.get("max_requests"),
+        }
         job["budget"] = await asyncio.to_thread(open_budget, self._client, batch_limits, max_cost)
-        batch = _Batch(self, job, iter(enumerate(contexts)), max(1, concurrency), asyncio.get_running_loop())
+        rows = iter(enumerate(contexts))
+        batch = _Batch(self, job, rows, max(1, concurrency), asyncio.get_running_loop(), workers)
         try:
-            return await batch.run(on_result)
+            return await batch.run(on_result, collect=collect)
         finally:
             await asyncio.to_thread(close_budget, self._client, job["budget"])
+
+    def _count_workers(self) -> int:
+        try:
+            return max(1, len(self._client.scheduler_info().get("workers", {})))
+        except Exception:  # noqa: BLE001 - a count for splitting caps; one is safe
+            return 1
 
     def _register_semaphore(self) -> None:
         if self.max_in_flight is None:
@@ -225,26 +277,56 @@ def _close_semaphore(semaphore: Any, *, forget: bool) -> None:
             pass
 
 
+#: About how long (seconds) the rows of one chunk (one Dask task) take together,
+#: so about how long a finished row may wait for the rest of its chunk before it
+#: reaches the caller (and the journal); chunk sizes follow from it.
+CHUNK_SECONDS = 0.5
+#: The most rows in one task.
+MAX_CHUNK = 256
+
+
 class _Batch:
-    """One `run_batch` call: a driver thread submits rows and collects finished ones
-    (Dask's `as_completed`); the caller's event loop receives them in finishing order."""
+    """One `run_batch` call: a driver thread submits chunks of rows and collects finished
+    ones (Dask's `as_completed`); the caller's event loop receives their rows in
+    finishing order.
+
+    A task costs a few milliseconds of the scheduler's, the client's and the
+    worker's time, as much as an instant row, so rows travel in chunks. Chunks
+    start at one row; after each, the size is set from how long a row ran (`p`, a
+    moving average the workers report) and how many rows run at once on a worker
+    (`slots`, its share of the cap): `slots x CHUNK_SECONDS / p`, so the `slots`
+    rows that run side by side finish their chunk in about `CHUNK_SECONDS`; it grows
+    at most twofold at a time. Instant rows share a task (up to `MAX_CHUNK`); rows
+    of several seconds travel alone, as they finish.
+    At least `window` rows (and two chunks per worker) are handed to the scheduler
+    at a time; the cap on rows decides how many run."""
 
     _DONE = object()
 
-    def __init__(self, executor: DaskExecutor, job: dict[str, Any], rows: Any, window: int, loop: Any) -> None:
+    def __init__(
+        self, executor: DaskExecutor, job: dict[str, Any], rows: Any, window: int, loop: Any, workers: int
+    ) -> None:
         self.executor = executor
         self.client = executor._client
         self.job = job
         self.rows = rows
         self.window = window
+        self.workers = max(1, workers)
         self.loop = loop
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.futures: dict[str, tuple[int, Any]] = {}
-        self.prefix = f"struckdown-row-{uuid.uuid4().hex[:12]}"
+        self.futures: dict[str, tuple[list[int], Any]] = {}
+        self.prefix = f"struckdown-rows-{uuid.uuid4().hex[:12]}"
+        self.chunk = 1
+        self.outstanding = 0  # rows handed to the scheduler and not back yet
+        self.exhausted = False
+        self.submitted = 0
+        self.row_seconds: float | None = None  # moving average of a row's run time
+        cap = executor.max_in_flight or executor.threads_per_worker * self.workers
+        self.slots = max(1, cap // self.workers)  # rows that run at once on one worker
 
-    async def run(self, on_result: Callable[[int, Any], Any] | None) -> list[Any]:
+    async def run(self, on_result: Callable[[int, Any], Any] | None, *, collect: bool) -> list[Any]:
         thread = threading.Thread(target=self._drive, name="struckdown-dask", daemon=True)
         thread.start()
         outcomes: dict[int, Any] = {}
@@ -255,12 +337,14 @@ class _Batch:
                     break
                 if isinstance(item, _Crash):
                     raise item.error
-                index, outcome = item
-                outcomes[index] = outcome
-                if on_result is not None:
-                    maybe = on_result(index, outcome)
-                    if inspect.isawaitable(maybe):
-                        await maybe
+                for index, outcome in item:
+                    if collect:
+                        outcomes[index] = outcome
+                    if on_result is not None:
+                        maybe = on_result(index, outcome)
+                        if inspect.isawaitable(maybe):
+                            await maybe
+                del item
         finally:
             if thread.is_alive():
                 self.stop.set()
@@ -292,40 +376,60 @@ class _Batch:
             except Exception:  # noqa: BLE001 - best effort while stopping
                 log.debug("cancelling rows failed", exc_info=True)
 
-    def _submit_next(self, completed: Any) -> bool:
-        """Hand the next row to the scheduler; False when there is none (or we stop).
-        A row that is not plain data fails on its own, here."""
-        while not self.stop.is_set():
+    def _fill(self, completed: Any) -> None:
+        """Hand chunks to the scheduler until the window is full or the rows run out."""
+        while not self.exhausted and not self.stop.is_set():
+            if self.outstanding >= max(self.window, 2 * self.workers * self.chunk):
+                return
+            self._submit_chunk(completed)
+
+    def _submit_chunk(self, completed: Any) -> None:
+        """The next `chunk` rows as one task. A row that is not plain data fails on its
+        own, here."""
+        rows: list[tuple[int, dict[str, Any]]] = []
+        while len(rows) < self.chunk and not self.stop.is_set():
             try:
                 index, context = next(self.rows)
             except StopIteration:
-                return False
+                self.exhausted = True
+                break
             try:
-                row = plain_context(context)
+                rows.append((index, plain_context(context)))
             except ValueError as exc:
-                self._post((index, exc))
-                continue
-            key = f"{self.prefix}-{index}"
-            future = self.client.submit(run_row, self.job, row, key=key, pure=False, retries=self.executor.retries)
-            with self.lock:
-                self.futures[key] = (index, future)
-            completed.add(future)
-            return True
-        return False
+                self._post([(index, exc)])
+        if not rows:
+            return
+        key = f"{self.prefix}-{self.submitted}"
+        self.submitted += 1
+        future = self.client.submit(run_rows, self.job, rows, key=key, pure=False)
+        with self.lock:
+            self.futures[key] = ([index for index, _ in rows], future)
+        self.outstanding += len(rows)
+        completed.add(future)
+
+    def _tune(self, row_seconds: float) -> None:
+        average = self.row_seconds
+        average = row_seconds if average is None else 0.7 * average + 0.3 * row_seconds
+        self.row_seconds = average
+        ideal = int(self.slots * CHUNK_SECONDS / max(average, 1e-4))
+        self.chunk = max(1, min(MAX_CHUNK, 2 * self.chunk, ideal))
 
     def _drive(self) -> None:
         try:
             completed = distributed.as_completed(loop=self.client.loop, with_results=True, raise_errors=False)
-            submitted = 0
-            while submitted < self.window and self._submit_next(completed):
-                submitted += 1
+            self._fill(completed)
             for future, value in completed:
                 with self.lock:
-                    index, _ = self.futures.pop(future.key)
+                    indices, _ = self.futures.pop(future.key)
+                self.outstanding -= len(indices)
                 if self.stop.is_set():
                     continue
-                self._post((index, _outcome(future, value)))
-                self._submit_next(completed)
+                pairs, row_seconds = _chunk_outcomes(future, value, indices)
+                if row_seconds is not None:
+                    self._tune(row_seconds)
+                self._post(pairs)
+                del value, pairs
+                self._fill(completed)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's loop
             self._post(_Crash(exc))
         finally:
@@ -337,10 +441,12 @@ class _Crash:
         self.error = error
 
 
-def _outcome(future: Any, value: Any) -> Any:
-    """A row's Result or exception from what `as_completed` handed back."""
+def _chunk_outcomes(future: Any, value: Any, indices: list[int]) -> tuple[list[tuple[int, Any]], float | None]:
+    """A chunk's `(index, Result or exception)` pairs and the mean seconds a row ran
+    (None when the task itself failed: each of its rows has that error)."""
     if future.status == "finished":
-        return unpack(value)
+        packed, row_seconds = value
+        return unpack_outcomes(packed, indices), row_seconds
     if isinstance(value, tuple) and len(value) == 3 and isinstance(value[1], BaseException):
         error = value[1]  # (type, exception, traceback) of a task that raised
     elif isinstance(value, BaseException):
@@ -348,8 +454,8 @@ def _outcome(future: Any, value: Any) -> Any:
     else:
         error = RuntimeError(f"row task ended as {future.status}")
     if isinstance(error, TransientRowError):
-        return unpack(error.packed)
-    return error
+        error = unpack(error.packed)
+    return [(index, error) for index in indices], None
 
 
 def _job(
@@ -368,5 +474,6 @@ def _job(
         "semaphore": semaphore,
         "retries": executor.retries,
         "retry_delay": executor.retry_delay,
-        "batch": uuid.uuid4().hex,  # keys what a worker keeps for this batch (its MCP sessions)
+        "keep_messages": executor.keep_messages,
+        "batch": uuid.uuid4().hex,  # keys what a worker keeps for this batch (its MCP sessions, its caps)
     }

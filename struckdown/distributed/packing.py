@@ -73,3 +73,33 @@ def unpack(packed: Any) -> Any:
     if not isinstance(error, BaseException):
         error = RuntimeError(text) if slot is None else SlotError(slot, text)
     return error
+
+
+def pack_outcomes(outcomes: list[tuple[int, Any]]) -> tuple[Any, ...]:
+    """A chunk's `(index, Result or exception)` pairs for the trip back: ("chunk", one
+    pickle of them all), so an answer type made at run time travels once per chunk,
+    not once per row. When that fails, each row is packed on its own, ("rows", [(index,
+    packed)]), and only a row that cannot travel fails."""
+    try:
+        return ("chunk", _dumps(outcomes))
+    except Exception:  # noqa: BLE001 - fall back to one row at a time
+        rows = [
+            (index, pack_error(outcome) if isinstance(outcome, BaseException) else pack_result(outcome))
+            for index, outcome in outcomes
+        ]
+        return ("rows", rows)
+
+
+def unpack_outcomes(packed: Any, indices: list[int]) -> list[tuple[int, Any]]:
+    """The `(index, outcome)` pairs of a packed chunk; a chunk that cannot be loaded
+    here fails each of its rows (`indices`) with the reason."""
+    if isinstance(packed, tuple) and len(packed) == 2 and packed[0] == "rows":
+        return [(index, unpack(row)) for index, row in packed[1]]
+    if isinstance(packed, tuple) and len(packed) == 2 and packed[0] == "chunk":
+        try:
+            pairs: list[tuple[int, Any]] = pickle.loads(packed[1])
+            return pairs
+        except Exception as exc:  # noqa: BLE001 - e.g. an answer type not importable here
+            error = f"the row's result cannot be loaded here: {type(exc).__name__}: {exc}"
+            return [(index, RuntimeError(error)) for index in indices]
+    return [(index, RuntimeError(f"unexpected row outcome from the worker: {packed!r}")) for index in indices]

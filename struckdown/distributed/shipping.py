@@ -20,7 +20,7 @@ from typing import Any
 #: factory names resolved on the workers.
 _KWARGS = frozenset({
     "model", "tools", "deps", "deps_type", "limits", "on_halt", "settings", "cache", "stop_at",
-    "model_factory", "deps_factory", "mcp", "approve", "retries",
+    "model_factory", "deps_factory", "max_requests", "mcp", "approve", "retries",
 })  # fmt: skip
 
 
@@ -78,6 +78,10 @@ def ship_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     if stop_at is not None and not isinstance(stop_at, str):
         raise ValueError(f"stop_at= must be a slot key (str), not {type(stop_at).__name__}")
     out["stop_at"] = stop_at
+    max_requests = kwargs.get("max_requests")
+    if max_requests is not None and (isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1):
+        raise ValueError(f"max_requests must be a whole number of at least 1, not {max_requests!r}")
+    out["max_requests"] = max_requests
     out["mcp"] = _mcp_spec(kwargs.get("mcp"))
     if "approve" in kwargs:  # SPEC §12: a decision for every call; a function cannot travel
         approve = kwargs["approve"]

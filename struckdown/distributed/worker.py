@@ -1,36 +1,43 @@
-"""What runs on a Dask worker: one row's task, and what it needs to run.
+"""What runs on a Dask worker: a chunk of rows as one task, and what they need to run.
 
 The shipped names (model and deps factories, tools as importable names or a
-tools file sent as text) are resolved once per worker process. A row runs
-inside the cluster-wide semaphore; a transient provider failure (see
-`is_transient`) is raised as `TransientRowError` so that Dask retries the task,
-while every other outcome is packed (see `packing`) and returned.
+tools file sent as text) are resolved once per worker process. One task runs a
+chunk of rows side by side (the caller sizes chunks from how long rows take: one
+row when rows are slow, up to 256 when they are instant), so the cost of a task
+(a few milliseconds of the scheduler's, the client's and the worker's time) is
+spread over its rows. Each row runs inside the
+batch's cap on rows: on a private cluster this process's share of it (no round
+trip to the scheduler), on a shared one the cluster-wide semaphore. A transient
+provider failure (see `is_transient`) runs the row again here; every outcome is
+packed (see `packing`) and returned with the chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
-import logging
+import itertools
 import threading
+import time
 import types
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import distributed
 
 from ..run.accounting import usage_of
 from ..toolfiles import import_name, module_from_source, public_tools
 from .budget import row_may_start, row_spent
-from .packing import pack_error, pack_result
+from .packing import pack_error, pack_outcomes
 
 
 class TransientRowError(Exception):
-    """Raised inside a row's task so that Dask retries it; carries the packed row error.
-
-    The caller never sees it: once the retries are spent, the original error is
-    unpacked and becomes the row's outcome.
-    """
+    """A transient row error carrying the packed error (kept for code written against
+    the per-row tasks of earlier versions, which raised it so that Dask retried the
+    task; rows are now retried inside their chunk). The caller never sees it: a row
+    whose retries are spent has the original error as its outcome."""
 
     def __init__(self, packed: tuple[Any, ...]) -> None:
         super().__init__(packed)
@@ -79,82 +86,111 @@ def _model_error_in(exc: BaseException) -> Any:
     return None
 
 
-# Per worker process: what the shipped names resolved to, and the semaphore handles.
+# Per worker process: what the shipped names resolved to, the semaphore handles, and
+# this process's share of a batch's caps.
 _resolved: dict[Any, Any] = {}
 _mcp_sessions: dict[str, Any] = {}  # batch id -> this worker's MCP sessions for its rows of that batch
 _semaphores: dict[tuple[str, int], Any] = {}
+_limiters: dict[tuple[str, str], Any] = {}
 _resolve_lock = threading.Lock()
+_LIMITERS_KEPT = 64  # batches whose limiters a long-lived worker remembers
 
 
-async def run_row(job: dict[str, Any], context: dict[str, Any]) -> tuple[Any, ...]:
-    """One row, on a worker. Returns the packed Result or permanent error; raises
-    TransientRowError for a transient one so that Dask retries the task."""
-    budget = job.get("budget")
+async def run_rows(job: dict[str, Any], rows: list[tuple[int, dict[str, Any]]]) -> tuple[tuple[Any, ...], float]:
+    """A chunk of rows, on a worker, side by side on its event loop; returns the packed
+    `(index, outcome)` pairs of every row and the mean seconds a row ran (inside the
+    cap; the caller sizes the next chunks by it).
+
+    Each row runs inside the batch's cap on rows (this process's share of it, or the
+    cluster-wide semaphore) and shares this process's cap on model requests. A
+    transient provider error runs the row again here, up to `retries` times, after
+    `retry_delay` seconds outside the cap; any other failure is the row's outcome."""
+    outcomes: list[tuple[int, Any]] = []
+    spent = [0.0]
     try:
-        kwargs = _worker_kwargs(job["kwargs"])
-        if kwargs.get("mcp"):
-            kwargs["mcp"] = _sessions(job)
-        if job["semaphore"] is None:
-            result = await _budgeted_row(budget, job, context, kwargs)
-        else:
-            async with await _semaphore(*job["semaphore"]):
-                result = await _budgeted_row(budget, job, context, kwargs)
-    except Exception as exc:  # noqa: BLE001 - every row error goes back to the caller
-        if budget is not None and not_run(exc) is False:
-            await row_spent(budget, usage_of(exc))
-        packed = pack_error(exc)
-        transient = job["retries"] > 0 and is_transient(exc)
-        del exc
+        run = _row_runner(job, spent)
+    except Exception as exc:  # noqa: BLE001 - a setup that fails here fails every row of the chunk
+        outcomes = [(index, exc) for index, _ in rows]
     else:
-        return pack_result(result)
-    if not transient:
-        return packed
-    _quiet_retry_logs()
-    if job["retry_delay"] > 0:
-        await asyncio.sleep(job["retry_delay"])
-    # Raised outside the except block: Dask pickles an error with its __context__
-    # chain and tracebacks (tblib), which for a provider error is deep and heavy.
-    raise TransientRowError(packed)
+
+        async def one(index: int, context: dict[str, Any]) -> None:
+            outcomes.append((index, await run(context)))
+
+        async with anyio.create_task_group() as tg:
+            for index, context in rows:
+                tg.start_soon(one, index, context)
+    if not job.get("keep_messages", True):
+        outcomes = [(index, without_messages(outcome)) for index, outcome in outcomes]
+    return pack_outcomes(outcomes), spent[0] / max(1, len(rows))
 
 
-def not_run(exc: BaseException) -> bool:
-    from ..errors import BudgetExceeded
+def without_messages(outcome: Any) -> Any:
+    """A Result whose slots keep no messages (the conversation: most of what a Result
+    weighs, and of the time it takes to send back); anything else as it is."""
+    from ..results import Result
 
-    return isinstance(exc, BudgetExceeded) and exc.scope == "batch"
-
-
-async def _budgeted_row(budget: dict[str, Any] | None, job: dict[str, Any], context: dict[str, Any], kwargs: Any) -> Any:
-    """One row, once the batch's shared budget lets it start; what it spent goes back into it."""
-    from ..api import complete_async
-
-    if budget is not None:
-        spent = await row_may_start(budget)
-        if spent is not None:
-            raise spent
-    result = await complete_async(
-        job["template"], context, template_path=job["template_path"], include_paths=job["include_paths"], **kwargs
-    )
-    if budget is not None:
-        await row_spent(budget, result.usage)
-    return result
+    if not isinstance(outcome, Result) or not any(slot.messages for slot in outcome.results.values()):
+        return outcome
+    slots = {key: dataclasses.replace(slot, messages=()) for key, slot in outcome.results.items()}
+    return Result(slots, outcome.order, outcome.halted, outcome._discarded)
 
 
-class _QuietRetries(logging.Filter):
-    """Drops the worker's "Compute Failed" error for a row Dask is about to retry."""
+def _row_runner(job: dict[str, Any], spent: list[float]) -> Callable[[dict[str, Any]], Any]:
+    """`run(context) -> Result | exception` for this job, in this process; adds the
+    seconds each row runs inside the cap to `spent[0]`."""
+    from ..environment import default_environment
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str) and record.msg.startswith("Compute Failed"):
-            return "TransientRowError" not in str(record.args)
-        return True
+    environment = default_environment()
+    kwargs = _worker_kwargs(job["kwargs"])
+    sessions = _sessions(job) if kwargs.pop("mcp", None) else None  # this worker's, for the batch
+    options: Any = {**kwargs, "template_path": job["template_path"], "include_paths": job["include_paths"]}
+    program = environment.program(job["template"], options)
+    caps = job.get("caps") or {}
+    rows_cap = _limiter(caps, "rows")
+    requests = _limiter(caps, "requests")
+    semaphore = job["semaphore"]
+    retries, delay = job["retries"], job["retry_delay"]
+    budget = job.get("budget")
 
+    async def timed(context: dict[str, Any]) -> Any:
+        if budget is not None:  # the batch's shared budget (SPEC §13): spent -> the row does not start
+            exhausted = await row_may_start(budget)
+            if exhausted is not None:
+                raise exhausted
+        started = time.perf_counter()
+        try:
+            result = await environment._complete_row(program, context, options, requests, mcp=sessions)
+        except Exception as exc:
+            if budget is not None:
+                await row_spent(budget, usage_of(exc))
+            raise
+        finally:
+            spent[0] += time.perf_counter() - started
+        if budget is not None:
+            await row_spent(budget, result.usage)
+        return result
 
-_quiet_installed: list[bool] = []
+    async def attempt(context: dict[str, Any]) -> Any:
+        if semaphore is not None:
+            async with await _semaphore(*semaphore):
+                return await timed(context)
+        if rows_cap is not None:
+            async with rows_cap:
+                return await timed(context)
+        return await timed(context)
 
+    async def run(context: dict[str, Any]) -> Any:
+        for tries in itertools.count():
+            try:
+                return await attempt(context)
+            except Exception as exc:  # noqa: BLE001 - every row error goes back to the caller
+                if tries >= retries or not is_transient(exc):
+                    return exc
+            if delay > 0:
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
 
-def _quiet_retry_logs() -> None:
-    if not _quiet_installed:
-        _quiet_installed.append(True)
-        logging.getLogger("distributed.worker").addFilter(_QuietRetries())
+    return run
 
 
 def _sessions(job: dict[str, Any]) -> Any:
@@ -180,6 +216,38 @@ async def close_mcp_sessions(batch: str) -> int:
     return opened
 
 
+def _limiter(caps: dict[str, Any], what: str) -> Any:
+    """This process's share of the batch's cap on `what` ("rows", "requests"), made once
+    per batch: the cap split evenly over the `workers` processes, by worker name
+    (0, 1, … on a LocalCluster), so the shares add up to the cap."""
+    total = caps.get(what)
+    if total is None:
+        return None
+    key = (caps["batch"], what)
+    with _resolve_lock:
+        limiter = _limiters.get(key)
+        if limiter is None:
+            if len(_limiters) >= _LIMITERS_KEPT:
+                _limiters.pop(next(iter(_limiters)))
+            limiter = _limiters[key] = anyio.CapacityLimiter(share(total, caps["workers"], _worker_name()))
+        return limiter
+
+
+def share(total: int, workers: int, name: Any) -> int:
+    """Worker `name`'s part of `total` split over `workers`: the first `total % workers`
+    names get one more; a name outside 0..workers-1 gets the smaller part; never 0."""
+    base, extra = divmod(total, max(1, workers))
+    more = isinstance(name, int) and not isinstance(name, bool) and 0 <= name < extra
+    return max(1, base + (1 if more else 0))
+
+
+def _worker_name() -> Any:
+    try:
+        return distributed.get_worker().name
+    except ValueError:  # not on a worker (a test calling run_rows directly)
+        return None
+
+
 async def probe_worker(job: dict[str, Any]) -> tuple[Any, ...] | None:
     """Resolve the model, tools and deps here; the packed error, or None when all is well."""
     from ..environment import default_environment
@@ -201,7 +269,7 @@ async def _semaphore(name: str, max_leases: int) -> Any:
 
 
 def _worker_kwargs(shipped: dict[str, Any]) -> dict[str, Any]:
-    kwargs = {k: v for k, v in shipped.items() if k not in ("model_factory", "deps_factory", "tools")}
+    kwargs = {k: v for k, v in shipped.items() if k not in ("model_factory", "deps_factory", "tools", "max_requests")}
     if shipped["model_factory"] is not None:
         kwargs["model"] = _once(("model", shipped["model_factory"]), lambda: import_name(shipped["model_factory"])())
     if shipped["deps_factory"] is not None:

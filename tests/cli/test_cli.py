@@ -195,13 +195,13 @@ def test_run_and_batch_pass_the_cache_flag_to_the_library(
         seen["run"] = kwargs
         yield ProcessingComplete(Result({}, ()))
 
-    async def batch(template: Any, contexts: Any, *, on_result: Any, **kwargs: Any) -> None:
+    async def batch(template: Any, contexts: Any, **kwargs: Any) -> Any:
         seen["batch"] = kwargs
         for index, _ in enumerate(contexts):
-            on_result(index, Result({}, ()))
+            yield index, Result({}, ())
 
     monkeypatch.setattr("struckdown.api.complete_incremental_async", incremental)
-    monkeypatch.setattr("struckdown.api.complete_batch_async", batch)
+    monkeypatch.setattr("struckdown.api.complete_batch_iter_async", batch)
     template = write(tmp_path / "t.sd", "A [[a]]\n")
     rows = write(tmp_path / "rows.jsonl", '{"x": 1}\n')
     assert sd("run", template, "--model", "test", *flags).exit_code == 0

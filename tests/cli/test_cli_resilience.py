@@ -114,7 +114,7 @@ def test_batch_fallback_is_not_for_dask(tmp_path: Path) -> None:
     rows.write_text('{"n": 1}\n', encoding="utf-8")
     result = sd("batch", template(tmp_path), rows, "--engine", "dask", "--fallback", "test")
     assert result.exit_code == 2
-    assert "--fallback is not available with --engine dask" in result.output
+    assert "--fallback is not available with --workers or --engine dask" in result.output
 
 
 def test_explain_shows_the_resilience_options_and_the_output_cap(tmp_path: Path) -> None:

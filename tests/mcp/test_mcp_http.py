@@ -292,16 +292,18 @@ def test_a_dask_worker_opens_one_session_per_server_for_its_rows_of_a_batch(note
     """What runs on a worker, in this process: the rows of one batch share the worker's
     sessions; the executor's `close_mcp_sessions` ends them with the batch."""
     from struckdown.distributed import ship_kwargs
-    from struckdown.distributed.packing import unpack
-    from struckdown.distributed.worker import close_mcp_sessions, run_row
+    from struckdown.distributed.packing import unpack_outcomes
+    from struckdown.distributed.worker import close_mcp_sessions, run_rows
 
     shipped = ship_kwargs({"model_factory": "mcp_models:lookup_model", "mcp": {"notes": notes.url}})
     job = {"template": "Look up {{ word }} [[a|mcp=notes]]", "template_path": None, "include_paths": (),
            "kwargs": shipped, "semaphore": None, "retries": 0, "retry_delay": 0, "batch": "b1"}  # fmt: skip
 
     async def main() -> tuple[list[Any], int]:
-        packed = await asyncio.gather(*(run_row(job, {"word": f"w{i}"}) for i in range(6)))
-        return [unpack(p) for p in packed], await close_mcp_sessions("b1")
+        first, _ = await run_rows(job, [(i, {"word": f"w{i}"}) for i in range(3)])  # two chunks of one batch
+        second, _ = await run_rows(job, [(i, {"word": f"w{i}"}) for i in range(3, 6)])
+        outcomes = sorted([*unpack_outcomes(first, [0, 1, 2]), *unpack_outcomes(second, [3, 4, 5])], key=lambda pair: pair[0])
+        return [outcome for _, outcome in outcomes], await close_mcp_sessions("b1")
 
     results, closed = asyncio.run(main())
     assert [r["a"] for r in results] == [f"got w{i}: a note about w{i}" for i in range(6)]

@@ -1,0 +1,70 @@
+"""Ctrl-C during `sd batch` ends the process at once, even while a blocking sync tool
+runs (issue 24 item 8): exit 130, one line that says where the finished rows are, no
+traceback; the finished rows are in the journal and the blocked tool never finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+TOOLS = '''
+import pathlib
+import time
+
+def slow_write(note: str) -> str:
+    """Write a note, slowly."""
+    with open({started!r}, "w") as gate:  # a FIFO: the test reads it, so it knows the tool runs
+        gate.write("1")
+    time.sleep(3600)  # blocks its thread; the batch is interrupted meanwhile
+    pathlib.Path({effect!r}).write_text(note)
+    return "written"
+'''
+
+MODEL = '''
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+
+def answer(messages, info):
+    prompt = str(messages[0].parts[-1].content)
+    if "row 0" in prompt:
+        return ModelResponse(parts=[TextPart("done")])
+    return ModelResponse(parts=[ToolCallPart("slow_write", {"note": prompt})])
+
+def factory():
+    return FunctionModel(answer)
+'''
+
+
+def test_ctrl_c_ends_a_batch_at_once_and_the_finished_rows_are_journaled(tmp_path: Path) -> None:
+    started, effect = tmp_path / "started", tmp_path / "side_effect"
+    os.mkfifo(started)
+    (tmp_path / "tools.py").write_text(TOOLS.format(started=str(started), effect=str(effect)))
+    (tmp_path / "stall_model.py").write_text(textwrap.dedent(MODEL))
+    (tmp_path / "t.sd").write_text("Do row {{ n }} [[a|use_tools=true]]\n")
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps({"n": n}) + "\n" for n in range(3)))
+    command = [sys.executable, "-m", "struckdown.cli", "batch", "t.sd", "rows.jsonl", "-o", "out.jsonl", "-j", "1",
+               "--tools", "tools.py", "--model", "stall_model:factory", "--no-cache"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with open(started) as gate:  # blocks until row 1's tool has started
+            assert gate.read() == "1"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)  # only a guard against hanging the suite
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    journal = tmp_path / "out.journal.jsonl"
+    assert err.splitlines()[-1].endswith(
+        f"error: interrupted: 1/3 rows are saved in {journal.name}; run the same command with --resume"
+    )
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [(e["index"], e["ok"], e["answers"]) for e in lines] == [(0, True, {"a": "done"})]
+    assert not effect.exists() and not (tmp_path / "out.jsonl").exists()
