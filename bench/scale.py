@@ -68,7 +68,7 @@ def child(report: Path, args: list[str]) -> None:
     from struckdown.cli import batch
 
     seen: dict[str, Any] = {"rows": 0, "first": 0.0, "last": 0.0, "tenths": []}
-    finish = batch.BatchJob.finish
+    finish = batch.BatchRun.finish
 
     def timed_finish(self: Any, position: int, outcome: Any) -> None:
         finish(self, position, outcome)
@@ -80,7 +80,7 @@ def child(report: Path, args: list[str]) -> None:
         if seen["rows"] % max(1, self.total // 10) == 0:  # this process's CPU time at each tenth of the rows
             seen["tenths"].append(time.process_time())
 
-    batch.BatchJob.finish = timed_finish  # type: ignore[method-assign]
+    batch.BatchRun.finish = timed_finish  # type: ignore[method-assign]
     from struckdown.cli.app import app
 
     code = 0

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import EXIT_ERROR, CliError
-from .journal import read_journal
 
 if TYPE_CHECKING:
     from ..provider_batch import BatchCounts, ProviderBatch, RowRecords
@@ -108,17 +107,34 @@ def progress_line(counts: BatchCounts) -> str:
 
 def _waiting(path: Path, input_hashes: Sequence[str], template_hash: str) -> dict[int, RowRecords]:
     """Rows the journal holds as not done with requests in provider batches, for the same
-    input and job."""
-    entries, _ = read_journal(path)
-    return {
-        index: entry["provider_batch"]
-        for index, entry in entries.items()
-        if not entry.get("ok")
-        and isinstance(entry.get("provider_batch"), dict)
-        and index < len(input_hashes)
-        and entry.get("input_hash") == input_hashes[index]
-        and entry.get("template_hash") == template_hash
-    }
+    input and job (read line by line: only those rows' records are kept)."""
+    import json
+
+    waiting: dict[int, RowRecords] = {}
+    try:
+        handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        return waiting
+    except OSError as exc:
+        raise CliError(f"cannot read journal {path}: {exc}") from None
+    with handle:
+        for line in handle:
+            try:
+                entry = json.loads(line)
+                index = int(entry["index"])
+            except (ValueError, KeyError, TypeError):
+                continue  # an unreadable line (a crash cut it short) is not a row's last word
+            if (
+                not entry.get("ok")
+                and isinstance(entry.get("provider_batch"), dict)
+                and 0 <= index < len(input_hashes)
+                and entry.get("input_hash") == input_hashes[index]
+                and entry.get("template_hash") == template_hash
+            ):
+                waiting[index] = entry["provider_batch"]
+            else:  # the last line for an index wins
+                waiting.pop(index, None)
+    return waiting
 
 
 def check_flags(provider_batch: bool, batch_wait: float | None, batch_size: int | None, engine: str) -> None:
