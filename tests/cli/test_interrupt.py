@@ -62,11 +62,15 @@ def test_ctrl_c_ends_the_run_at_once_while_a_sync_tool_blocks(tmp_path: Path) ->
     assert not effect.exists()  # the process is gone: the tool can never write it now
 
 
-# Runs `sd` with one change: the sandbox's `range` writes `busy` into the FIFO the first
-# time the inner loop calls it, so the test knows the render is under way.
+# Runs `sd` as a host that lifted the work limit (struckdown.render.MAX_STEPS, where there
+# is one), so the loops run for hours, with one change for the test: the sandbox's `range`
+# writes `busy` into the FIFO the first time the inner loop calls it, so the test knows
+# the render is under way.
 BUSY_SD = """
 import runpy, sys
 import jinja2.sandbox as sandbox
+import struckdown.render as render
+render.MAX_STEPS = 10**15
 real_range, seen = sandbox.safe_range, []
 def gated_range(*args):
     seen.append(args)
