@@ -363,7 +363,7 @@ def generate(rnd: random.Random) -> str:
 
 
 def templates() -> st.SearchStrategy[str]:
-    return st.randoms(use_true_random=False).map(generate)
+    return st.randoms(use_true_random=True).map(generate)
 
 
 # -- mutation of realistic templates -----------------------------------------------
@@ -439,7 +439,7 @@ def mutant(rnd: random.Random) -> str:
 
 
 def mutants() -> st.SearchStrategy[str]:
-    return st.randoms(use_true_random=False).map(mutant)
+    return st.randoms(use_true_random=True).map(mutant)
 
 
 # -- include fixtures --------------------------------------------------------------
