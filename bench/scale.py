@@ -166,16 +166,20 @@ def sd_batch(workdir: Path, rows: int, *extra: str, bare: bool = False) -> dict[
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     command = ["--bare-child", str(report), "--", str(inputs)] if bare else ["--child", str(report), "--", *args, *extra]
     started = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.scale", *command],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    samples: list[tuple[float, float]] = []  # (perf_counter, CPU of the tree): comparable across processes
-    while process.poll() is None:
-        samples.append((time.perf_counter(), _cpu_of_tree(process.pid)))
-        time.sleep(0.5)
-    wall = time.perf_counter() - started
-    err = process.stderr.read() if process.stderr else ""
+    # stderr to a file, not a pipe: a pipe nobody reads until the end fills up (sd batch
+    # prints a progress line a second when stderr is not a terminal) and blocks the child
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as errors:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench.scale", *command],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors, text=True,
+        )  # fmt: skip
+        samples: list[tuple[float, float]] = []  # (perf_counter, CPU of the tree): comparable across processes
+        while process.poll() is None:
+            samples.append((time.perf_counter(), _cpu_of_tree(process.pid)))
+            time.sleep(0.5)
+        wall = time.perf_counter() - started
+        errors.seek(0)
+        err = errors.read()
     if process.returncode != 0 or not report.exists():
         raise RuntimeError(f"sd batch over {rows} rows {' '.join(extra)} failed ({process.returncode}):\n{err[-2000:]}")
     data: dict[str, Any] = json.loads(report.read_text())
