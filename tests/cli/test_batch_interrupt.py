@@ -12,6 +12,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.process  # a real sd process (.ci/run's process stage)
+
 TOOLS = '''
 import pathlib
 import time

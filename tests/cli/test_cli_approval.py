@@ -81,6 +81,7 @@ def test_without_a_terminal_calls_are_denied_with_one_note(monkeypatch: pytest.M
     assert "[reply] reply.1: denied (The user denied this call.)" in result.stdout
 
 
+@pytest.mark.process  # the point: sd resume in a new process
 def test_pause_to_exits_4_and_sd_resume_in_a_new_process_gives_the_inline_result(tmp_path: Path, calls: Path) -> None:
     inline = sd(*RUN, "--approve", "all", "-o", tmp_path / "inline.json")
     assert inline.exit_code == 0, inline.output

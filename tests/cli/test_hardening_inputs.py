@@ -157,6 +157,7 @@ def test_a_tools_file_raising_base_exception_is_a_clear_error(tmp_path: Path, te
 # -- a closed stdout ---------------------------------------------------------------------------
 
 
+@pytest.mark.process  # the point: a real process whose stdout reader went away
 @pytest.mark.parametrize("command", [["run", "--json"], ["run"], ["batch"]])
 def test_a_closed_stdout_is_one_clear_line(tmp_path: Path, template: Path, command: list[str]) -> None:
     rows = write(tmp_path / "rows.jsonl", '{"n": 1}\n{"n": 2}\n')

@@ -16,8 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from cli_support import plain_environment, sd, use_model  # noqa: F401
+import pytest
 from cli_models import scripted
+from cli_support import plain_environment, sd, use_model  # noqa: F401
 
 GATE_S = 60  # only so a broken test cannot hang forever; never decides an order
 
@@ -34,6 +35,7 @@ def sd_process(*args: Any, cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.process  # the point: a second sd process meets the first one's lock
 def test_a_second_batch_on_the_same_output_is_refused_and_names_the_holder(tmp_path: Path, use_model: Any) -> None:
     in_model = threading.Event()
     release = threading.Event()
@@ -81,6 +83,7 @@ def test_a_resume_waits_for_no_one_once_the_holder_is_gone(tmp_path: Path, use_m
     assert not (tmp_path / "out.journal.lock").exists()
 
 
+@pytest.mark.process  # the point: two sd processes at once
 def test_batches_on_different_outputs_run_side_by_side(tmp_path: Path, use_model: Any) -> None:
     in_model = threading.Event()
     release = threading.Event()

@@ -1,5 +1,9 @@
 """Ctrl-C during `sd run` ends the process at once, even while a blocking sync tool runs
-(issue 24 item 8): exit 130, one line, no traceback, and the tool never gets to finish."""
+(issue 24 item 8): exit 130, one line, no traceback, and the tool never gets to finish.
+
+Real processes (marker `process`): the point is the signal reaching a real `sd`. The
+child tells the test through a FIFO when it is inside the blocking part; no test
+waits on the clock."""
 
 from __future__ import annotations
 
@@ -9,6 +13,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
+from process_gates import fifo, wait_for_gate
+
+pytestmark = pytest.mark.process
 
 TOOLS = '''
 import time
@@ -32,8 +41,7 @@ def factory():
 
 
 def test_ctrl_c_ends_the_run_at_once_while_a_sync_tool_blocks(tmp_path: Path) -> None:
-    started, effect = tmp_path / "started", tmp_path / "side_effect"
-    os.mkfifo(started)
+    started, effect = fifo(tmp_path / "started"), tmp_path / "side_effect"
     (tmp_path / "tools.py").write_text(TOOLS.format(started=str(started), effect=str(effect)))
     (tmp_path / "stall_model.py").write_text(textwrap.dedent(MODEL))
     (tmp_path / "t.sd").write_text("Write it [[a|use_tools=true]]\n")
@@ -42,8 +50,7 @@ def test_ctrl_c_ends_the_run_at_once_while_a_sync_tool_blocks(tmp_path: Path) ->
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        with open(started) as gate:  # blocks until the tool has started and written to it
-            assert gate.read() == "1"
+        assert wait_for_gate(started, process) == "1"  # the tool has started and blocks now
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)  # only a guard against hanging the suite
     finally:
@@ -55,22 +62,35 @@ def test_ctrl_c_ends_the_run_at_once_while_a_sync_tool_blocks(tmp_path: Path) ->
     assert not effect.exists()  # the process is gone: the tool can never write it now
 
 
+# Runs `sd` as a host that lifted the work limit (struckdown.render.MAX_STEPS, where there
+# is one), so the loops run for hours, with one change for the test: the sandbox's `range`
+# writes `busy` into the FIFO the first time the inner loop calls it, so the test knows
+# the render is under way.
+BUSY_SD = """
+import runpy, sys
+import jinja2.sandbox as sandbox
+import struckdown.render as render
+render.MAX_STEPS = 10**15
+real_range, seen = sandbox.safe_range, []
+def gated_range(*args):
+    seen.append(args)
+    if len(seen) == 2:  # the outer loop's range, then the first inner one: rendering now
+        with open({gate!r}, "w") as gate:
+            gate.write("busy")
+    return real_range(*args)
+sandbox.safe_range = gated_range
+sys.argv = ["sd", "run", "t.sd", "--model", "test"]
+runpy.run_module("struckdown.cli", run_name="__main__")
+"""
+
+
 def test_ctrl_c_ends_a_run_busy_rendering_a_heavy_template(tmp_path: Path) -> None:
-    context = tmp_path / "context.json"
-    os.mkfifo(context)  # the gate: sd blocks reading it until the test writes
+    busy = fifo(tmp_path / "busy")
     (tmp_path / "t.sd").write_text("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}[[a]]\n")
-    # a host that lifted the work limit (struckdown.render.MAX_STEPS), so the loops run for hours
-    lifted = "import struckdown.render as r; r.MAX_STEPS = 10**15; from struckdown.cli import main; main()"
-    command = [sys.executable, "-c", lifted, "run", "t.sd", "--context", "context.json", "--model", "test"]
+    command = [sys.executable, "-c", BUSY_SD.format(gate=str(busy))]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        with open(context, "w") as gate:
-            gate.write("{}")
-        # the run now renders for hours; wait until the process has used CPU in it
-        stat = Path(f"/proc/{process.pid}/stat")
-        start = int(stat.read_text().split()[13])
-        while int(stat.read_text().split()[13]) < start + 100:  # a second of CPU (100 ticks) past the gate
-            os.sched_yield()
+        assert wait_for_gate(busy, process) == "busy"  # the run now renders for hours
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)  # only a guard against hanging the suite
     finally:

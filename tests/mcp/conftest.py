@@ -12,13 +12,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from mcp_support import HttpServer, serving  # noqa: E402
-from notes_server import Record, build  # noqa: E402
 
 # Needs the approval machinery (issue 15, branch approval): delete this line once it is merged.
 
 
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[HttpServer]:
+    from notes_server import Record, build  # the MCP server stack: only where a server starts
+
     record = Record()
     with serving(build(record).streamable_http_app()) as url:
         yield HttpServer(url, record)

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from notes_server import Record
+if TYPE_CHECKING:  # the MCP server stack is imported when a server starts, not at collection
+    from notes_server import Record
 
 HERE = Path(__file__).parent
 SERVER_SCRIPT = HERE / "notes_server.py"
@@ -43,24 +44,32 @@ def serving(app: Any) -> Iterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     started = threading.Event()
 
-    async def serve() -> None:
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started and not task.done():  # uvicorn tells it listens only by this flag
-            await asyncio.sleep(0.005)
-        started.set()
-        await task
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            try:
+                await super().startup(sockets=sockets)
+            finally:
+                started.set()  # listening now (or failed to start: `server.started` tells)
 
-    thread = threading.Thread(target=lambda: asyncio.run(serve()), name="mcp-http-server", daemon=True)
+    server = Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+
+    def serve() -> None:
+        try:
+            asyncio.run(server.serve(sockets=[sock]))
+        finally:
+            started.set()  # a server that never reached startup ends the wait too
+
+    thread = threading.Thread(target=serve, name="mcp-http-server", daemon=True)
     thread.start()
-    assert started.wait(30), "the MCP test server did not start"
+    started.wait()
+    assert server.started, "the MCP test server did not start"
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         server.should_exit = True
-        thread.join(30)
+        thread.join(30)  # only a guard against hanging the suite
         sock.close()
 
 

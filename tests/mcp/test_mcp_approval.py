@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from mcp_support import HttpServer
 from pydantic_ai.capabilities import MCP
 from scripted import Call, Script, Tools
 
 import struckdown as sd
+
+pytestmark = pytest.mark.process  # real MCP server over streamable HTTP
 
 TRIP = {"triggered": True, "reason": "unsafe"}
 PASS = {"triggered": False, "reason": "fine"}

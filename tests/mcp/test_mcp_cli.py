@@ -12,6 +12,8 @@ from cli_models import calls_tool_once, scripted
 from cli_support import plain_environment, sd, use_model  # noqa: F401
 from mcp_support import HttpServer
 
+pytestmark = pytest.mark.process  # real MCP server over streamable HTTP
+
 
 @pytest.fixture(autouse=True)
 def wide_lines(monkeypatch: pytest.MonkeyPatch) -> None:

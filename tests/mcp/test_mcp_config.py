@@ -97,6 +97,7 @@ def test_a_bad_mcp_option_is_a_syntax_error(template: str, message: str) -> None
     assert info.value.message == message
 
 
+@pytest.mark.process  # the point: a fresh interpreter's sys.modules
 def test_the_mcp_stack_is_imported_only_when_a_session_opens() -> None:
     """`import struckdown`, parsing, and a run with tools and MCP servers none of its
     slots use leave the `mcp` package, fastmcp and pydantic_ai.mcp unimported."""

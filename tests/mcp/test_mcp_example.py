@@ -8,10 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp_support import serving
 from scripted import Call, Script, Tools
 
 import struckdown as sd
+
+pytestmark = pytest.mark.process  # the example's real MCP server over streamable HTTP
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HITCHHIKER = "978-0345391803"

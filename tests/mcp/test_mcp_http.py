@@ -17,6 +17,8 @@ from scripted import Call, Script, Tools
 
 import struckdown as sd
 
+pytestmark = pytest.mark.process  # real MCP server over streamable HTTP
+
 NOTES_TOOLS = ["notes_lookup", "notes_remember", "notes_erase", "notes_hang", "notes_fail"]
 TRIP = {"triggered": True, "reason": "unsafe"}
 PASS = {"triggered": False, "reason": "fine"}

@@ -18,6 +18,8 @@ from scripted import Call, Script, Tools
 
 import struckdown as sd
 
+pytestmark = pytest.mark.process  # real MCP server processes over stdio
+
 
 def pids(log: Path) -> list[int]:
     return [int(line) for line in log.read_text().split()] if log.exists() else []

@@ -28,6 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from depth import cases
+
 import struckdown as sd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -363,7 +365,7 @@ def generate(rnd: random.Random) -> str:
 
 
 def templates() -> st.SearchStrategy[str]:
-    return st.randoms(use_true_random=False).map(generate)
+    return st.randoms(use_true_random=True).map(generate)
 
 
 # -- mutation of realistic templates -----------------------------------------------
@@ -439,7 +441,7 @@ def mutant(rnd: random.Random) -> str:
 
 
 def mutants() -> st.SearchStrategy[str]:
-    return st.randoms(use_true_random=False).map(mutant)
+    return st.randoms(use_true_random=True).map(mutant)
 
 
 # -- include fixtures --------------------------------------------------------------
@@ -477,19 +479,19 @@ def main_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_include_root(_mkroot(tmp_path_factory))
 
 
-@settings(FUZZ, max_examples=800)
+@settings(FUZZ, max_examples=cases(800))
 @given(text=templates())
 def test_generated_templates_parse_or_fail_with_a_position(text: str, main_template: Path) -> None:
     check_template(text, template_path=main_template)
 
 
-@settings(FUZZ, max_examples=800)
+@settings(FUZZ, max_examples=cases(800))
 @given(text=mutants())
 def test_mutated_templates_parse_or_fail_with_a_position(text: str, main_template: Path) -> None:
     check_template(text, template_path=main_template)
 
 
-@settings(FUZZ, max_examples=150)
+@settings(FUZZ, max_examples=cases(150))
 @given(text=st.one_of(templates(), mutants()))
 def test_errors_inside_an_included_file_point_into_that_file(text: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     root = _mkroot(tmp_path_factory)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from depth import cases
 from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.usage import UsageLimits
 
@@ -201,7 +202,7 @@ def run_seed(seed: int) -> tuple[Budget, Script, Bodies, dict[str, str], BaseExc
     return budget, script, bodies, kinds, outcome, budget_warnings
 
 
-@pytest.mark.parametrize("seed", range(100))
+@pytest.mark.parametrize("seed", range(cases(100)))
 def test_requests_and_tool_bodies_stay_within_the_clamped_limits(seed: int) -> None:
     budget, script, bodies, kinds, outcome, budget_warnings = run_seed(seed)
     requests = Counter(slot_of(c) for c in script.calls)
@@ -218,7 +219,7 @@ def test_requests_and_tool_bodies_stay_within_the_clamped_limits(seed: int) -> N
     assert low <= len(budget_warnings) <= high, (budget_warnings, budget)
 
 
-@pytest.mark.parametrize("seed", range(150, 210))
+@pytest.mark.parametrize("seed", range(150, 150 + cases(60)))
 def test_the_last_permitted_request_offers_no_tools(seed: int) -> None:
     rng = random.Random(seed)
     while True:  # only budgets with max_iter are interesting here

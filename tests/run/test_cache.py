@@ -245,6 +245,7 @@ def _process_writer(directory: str, prefix: str) -> None:
         raise SystemExit(f"{len(errors)} errors, first: {errors[:1]!r}, stats: {store.stats()}")
 
 
+@pytest.mark.process  # the point: real processes writing one store
 def test_threads_and_processes_share_one_store(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     processes = [ctx.Process(target=_process_writer, args=(str(tmp_path), f"p{n}-")) for n in range(2)]

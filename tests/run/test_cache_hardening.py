@@ -159,6 +159,7 @@ def test_close_writes_what_is_queued(tmp_path: Path) -> None:
     assert ResponseCache(tmp_path / "cache").get("k") == {"raw": "v"}
 
 
+@pytest.mark.process  # the point: what a finished sd process left on disk
 def test_a_cli_run_writes_its_answer_before_the_process_exits(tmp_path: Path) -> None:
     """The queued write of a short-lived `sd run` lands at exit: the next process gets a hit."""
     import json

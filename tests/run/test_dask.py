@@ -18,11 +18,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import dask
 import pytest
 
 pytestmark = pytest.mark.cluster
-from distributed import Client, LocalCluster
 from typer.testing import CliRunner
 
 import struckdown as sd
@@ -40,6 +38,9 @@ TEMPLATE = (
 
 @pytest.fixture(scope="module")
 def client() -> Any:
+    import dask  # here, not at collection: the default run collects this file but never runs it
+    from distributed import Client, LocalCluster
+
     # Short semaphore leases, so that a killed worker's leases come back quickly.
     config = {
         "distributed.scheduler.locks.lease-timeout": "3s",

@@ -36,24 +36,24 @@ def batching(max_requests: int, max_wait: float | None = None) -> ProviderBatch:
 def test_rows_times_slots_make_slots_times_rows_over_batch_size_batches() -> None:
     script = BatchScript(done)
     seen: list[tuple[int, int]] = []
-    pb = batching(100)
+    pb = batching(20)
     pb.on_progress = lambda counts: seen.append((counts.submitted, counts.done))
-    rows = [{"n": i} for i in range(200)]
-    results = sd.complete_batch(THREE, rows, model=script.model(), concurrency=200, provider_batch=pb)
+    rows = [{"n": i} for i in range(40)]  # bench/provider_batch.py runs it at scale
+    results = sd.complete_batch(THREE, rows, model=script.model(), concurrency=40, provider_batch=pb)
 
-    assert script.sizes == [100] * 6  # 200 rows x 3 slots, 100 a batch: 6 batches, not 600 requests
+    assert script.sizes == [20] * 6  # 40 rows x 3 slots, 20 a batch: 6 batches, not 120 requests
     assert script.outside == []  # no request went around the batch API
     for number, batch in enumerate(script.batches):  # rows advance slot by slot together
         word = ("First", "Second", "Third")[number // 2]
         assert all(call.last_user.startswith(f"{word} ") for call in batch)
     asked = Counter(call.last_user for call in script.calls)
-    assert set(asked.values()) == {1} and len(asked) == 600  # each row's slot asked exactly once
+    assert set(asked.values()) == {1} and len(asked) == 120  # each row's slot asked exactly once
     for i, result in enumerate(results):
         assert isinstance(result, sd.Result)
         assert (result["a"], result["b"], result["c"]) == (f"First {i} done", f"Second {i} done", f"Third {i} done")
         assert result.usage.requests == 3
-    assert pb.counts == BatchCounts(submitted=6, done=6, requests=600, answered=600, rows_done=200)
-    assert pb.counts.pending == 0 and pb.counts.requests_per_batch == 100
+    assert pb.counts == BatchCounts(submitted=6, done=6, requests=120, answered=120, rows_done=40)
+    assert pb.counts.pending == 0 and pb.counts.requests_per_batch == 20
     assert seen[:2] == [(1, 0), (2, 0)] and seen[-1] == (6, 6)
 
 

@@ -2,8 +2,8 @@
 
 `scripted(reply)` turns a plain function `reply(prompt, info) -> value` into a
 pydantic-ai FunctionModel that streams text answers word by word and sends typed
-answers (guard verdicts included) through the slot's output tool. `rows_with_delay`
-is the factory the kill/resume test names with `--model cli_models:rows_with_delay`.
+answers (guard verdicts included) through the slot's output tool. `rows_held`
+is the factory the kill/resume test names with `--model cli_models:rows_held`.
 """
 
 from __future__ import annotations
@@ -92,22 +92,26 @@ def calls_tool_once(tool: str, arguments: dict[str, Any], final: Callable[[str],
     return reply
 
 
-def rows_with_delay() -> FunctionModel:
-    """For the batch kill/resume test: answers `Row N …` with `answer N` after
-    SD_TEST_DELAY seconds, and appends N to the SD_TEST_CALLS file for every call."""
+def rows_held() -> FunctionModel:
+    """For the batch kill/resume test: answers `Row N …` with `answer N` and appends N
+    to the SD_TEST_CALLS file for every call. With SD_TEST_HOLD=N:FIFO the call for row
+    N writes `held` into the FIFO (the test's gate: it reads it, so it knows row N is
+    in flight) and then never answers; the test kills the process meanwhile."""
     calls_file = os.environ["SD_TEST_CALLS"]
-    delay = float(os.environ.get("SD_TEST_DELAY", "0"))
+    hold_row, _, hold_fifo = os.environ.get("SD_TEST_HOLD", "").partition(":")
 
     async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         match = re.search(r"Row (\d+)", last_prompt(messages))
         row = match.group(1) if match else "?"
         with open(calls_file, "a", encoding="utf-8") as handle:
             handle.write(row + "\n")
-        if delay:
-            await asyncio.sleep(delay)
+        if row == hold_row:
+            with open(hold_fifo, "w", encoding="utf-8") as gate:  # blocks until the test opens it
+                gate.write("held")
+            await asyncio.Event().wait()  # never set: the process is killed while it waits
         return ModelResponse(parts=[TextPart(f"answer {row}")])
 
-    return FunctionModel(respond, model_name="rows-with-delay")
+    return FunctionModel(respond, model_name="rows-held")
 
 
 def guards_trip() -> FunctionModel:

@@ -66,6 +66,7 @@ def turns(messages: list[ModelMessage]) -> list[tuple[str, str]]:
 
 
 Answer = Callable[[Call], Any]
+MEET_GUARD_S = 60.0  # only so a missing overlap fails instead of hanging; no test waits for it
 
 
 @dataclass
@@ -78,7 +79,7 @@ class Script:
     latency: float | Callable[[Call], float] = 0.0
     calls: list[Call] = field(default_factory=list)
     chunk: int = 0  # stream text in pieces of this many characters (0 = words)
-    meet: int = 0  # hold each request until this many are in flight together (bounded wait)
+    meet: int = 0  # hold each request until this many are in flight together (a gate; never met: fails)
     meet_when: Callable[[Call], bool] = lambda call: True  # which requests the meeting is for
     gate: Callable[[Call], Awaitable[None]] | None = None  # awaited before answering: the test releases it
     in_flight: int = 0
@@ -95,7 +96,8 @@ class Script:
 
     async def _delay(self, call: Call) -> None:
         """Latency, and the overlap proof: with `meet=n`, wait until n requests are in
-        flight at once (bounded, so a missing overlap fails the test instead of hanging)."""
+        flight at once; the nth to arrive opens the gate for all. A missing overlap fails
+        the test (after MEET_GUARD_S, a guard against hanging, not a wait anyone relies on)."""
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:
@@ -104,10 +106,12 @@ class Script:
                     self._met = asyncio.Event()
                 if self.in_flight >= self.meet:
                     self._met.set()
-                try:
-                    await asyncio.wait_for(self._met.wait(), timeout=2.0)
+                try:  # the bound is only a guard against hanging the suite: it fails the test
+                    await asyncio.wait_for(self._met.wait(), timeout=MEET_GUARD_S)
                 except asyncio.TimeoutError:
-                    pass
+                    raise AssertionError(
+                        f"meet={self.meet}: the requests never were in flight together (peak {self.peak})"
+                    ) from None
             if self.gate is not None:
                 await self.gate(call)
             delay = self.latency(call) if callable(self.latency) else self.latency
