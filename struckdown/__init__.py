@@ -71,7 +71,7 @@ _EXPORTS = {
     "StruckdownResult": "compat",
     "TemplateError": "compat",
     "LLMError": "compat",
-    "OnHalt": "environment",
+    "OnHalt": "run_options",
     "LLMCredentials": "models",
     "make_search": "action_search",
 }
@@ -135,7 +135,6 @@ if TYPE_CHECKING:
     from .compat import StruckdownResult as StruckdownResult
     from .compat import TemplateError as TemplateError
     from .environment import Environment as Environment
-    from .environment import OnHalt as OnHalt
     from .environment import default_environment as default_environment
     from .errors import (
         BudgetExceeded as BudgetExceeded,
@@ -202,4 +201,5 @@ if TYPE_CHECKING:
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
     from .run.tools import readonly as readonly
     from .run.tools import sequential as sequential
+    from .run_options import OnHalt as OnHalt
     from .safe import Safe as Safe

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
-from .environment import BatchExecutor, PathLike, RunOptions, default_environment
+from .environment import default_environment
 from .plan import Program
 from .results import Result
+from .run_options import BatchExecutor, PathLike, RunOptions
 from .types import TypeFactory
 
 if TYPE_CHECKING:

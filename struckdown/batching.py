@@ -25,6 +25,8 @@ from typing import Any
 
 import anyio
 
+from .feed import fed
+
 Row = tuple[int, Mapping[str, Any]]
 NextRow = Callable[[], Awaitable[Row | None]]
 Emit = Callable[[int, Any], Awaitable[None]]
@@ -104,37 +106,18 @@ def callback_emitter(on_result: Callable[[int, Any], Any] | None, keep: Callable
     return emit
 
 
-async def outcomes(start: Callable[[Emit], Awaitable[None]], buffer: int) -> AsyncGenerator[tuple[int, Any], None]:
-    """The `(index, outcome)` pairs `start(emit)` emits, as they come.
+def outcomes(start: Callable[[Emit], Awaitable[None]], buffer: int) -> AsyncGenerator[tuple[int, Any], None]:
+    """The `(index, outcome)` pairs `start(emit)` emits, as they come. The batch is the one
+    task the stream owns (`feed.fed`): a slow consumer holds the batch back instead of
+    letting outcomes pile up, and closing the generator cancels every row in flight."""
 
-    The batch is the one task this generator owns (an async generator cannot keep a
-    task group open across its `yield`s, since its consumer may resume it from
-    another task); a bounded stream between them lets a slow consumer hold the
-    batch back instead of letting outcomes pile up. Closing the generator cancels
-    every row in flight."""
-    send, receive = anyio.create_memory_object_stream[tuple[int, Any]](max(1, buffer))
+    async def produce(send: Callable[[tuple[int, Any]], Awaitable[None]]) -> None:
+        async def emit(index: int, outcome: Any) -> None:
+            await send((index, outcome))
 
-    async def emit(index: int, outcome: Any) -> None:
-        await send.send((index, outcome))
+        await start(emit)
 
-    async def main() -> None:
-        async with send:
-            await start(emit)
-
-    task = asyncio.create_task(main())
-    try:
-        async with receive:
-            async for pair in receive:
-                yield pair
-                del pair
-        await task
-    finally:
-        if not task.done():
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+    return fed(produce, buffer)
 
 
 def accepts_keyword(function: Callable[..., Any], name: str) -> bool:

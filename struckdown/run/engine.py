@@ -8,7 +8,6 @@ closing the generator, cancelling the consumer or a guard trip reaches all of it
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,6 +31,7 @@ from ..errors import (
     slot_note,
     slot_of_note,
 )
+from ..feed import fed
 from ..incremental import (
     CheckpointReached,
     ProcessingComplete,
@@ -555,35 +555,20 @@ async def run_to_result(program: Program, context: Mapping[str, Any] | None, opt
     return final[0]
 
 
-async def events(program: Program, context: Mapping[str, Any] | None, options: RunSettings) -> AsyncGenerator[Any, None]:
+def events(program: Program, context: Mapping[str, Any] | None, options: RunSettings) -> AsyncGenerator[Any, None]:
     """The event stream of one run, through a bounded stream (a slow consumer holds
     the run back instead of letting events pile up). Closing it cancels everything
     the run started.
 
-    Everything inside the run is anyio (task groups, cancel scopes, events). The run
-    itself is the one task this generator owns: an async generator cannot keep a task
-    group open across its `yield`s, since its consumer may resume it from another task."""
-    send, receive = anyio.create_memory_object_stream[Any](EVENT_BUFFER)
-    run = Run(program, dict(context or {}), options, send.send)
+    Everything inside the run is anyio (task groups, cancel scopes, events); the run
+    itself is the one task the stream owns (`feed.fed`)."""
 
-    async def main() -> None:
-        async with send:
-            with run_span(options.tracing, program), media_scope(options.image_max_side, options.max_images):
-                await run.main()
+    async def produce(send: Callable[[Any], Awaitable[None]]) -> None:
+        run = Run(program, dict(context or {}), options, send)
+        with run_span(options.tracing, program), media_scope(options.image_max_side, options.max_images):
+            await run.main()
 
-    task = asyncio.create_task(main())
-    try:
-        async with receive:
-            async for event in receive:
-                yield event
-        await task
-    finally:
-        if not task.done():
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+    return fed(produce, EVENT_BUFFER)
 
 
 def _cache(cache: Any, stores: dict[Any, Any]) -> Any:
