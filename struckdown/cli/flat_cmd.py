@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Optional
@@ -14,14 +13,10 @@ from .errors import EXIT_OK, reporting_errors
 
 def flat_command(template: Path, output: Path | None, include_paths: Sequence[Path]) -> int:
     from ..syntax.flatten import flatten
-    from .io import read_template
+    from .io import read_template, write_output
 
     text = flatten(read_template(template), template_path=template, include_paths=include_paths)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        output.write_text(text, encoding="utf-8")
-        sys.stderr.write(f"wrote {output}\n")
+    write_output(output, text)
     return EXIT_OK
 
 

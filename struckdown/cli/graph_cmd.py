@@ -7,7 +7,6 @@ no arrow run at the same time, and an arrow is labelled with the answers it carr
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -50,14 +49,11 @@ def mermaid(program: Any) -> str:
 
 
 def graph_command(template: Path, output: Path | None, include_paths: Sequence[Path]) -> int:
+    from .io import write_output
     from .loading import load_program
 
     text = mermaid(load_program(template, include_paths))
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        output.write_text(text, encoding="utf-8")
-        sys.stderr.write(f"wrote {output}\n")
+    write_output(output, text)
     return EXIT_OK
 
 
