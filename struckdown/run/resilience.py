@@ -34,11 +34,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import anyio
 from pydantic_ai.messages import ModelMessage, ModelResponse, ModelResponseStreamEvent
-from pydantic_ai.models import ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
@@ -47,6 +48,7 @@ from ..errors import ConfigurationError, StruckdownError, TemplateRuntimeError
 from ..incremental import SlotFallback, SlotRetry
 from ..model_errors import ModelError, TruncatedError, is_transient, map_model_error
 from ..slot_options import TOOL_CHOICES, default_max_tokens
+from .streams import Request, SlotRunWrapper, StreamContext
 
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_BASE_DELAY = 1.0
@@ -55,6 +57,7 @@ DEFAULT_RETRY_MAX_DELAY = 30.0
 HINT_TURN = "A previous attempt could not finish: {reason}."
 
 Emit = Callable[[Any], Awaitable[None]]
+T = TypeVar("T")
 
 
 # -- settings -------------------------------------------------------------------
@@ -199,67 +202,49 @@ class RetryRun:
         await report(self.emit, self.settings, SlotRetry(self.slot, retry, error, delay))
         await CLOCK.sleep(delay)
 
+    async def attempt(self, call: Callable[[], Awaitable[T]], used: int = 0) -> tuple[T, int]:
+        """`call()`, again after each transient failure while retries are left; (its
+        result, the retries used so far, counting the `used` before it)."""
+        while True:
+            try:
+                return await call(), used
+            except Exception as exc:
+                decision = self.decide(exc, used + 1)
+                if decision is None:
+                    raise
+            used += 1
+            await self.wait(used, *decision, streamed=False)
+
 
 #: The retry state of the slot attempt in progress in this task (set around `agent.run`).
 CURRENT_RETRIES: ContextVar[RetryRun | None] = ContextVar("struckdown_retries", default=None)
 
 
-class RetryingModel(WrapperModel):
+class RetryingModel(SlotRunWrapper):
     """Sends a request again after a transient provider failure (SPEC §14).
 
     Stateless: what one slot attempt needs comes from `CURRENT_RETRIES`; outside a slot
     run it passes requests through."""
 
-    async def request(
-        self, messages: list[ModelMessage], model_settings: ModelSettings | None, model_request_parameters: ModelRequestParameters
-    ) -> ModelResponse:
-        run = CURRENT_RETRIES.get()
-        if run is None:
-            return await self.wrapped.request(messages, model_settings, model_request_parameters)
-        retry = 0
-        while True:
-            try:
-                return await self.wrapped.request(messages, model_settings, model_request_parameters)
-            except Exception as exc:
-                decision = run.decide(exc, retry + 1)
-                if decision is None:
-                    raise
-            retry += 1
-            await run.wait(retry, *decision, streamed=False)
+    current = CURRENT_RETRIES
+
+    async def serve(self, run: RetryRun, request: Request) -> ModelResponse:
+        response, _ = await run.attempt(partial(request.send, self.wrapped))
+        return response
 
     @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        run = CURRENT_RETRIES.get()
-
-        def open_stream() -> Any:
-            return self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context)
-
-        if run is None:
-            async with open_stream() as stream:
-                yield stream
-            return
+    async def serve_stream(self, run: RetryRun, request: Request) -> AsyncIterator[StreamedResponse]:
+        open_stream = partial(request.open, self.wrapped)
         async with AsyncExitStack() as stack:
             stream, used = await _open(stack, open_stream, run, 0)
             yield _RetryingStream(stream, open_stream, run, used)
 
 
-async def _open(stack: AsyncExitStack, open_stream: Callable[[], Any], run: RetryRun, used: int) -> tuple[Any, int]:
+async def _open(
+    stack: AsyncExitStack, open_stream: Callable[[], StreamContext], run: RetryRun, used: int
+) -> tuple[StreamedResponse, int]:
     """Open a stream, retrying transient failures; (the stream, retries used so far)."""
-    while True:
-        try:
-            return await stack.enter_async_context(open_stream()), used
-        except Exception as exc:
-            decision = run.decide(exc, used + 1)
-            if decision is None:
-                raise
-        used += 1
-        await run.wait(used, *decision, streamed=False)
+    return await run.attempt(lambda: stack.enter_async_context(open_stream()), used)
 
 
 class _RetryingStream(StreamedResponse):
@@ -268,7 +253,7 @@ class _RetryingStream(StreamedResponse):
     Everything else is the current attempt's stream's; the usage of failed attempts is
     added to the response."""
 
-    def __init__(self, first: StreamedResponse, open_stream: Callable[[], Any], run: RetryRun, used: int) -> None:
+    def __init__(self, first: StreamedResponse, open_stream: Callable[[], StreamContext], run: RetryRun, used: int) -> None:
         super().__init__(first.model_request_parameters)
         self._current = first
         self._open_stream = open_stream

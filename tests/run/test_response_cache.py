@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import struckdown as sd
 from scripted import Call, Script, Tools, turns
 
@@ -73,6 +75,25 @@ def test_a_cached_answer_takes_the_path_of_a_fresh_one(tmp_path: Path) -> None:
         assert cached.results[key].cached and not fresh.results[key].cached
     assert turns(list(cached.results["g"].messages))[-1] == ("assistant", "hello")
     assert (cached.usage.requests, cached.usage.input_tokens, cached.usage.output_tokens) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_cached_answer_belongs_to_the_run_it_is_served_to(tmp_path: Path, stream: bool) -> None:
+    """Not to the run that stored it: the hit carries the run and conversation IDs of the
+    request before it, streamed or not."""
+    script = Script(lambda c: "hello")
+
+    async def run() -> Any:
+        done = [e async for e in sd.complete_incremental_async("Greet [[g]]", model=script.model(),
+                                                               cache=str(tmp_path), stream=stream)]  # fmt: skip
+        return next(e for e in done if e.type == "slot_completed").result
+
+    fresh, cached = asyncio.run(run()), asyncio.run(run())
+    assert cached.cached and not fresh.cached and len(script.calls) == 1
+    request, response = cached.messages[-2:]
+    assert response.provider_details == {"struckdown_cache": "hit"}
+    assert (response.run_id, response.conversation_id) == (request.run_id, request.conversation_id)
+    assert response.run_id != fresh.messages[-1].run_id
 
 
 class DictCache:
