@@ -1,5 +1,5 @@
 """What the model wrappers of a slot run share: the response cache (`cached_model.py`),
-the retries (`resilience.py`) and the usage meter (`ledger.py`).
+the retries (`retries.py`) and the usage meter (`ledger.py`).
 
 Each wrapper is stateless and cached per model (`caches.py`), so its agents are reused;
 what the slot run in progress needs travels in a `ContextVar` (`current`), set around
