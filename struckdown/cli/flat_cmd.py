@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .errors import EXIT_OK, reporting_errors
+from .options import IncludeOpt, TemplateArg
 
 
 def flat_command(template: Path, output: Path | None, include_paths: Sequence[Path]) -> int:
@@ -21,14 +22,11 @@ def flat_command(template: Path, output: Path | None, include_paths: Sequence[Pa
 
 
 def command(
-    template: Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)],
+    template: TemplateArg,
     output: Annotated[
         Optional[Path], typer.Option("--output", "-o", help="Write the result here (default: stdout).", show_default=False)
     ] = None,
-    include_path: Annotated[
-        Optional[list[Path]],
-        typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
-    ] = None,
+    include_path: IncludeOpt = None,
 ) -> None:
     """Print the template with every <include> inlined; nothing is rendered."""
     with reporting_errors():

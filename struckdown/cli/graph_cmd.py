@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .errors import EXIT_OK, reporting_errors
+from .options import IncludeOpt, TemplateArg
 
 
 def _label(text: str) -> str:
@@ -58,15 +59,12 @@ def graph_command(template: Path, output: Path | None, include_paths: Sequence[P
 
 
 def command(
-    template: Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)],
+    template: TemplateArg,
     output: Annotated[
         Optional[Path], typer.Option("--output", "-o", help="Write the Mermaid text here (default: stdout).",
                                      show_default=False)
     ] = None,
-    include_path: Annotated[
-        Optional[list[Path]],
-        typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
-    ] = None,
+    include_path: IncludeOpt = None,
 ) -> None:
     """Print a Mermaid flowchart of the template's segments and the answers they wait for."""
     with reporting_errors():

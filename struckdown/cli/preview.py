@@ -10,6 +10,7 @@ import typer
 
 from .errors import EXIT_OK, reporting_errors
 from .io import read_template, write_output
+from .options import TemplateArg
 
 
 def render_html(source: str, title: str) -> str:
@@ -29,7 +30,7 @@ def preview_command(template: Path, output: Path | None) -> int:
 
 
 def command(
-    template: Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)],
+    template: TemplateArg,
     output: Annotated[
         Optional[Path],
         typer.Option("--output", "-o", help="Write the HTML page here (default: stdout).", show_default=False),
