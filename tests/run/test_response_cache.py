@@ -9,14 +9,21 @@ from typing import Any
 import pytest
 
 import struckdown as sd
+from memory_cache import MemoryCache
 from scripted import Call, Script, Tools, turns
 
 
-def test_second_run_is_served_from_the_cache(tmp_path: Path) -> None:
+def run_twice(cache_dir: Path) -> tuple[Script, sd.Result, sd.Result]:
+    """A text and an int slot, run fresh and then again from the cache in `cache_dir`."""
     script = Script(lambda c: 3 if c.schema else "hello")
     template = "Greet [[g]] Count [[int:n]]"
-    first = sd.complete(template, model=script.model(), cache=str(tmp_path))
-    second = sd.complete(template, model=script.model(), cache=str(tmp_path))
+    first = sd.complete(template, model=script.model(), cache=str(cache_dir))
+    second = sd.complete(template, model=script.model(), cache=str(cache_dir))
+    return script, first, second
+
+
+def test_second_run_is_served_from_the_cache(tmp_path: Path) -> None:
+    script, first, second = run_twice(tmp_path)
     assert len(script.calls) == 2
     assert dict(first) == dict(second) == {"g": "hello", "n": 3}
     assert [s.cached for s in second.results.values()] == [True, True]
@@ -65,10 +72,7 @@ def test_tool_slots_never_use_the_cache(tmp_path: Path) -> None:
 
 def test_a_cached_answer_takes_the_path_of_a_fresh_one(tmp_path: Path) -> None:
     """Same messages (the model's reply included), same output, validated the same way."""
-    script = Script(lambda c: 3 if c.schema else "hello")
-    template = "Greet [[g]] Count [[int:n]]"
-    fresh = sd.complete(template, model=script.model(), cache=str(tmp_path))
-    cached = sd.complete(template, model=script.model(), cache=str(tmp_path))
+    script, fresh, cached = run_twice(tmp_path)
     assert len(script.calls) == 2
     for key in ("g", "n"):
         assert turns(list(cached.results[key].messages)) == turns(list(fresh.results[key].messages))
@@ -96,23 +100,8 @@ def test_a_cached_answer_belongs_to_the_run_it_is_served_to(tmp_path: Path, stre
     assert response.run_id != fresh.messages[-1].run_id
 
 
-class DictCache:
-    """A response cache object of the caller's own (the ResponseCache protocol)."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, Any] = {}
-        self.gets = 0
-
-    async def aget(self, key: str) -> Any:
-        self.gets += 1
-        return self.items.get(key)
-
-    async def aput(self, key: str, value: Any) -> None:
-        self.items[key] = value
-
-
 def test_a_cached_answer_that_fails_validation_is_asked_again() -> None:
-    cache = DictCache()
+    cache = MemoryCache()
     script = Script(lambda c: 3)
     sd.complete("Count [[int:n|max=5]]", model=script.model(), cache=cache)
     (key,) = cache.items
@@ -124,7 +113,7 @@ def test_a_cached_answer_that_fails_validation_is_asked_again() -> None:
 
 
 def test_an_entry_of_another_shape_is_a_miss() -> None:
-    cache = DictCache()
+    cache = MemoryCache()
     script = Script(lambda c: "fresh")
     sd.complete("Greet [[g]]", model=script.model(), cache=cache)
     (key,) = cache.items
