@@ -81,18 +81,12 @@ def _fingerprint(model: Any, messages: list[ModelMessage], settings: Any, params
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _ticket_status(response: ModelResponse) -> str | None:
+def _ticket(response: ModelResponse, name: str) -> str | None:
+    """A field (`status`, `id`) of the batch in a suspended response's batch ticket."""
     ticket = (response.provider_details or {}).get("batch")
     batch = ticket.get("batch") if isinstance(ticket, dict) else None
-    status = batch.get("status") if isinstance(batch, dict) else getattr(batch, "status", None)
-    return status if isinstance(status, str) else None
-
-
-def _ticket_batch_id(response: ModelResponse) -> str | None:
-    ticket = (response.provider_details or {}).get("batch")
-    batch = ticket.get("batch") if isinstance(ticket, dict) else None
-    batch_id = batch.get("id") if isinstance(batch, dict) else getattr(batch, "id", None)
-    return batch_id if isinstance(batch_id, str) else None
+    value = batch.get(name) if isinstance(batch, dict) else getattr(batch, name, None)
+    return value if isinstance(value, str) else None
 
 
 class TrackedModel(WrapperModel):
@@ -126,7 +120,7 @@ class TrackedModel(WrapperModel):
         pending = _suspended(entry, self.wrapped) if entry is not None else None
         if pending is not None:
             batch.counts.continued += 1
-            batch._resumed(str(_ticket_batch_id(pending)))
+            batch._resumed(str(_ticket(pending, "id")))
             batch._set(request, "ready")  # checking on a batch, not queued
             try:
                 return await self._send(request, messages, pending, model_settings, model_request_parameters)
@@ -152,7 +146,7 @@ class TrackedModel(WrapperModel):
                 if response.state != "suspended" or not response.provider_response_id:
                     break
                 self._waiting(request, response)
-                if _ticket_status(response) != "ended":
+                if _ticket(response, "status") != "ended":
                     break
                 pending = response
         except Exception:
@@ -177,7 +171,7 @@ class TrackedModel(WrapperModel):
             request.response_id = response.provider_response_id
             if response.provider_response_id is not None:
                 row.by_response[response.provider_response_id] = request
-        self._batch._set(request, "ready" if _ticket_status(response) == "ended" else "running")
+        self._batch._set(request, "ready" if _ticket(response, "status") == "ended" else "running")
 
     @asynccontextmanager
     async def request_stream(
