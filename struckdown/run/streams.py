@@ -10,7 +10,7 @@ straight to the wrapped model. Inside one, the wrapper serves it (`serve`,
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from pydantic_ai.settings import ModelSettings
 StreamContext = AbstractAsyncContextManager[StreamedResponse]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Request:
     """One model request as a wrapper received it."""
 
@@ -33,7 +33,7 @@ class Request:
     params: ModelRequestParameters
     run_context: Any = None  # the agent run's RunContext, for a stream
 
-    def send(self, model: Model) -> Awaitable[ModelResponse]:
+    def send(self, model: Model) -> Coroutine[Any, Any, ModelResponse]:
         return model.request(self.messages, self.settings, self.params)
 
     def open(self, model: Model) -> StreamContext:
@@ -44,20 +44,24 @@ class SlotRunWrapper(WrapperModel):
     """A model wrapper that follows the slot run in progress (`current`), and passes
     requests through outside one.
 
-    `request_stream` returns the context manager it serves (the wrapped model's, or
-    `serve_stream`'s) instead of wrapping it in a generator of its own: the wrappers
-    are stacked on every request, and each layer would cost a generator frame."""
+    The wrappers are stacked on every request, so they add no layer of their own:
+    `request` returns the coroutine it serves (the wrapped model's, or `serve`'s) and
+    `request_stream` the context manager (the wrapped model's, or `serve_stream`'s).
+    As a plain function `request` also escapes the per-class wrappers pydantic-ai puts
+    around a model's own `async def request` (special-token restoring, which a wrapper
+    model never does, and a file-download budget, which the wrapped model's own request
+    opens afresh); `request_stream` still gets them."""
 
     #: The state of the slot run in progress in this task (None: no slot run).
     current: ClassVar[ContextVar[Any]]
 
-    async def request(
+    def request(
         self, messages: list[ModelMessage], model_settings: ModelSettings | None, model_request_parameters: ModelRequestParameters
-    ) -> ModelResponse:
+    ) -> Coroutine[Any, Any, ModelResponse]:
         state = self.current.get()
         if state is None:
-            return await self.wrapped.request(messages, model_settings, model_request_parameters)
-        return await self.serve(state, Request(messages, model_settings, model_request_parameters))
+            return self.wrapped.request(messages, model_settings, model_request_parameters)
+        return self.serve(state, Request(messages, model_settings, model_request_parameters))
 
     def request_stream(  # type: ignore[override]  # any async context manager, not only a generator's
         self,
