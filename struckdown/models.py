@@ -17,7 +17,7 @@ from a string, and `timeout` from `STRUCKDOWN_TIMEOUT` (default 120 s) on
 OpenAI-compatible endpoints; hosted providers keep their client's own timeout
 (600 s for OpenAI, which slow reasoning models need) unless the variable is
 set. pydantic-ai forwards both to the provider SDK client. Inside a struckdown run
-the retrying is struckdown's own (run/resilience.py, SPEC §14), which sends
+the retrying is struckdown's own (run/retries.py, SPEC §14), which sends
 `max_retries=0` per request so attempts are not multiplied; the model-level value
 matters when the model is used outside struckdown. A `Model` instance you pass in
 is never changed.

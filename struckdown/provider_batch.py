@@ -34,115 +34,47 @@ limiter's size and, with `max_wait=None`, never fill it: it bounds the batch API
 Struckdown never cancels a provider batch: an interrupted or cancelled job leaves its
 batches running, so a resumed job collects their results (cancel one in the provider's
 console to stop it).
+
+This module is the job (`ProviderBatch`: rows, request states, the journal, counts);
+`provider_batch_models.py` holds the model wrappers that report to it, and
+`provider_batch_state.py` what both keep (counts, rows, requests, prices).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager, nullcontext
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import TypeAdapter
 from pydantic_ai.capabilities import BatchModelRequests
-from pydantic_ai.exceptions import SuspendedResponseExpired
-from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.batch import Batch, BatchRequest, BatchResult, EncodedBatchRequest
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
+from pydantic_ai.messages import ModelResponse
+from pydantic_ai.models.batch import Batch, EncodedBatchRequest
+
+from .provider_batch_models import CountedModel, TrackedModel
+from .provider_batch_state import CURRENT_REQUEST, CURRENT_ROW, BatchedRequest, BatchedRow, OnRecord, State
+
+# the names of provider_batch_state.py, split from this module, importable from here as before
+from .provider_batch_state import DEFAULT_DISCOUNT as DEFAULT_DISCOUNT
+from .provider_batch_state import BatchCounts as BatchCounts
+from .provider_batch_state import RowRecords as RowRecords
+from .provider_batch_state import batch_prices as batch_prices
 
 log = logging.getLogger("struckdown")
 
-#: What batch APIs cost against the list price when the price data has no batch price
-#: (OpenAI, Anthropic and Google document 50 %).
-DEFAULT_DISCOUNT = 0.5
 #: Requests per batch unless the caller says otherwise (pydantic-ai's default).
 DEFAULT_MAX_REQUESTS = 1_000
 #: Seconds the oldest queued request waits for others before its batch is submitted.
 DEFAULT_MAX_WAIT = 30.0
 
-#: A row's journal record: request key → {"batch": <Batch as JSON>, "custom_id": str}.
-RowRecords = dict[str, dict[str, Any]]
-OnRecord = Callable[[dict[int, RowRecords]], Any]
-
-State = Literal["queued", "running", "ready"]
 #: Ended rows whose records `records_of` can still give (at least).
 _LEFT_KEPT = 1_000
 #: Event-loop steps the rows-advance-together rule waits for the loop to get quiet.
 _MAX_TICKS = 10_000
-#: Checks in a row of a batch found ended at submission (the submission, and resubmissions).
-_READS_AT_ONCE = 8
-
-
-@dataclass
-class BatchCounts:
-    """What a provider-batched job has done so far (`ProviderBatch.counts`)."""
-
-    submitted: int = 0  # batches this job created
-    resumed: int = 0  # batches an earlier run created that this job waits on
-    done: int = 0  # batches that ended and whose results were read
-    requests: int = 0  # requests submitted in the batches this job created
-    continued: int = 0  # requests continued from an earlier run's batch instead of submitted again
-    answered: int = 0  # batched requests that got their answer
-    rows_done: int = 0
-    cost: float | None = None  # the answered requests at batch prices (None: no price known)
-    list_cost: float | None = None  # the same requests at list prices
-
-    @property
-    def pending(self) -> int:
-        """Batches submitted (or resumed) whose results are not read yet."""
-        return self.submitted + self.resumed - self.done
-
-    @property
-    def requests_per_batch(self) -> float:
-        return self.requests / self.submitted if self.submitted else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "submitted": self.submitted, "resumed": self.resumed, "done": self.done, "pending": self.pending,
-            "requests": self.requests, "continued": self.continued, "answered": self.answered,
-            "rows_done": self.rows_done, "requests_per_batch": self.requests_per_batch,
-            "cost": self.cost, "list_cost": self.list_cost,
-        }  # fmt: skip
-
-
-@dataclass(eq=False)
-class _Request:
-    """One model request of a row, from its submission until its answer."""
-
-    row: _Row
-    key: str
-    state: State = "queued"
-    body: tuple[str, str] | None = None  # (group, body) while encoded but not yet in a created batch
-    response_id: str | None = None
-
-
-@dataclass(eq=False)
-class _Row:
-    index: int
-    recorded: RowRecords  # what an earlier run recorded, not yet matched
-    records: RowRecords  # what the journal should hold for the row now
-    seen: dict[str, int] = field(default_factory=dict)  # occurrences of each fingerprint in this run
-    open: list[_Request] = field(default_factory=list)
-    by_response: dict[str, _Request] = field(default_factory=dict)
-    blocked: bool = False
-
-    def key_for(self, fingerprint: str) -> str:
-        count = self.seen.get(fingerprint, 0)
-        self.seen[fingerprint] = count + 1
-        return f"{fingerprint}-{count}"
-
-
-_CURRENT_ROW: ContextVar[_Row | None] = ContextVar("struckdown_batch_row", default=None)
-_CURRENT_REQUEST: ContextVar[_Request | None] = ContextVar("struckdown_batch_request", default=None)
 
 
 class ProviderBatch:
@@ -191,11 +123,11 @@ class ProviderBatch:
         self.counts = BatchCounts()
         self.limiter: Any = None  # the job's request cap (anyio.CapacityLimiter), around batch API calls
         self._wrapped: dict[int, tuple[Any, Any]] = {}  # id(model) → (model, its batched wrapper)
-        self._encoded: dict[tuple[str, str], list[_Request]] = {}
+        self._encoded: dict[tuple[str, str], list[BatchedRequest]] = {}
         self._known: set[str] = set()
         self._ended: set[str] = set()
         self._unpriced: set[tuple[str | None, str | None]] = set()
-        self._rows: dict[int, _Row] = {}
+        self._rows: dict[int, BatchedRow] = {}
         self._left: OrderedDict[int, RowRecords] = OrderedDict()  # records of rows that ended, for records_of
         self._workers = 0
         self._in_flight = 0
@@ -227,8 +159,8 @@ class ProviderBatch:
                 f"(openai:… or openai-responses:…, not openai-chat:…), Anthropic, Google (FunctionModel "
                 f"and TestModel in tests); {model_label(model)} has none"
             )
-        batched = self.batching.get_wrapper_model(_Counted(model, self))
-        wrapper = _Tracked(batched if batched is not None else model, self)
+        batched = self.batching.get_wrapper_model(CountedModel(model, self))
+        wrapper = TrackedModel(batched if batched is not None else model, self)
         self._wrapped[id(model)] = (model, wrapper)
         return wrapper
 
@@ -279,14 +211,14 @@ class ProviderBatch:
     def row(self, index: int) -> Iterator[None]:
         """Around one row: its requests are recorded for, and matched against, row `index`."""
         recorded = self.records.pop(index, {})
-        row = _Row(index, dict(recorded), dict(recorded))
+        row = BatchedRow(index, dict(recorded), dict(recorded))
         self._rows[index] = row
         self._in_flight += 1
-        token = _CURRENT_ROW.set(row)
+        token = CURRENT_ROW.set(row)
         try:
             yield
         finally:
-            _CURRENT_ROW.reset(token)
+            CURRENT_ROW.reset(token)
             for request in list(row.open):
                 self._close(request)
             self._rows.pop(index, None)
@@ -306,21 +238,21 @@ class ProviderBatch:
         return dict(row.records) if row is not None else self._left.pop(index, {})
 
     # -- request states -------------------------------------------------------
-    def _open(self, row: _Row, key: str) -> _Request:
-        request = _Request(row, key)
+    def _open(self, row: BatchedRow, key: str) -> BatchedRequest:
+        request = BatchedRequest(row, key)
         row.open.append(request)
         self._queued += 1
         self._row_changed(row)
         return request
 
-    def _set(self, request: _Request, state: State) -> None:
+    def _set(self, request: BatchedRequest, state: State) -> None:
         if request.state == state or request not in request.row.open:
             return
         self._queued += (state == "queued") - (request.state == "queued")
         request.state = state
         self._row_changed(request.row)
 
-    def _close(self, request: _Request) -> None:
+    def _close(self, request: BatchedRequest) -> None:
         row = request.row
         if request not in row.open:
             return
@@ -338,7 +270,7 @@ class ProviderBatch:
             request.body = None
         self._row_changed(row)
 
-    def _row_changed(self, row: _Row) -> None:
+    def _row_changed(self, row: BatchedRow) -> None:
         """A row is blocked when all it waits on is the batch API: requests queued, or in a
         batch the provider is still running (not one whose result is there to collect)."""
         blocked = bool(row.open) and all(r.state != "ready" for r in row.open)
@@ -392,7 +324,7 @@ class ProviderBatch:
 
     # -- events from the wrappers --------------------------------------------
     def _encoded_request(self, encoded: EncodedBatchRequest) -> None:
-        request = _CURRENT_REQUEST.get()
+        request = CURRENT_REQUEST.get()
         if request is not None and request in request.row.open:
             self._set(request, "queued")  # a resubmission queues again
             request.body = (encoded.group, encoded.body)
@@ -457,36 +389,6 @@ class ProviderBatch:
             self.on_progress(self.counts)
 
 
-def batch_prices(
-    response: ModelResponse, *, discount: float = DEFAULT_DISCOUNT, provider: str | None = None
-) -> tuple[float, float] | None:
-    """(batch price, list price) in USD of one response, from genai-prices; the batch price
-    is the data's batch price, or the list price x `discount` where it has none. None when
-    the model's price is unknown. `provider`: the provider to look the model up under when
-    the response names none (the model's `system`). The hook a cost meter can use for
-    batched responses."""
-    from genai_prices import calc_price
-
-    model = response.model_name
-    if not model:
-        return None
-    batch_context = {**{k: v for k, v in (response.provider_details or {}).items() if isinstance(v, str)},
-                     "processing": "batch"}  # fmt: skip
-    references = ({"provider_id": response.provider_name or provider}, {"provider_api_url": response.provider_url})
-    for reference in references:
-        if not next(iter(reference.values())):
-            continue
-        try:
-            listed = float(calc_price(response.usage, model, **reference).total_price)  # type: ignore[arg-type]
-            batch = float(
-                calc_price(response.usage, model, price_context=batch_context, **reference).total_price  # type: ignore[arg-type]
-            )
-        except (LookupError, ValueError):
-            continue
-        return (batch if batch < listed else listed * discount), listed
-    return None
-
-
 def provider_batch_of(value: Any) -> ProviderBatch | None:
     """`provider_batch=` as given: True, a `BatchModelRequests`, a `ProviderBatch`, or None/False."""
     if value is None or value is False:
@@ -503,195 +405,9 @@ def provider_batch_of(value: Any) -> ProviderBatch | None:
     )
 
 
-# -- the wrappers ----------------------------------------------------------------
-
 _BATCH_ADAPTER = TypeAdapter(Batch)
 
 
 def _batch_json(batch: Batch) -> dict[str, Any]:
     dumped: dict[str, Any] = _BATCH_ADAPTER.dump_python(batch, mode="json")
     return dumped
-
-
-def _suspended(entry: Mapping[str, Any], model: Any) -> ModelResponse | None:
-    """The pending response pydantic-ai's batching continues, for a recorded batch request:
-    its `provider_details["batch"]` ticket (custom_id, batch, polls) and the response ID
-    that names them, as `BatchModelRequests` leaves them in a suspended message history."""
-    batch, custom_id = entry.get("batch"), entry.get("custom_id")
-    if not isinstance(batch, dict) or not isinstance(custom_id, str) or not isinstance(batch.get("id"), str):
-        return None
-    return ModelResponse(
-        parts=[],
-        provider_name=model.system,
-        provider_url=model.base_url,
-        provider_response_id=f"batch:{batch['id']}:{custom_id}",
-        provider_details={"batch": {"custom_id": custom_id, "batch": batch, "polls": 0}},
-        state="suspended",
-    )
-
-
-def _fingerprint(model: Any, messages: list[ModelMessage], settings: Any, params: ModelRequestParameters) -> str:
-    """What decides a request's answer, without what changes between runs (timestamps,
-    run and tool-call IDs): a rerun of a row makes the same requests with the same prints."""
-    from .cache import TRANSPORT_SETTINGS, normalise_messages
-
-    payload = {
-        "model": f"{model.system}:{model.model_name}",
-        "messages": normalise_messages(list(messages)),
-        "settings": {k: v for k, v in dict(settings or {}).items() if k not in TRANSPORT_SETTINGS},
-        "mode": params.output_mode,
-        "text": params.allow_text_output,
-        "tools": [(t.name, t.parameters_json_schema) for t in (*params.function_tools, *params.output_tools)],
-    }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def _ticket_status(response: ModelResponse) -> str | None:
-    ticket = (response.provider_details or {}).get("batch")
-    batch = ticket.get("batch") if isinstance(ticket, dict) else None
-    status = batch.get("status") if isinstance(batch, dict) else getattr(batch, "status", None)
-    return status if isinstance(status, str) else None
-
-
-def _ticket_batch_id(response: ModelResponse) -> str | None:
-    ticket = (response.provider_details or {}).get("batch")
-    batch = ticket.get("batch") if isinstance(ticket, dict) else None
-    batch_id = batch.get("id") if isinstance(batch, dict) else getattr(batch, "id", None)
-    return batch_id if isinstance(batch_id, str) else None
-
-
-class _Tracked(WrapperModel):
-    """Outside pydantic-ai's batched model: follows each request of a row from submission
-    to answer (for the rows-advance-together rule), continues recorded batch requests on
-    a rerun, and never cancels a batch."""
-
-    def __init__(self, wrapped: Model, batch: ProviderBatch) -> None:
-        super().__init__(wrapped)
-        self._batch = batch
-
-    async def request(
-        self, messages: list[ModelMessage], model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:  # fmt: skip
-        row = _CURRENT_ROW.get()
-        if row is None:
-            response: ModelResponse = await self.wrapped.request(messages, model_settings, model_request_parameters)
-            return response
-        batch = self._batch
-        last = messages[-1] if messages else None
-        if isinstance(last, ModelResponse) and last.state == "suspended" and last.provider_response_id:
-            # the agent graph checking again on a batch that was still running
-            request = row.by_response.get(last.provider_response_id) or batch._open(row, "")
-            return await self._send(request, messages[:-1], last, model_settings, model_request_parameters)
-        key = ""
-        if batch._keyed:  # only a journaled job needs to know a request again
-            key = row.key_for(_fingerprint(self.wrapped, messages, model_settings, model_request_parameters))
-        request = batch._open(row, key)
-        entry = row.recorded.pop(key, None) if key else None
-        pending = _suspended(entry, self.wrapped) if entry is not None else None
-        if pending is not None:
-            batch.counts.continued += 1
-            batch._resumed(str(_ticket_batch_id(pending)))
-            batch._set(request, "ready")  # checking on a batch, not queued
-            try:
-                return await self._send(request, messages, pending, model_settings, model_request_parameters)
-            except SuspendedResponseExpired as exc:
-                log.warning("row %s: %s; submitting the request again", row.index, exc)
-                row.records.pop(key, None)
-                request = batch._open(row, key)
-        return await self._send(request, messages, None, model_settings, model_request_parameters)
-
-    async def _send(
-        self, request: _Request, history: list[ModelMessage], pending: ModelResponse | None,
-        model_settings: ModelSettings | None, model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:  # fmt: skip
-        """Submit the request (`pending` None) or check on `pending`. A batch that has
-        already ended (a test model's, or a resumed one) is read at once, not after the
-        poll interval; one still running goes back to the agent graph, which checks again."""
-        batch = self._batch
-        token = _CURRENT_REQUEST.set(request)
-        try:
-            for _ in range(_READS_AT_ONCE):
-                messages = history if pending is None else [*history, pending]
-                response: ModelResponse = await self.wrapped.request(messages, model_settings, model_request_parameters)
-                if response.state != "suspended" or not response.provider_response_id:
-                    break
-                self._waiting(request, response)
-                if _ticket_status(response) != "ended":
-                    break
-                pending = response
-        except Exception:
-            request.row.records.pop(request.key, None)  # its answer is an error: a rerun sends it again
-            batch._close(request)
-            raise
-        except BaseException:
-            batch._close(request)  # cancelled: the batch keeps running for a resumed job
-            raise
-        finally:
-            _CURRENT_REQUEST.reset(token)
-        if response.state != "suspended":
-            batch._close(request)
-            batch._answered(response, self.wrapped.system)
-        return response
-
-    def _waiting(self, request: _Request, response: ModelResponse) -> None:
-        row = request.row
-        if request.response_id != response.provider_response_id:
-            if request.response_id is not None:
-                row.by_response.pop(request.response_id, None)
-            request.response_id = response.provider_response_id
-            if response.provider_response_id is not None:
-                row.by_response[response.provider_response_id] = request
-        self._batch._set(request, "ready" if _ticket_status(response) == "ended" else "running")
-
-    @asynccontextmanager
-    async def request_stream(
-        self, messages: list[ModelMessage], model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters, run_context: Any = None,
-    ) -> AsyncIterator[StreamedResponse]:  # fmt: skip
-        # a batch result arrives whole: waited for as `request` does, then replayed
-        response = await self.request(messages, model_settings, model_request_parameters)
-        yield CompletedStreamedResponse(response, model_request_parameters=model_request_parameters, replay_events=True)
-
-    async def cancel_suspended_response(self, response: ModelResponse) -> None:
-        return None  # the batch keeps running: a resumed job collects it
-
-
-class _Counted(WrapperModel):
-    """Inside pydantic-ai's batched model, around the provider's: sees each request encoded
-    and each batch created, checked and read, and holds the job's request cap for each
-    batch API call."""
-
-    def __init__(self, wrapped: Model, batch: ProviderBatch) -> None:
-        super().__init__(wrapped)
-        self._batch = batch
-
-    def _limit(self) -> Any:
-        limiter = self._batch.limiter
-        return limiter if limiter is not None else nullcontext()
-
-    async def batch_encode(self, request: BatchRequest) -> EncodedBatchRequest:
-        encoded: EncodedBatchRequest = await self.wrapped.batch_encode(request)
-        self._batch._encoded_request(encoded)
-        return encoded
-
-    async def batch_create(self, requests: Sequence[EncodedBatchRequest]) -> Batch:
-        async with self._limit():
-            batch: Batch = await self.wrapped.batch_create(requests)
-        self._batch._batch_created(batch, requests)  # before anything else can run: the journal first
-        return batch
-
-    async def batch_status(self, batch: Batch) -> Batch:
-        async with self._limit():
-            status: Batch = await self.wrapped.batch_status(batch)
-        return status
-
-    async def batch_results(self, batch: Batch) -> list[BatchResult]:
-        async with self._limit():
-            results: list[BatchResult] = await self.wrapped.batch_results(batch)
-        self._batch._batch_ended(batch)
-        return results
-
-    async def batch_cancel(self, batch: Batch) -> Batch:
-        return batch  # never cancelled: a resumed job collects it

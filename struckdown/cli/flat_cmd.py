@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,30 +9,24 @@ from typing import Annotated, Optional
 import typer
 
 from .errors import EXIT_OK, reporting_errors
+from .options import IncludeOpt, TemplateArg
 
 
 def flat_command(template: Path, output: Path | None, include_paths: Sequence[Path]) -> int:
     from ..syntax.flatten import flatten
-    from .io import read_template
+    from .io import read_template, write_output
 
     text = flatten(read_template(template), template_path=template, include_paths=include_paths)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        output.write_text(text, encoding="utf-8")
-        sys.stderr.write(f"wrote {output}\n")
+    write_output(output, text)
     return EXIT_OK
 
 
 def command(
-    template: Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)],
+    template: TemplateArg,
     output: Annotated[
         Optional[Path], typer.Option("--output", "-o", help="Write the result here (default: stdout).", show_default=False)
     ] = None,
-    include_path: Annotated[
-        Optional[list[Path]],
-        typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
-    ] = None,
+    include_path: IncludeOpt = None,
 ) -> None:
     """Print the template with every <include> inlined; nothing is rendered."""
     with reporting_errors():

@@ -7,7 +7,6 @@ no arrow run at the same time, and an arrow is labelled with the answers it carr
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -15,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .errors import EXIT_OK, reporting_errors
+from .options import IncludeOpt, TemplateArg
 
 
 def _label(text: str) -> str:
@@ -50,27 +50,21 @@ def mermaid(program: Any) -> str:
 
 
 def graph_command(template: Path, output: Path | None, include_paths: Sequence[Path]) -> int:
+    from .io import write_output
     from .loading import load_program
 
     text = mermaid(load_program(template, include_paths))
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        output.write_text(text, encoding="utf-8")
-        sys.stderr.write(f"wrote {output}\n")
+    write_output(output, text)
     return EXIT_OK
 
 
 def command(
-    template: Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)],
+    template: TemplateArg,
     output: Annotated[
         Optional[Path], typer.Option("--output", "-o", help="Write the Mermaid text here (default: stdout).",
                                      show_default=False)
     ] = None,
-    include_path: Annotated[
-        Optional[list[Path]],
-        typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
-    ] = None,
+    include_path: IncludeOpt = None,
 ) -> None:
     """Print a Mermaid flowchart of the template's segments and the answers they wait for."""
     with reporting_errors():

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import stat
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -177,11 +178,26 @@ def _open_for_writing(path: Path, binary: bool) -> Any:
     return open(path, "w", encoding="utf-8", newline="")
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_text_file(path: Path, text: str) -> None:
+    """`text` into the output file `path` (as `write_atomically` writes); any failure is
+    `write_error`'s CliError."""
     try:
-        write_atomically(path, lambda handle: handle.write(dumps(data) + "\n"))
+        write_atomically(path, lambda handle: handle.write(text))
     except OSError as exc:
         raise write_error(path, exc) from None
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_text_file(path, dumps(data) + "\n")
+
+
+def write_output(output: Path | None, text: str) -> None:
+    """A command's text result: to stdout, or into the `-o` file with `wrote PATH` on stderr."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    write_text_file(output, text)
+    sys.stderr.write(f"wrote {output}\n")
 
 
 def write_error(path: Path, exc: OSError) -> CliError:

@@ -24,3 +24,8 @@ McpConfigOpt = Annotated[
         show_default=False,
     ),
 ]
+TemplateArg = Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)]
+IncludeOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
+]

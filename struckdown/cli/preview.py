@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import html
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from .errors import EXIT_OK, reporting_errors
-from .io import read_template
+from .io import read_template, write_output
+from .options import TemplateArg
 
 
 def render_html(source: str, title: str) -> str:
@@ -25,16 +25,12 @@ def render_html(source: str, title: str) -> str:
 
 def preview_command(template: Path, output: Path | None) -> int:
     page = render_html(read_template(template), template.name)
-    if output is None:
-        sys.stdout.write(page)
-    else:
-        output.write_text(page, encoding="utf-8")
-        sys.stderr.write(f"wrote {output}\n")
+    write_output(output, page)
     return EXIT_OK
 
 
 def command(
-    template: Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)],
+    template: TemplateArg,
     output: Annotated[
         Optional[Path],
         typer.Option("--output", "-o", help="Write the HTML page here (default: stdout).", show_default=False),

@@ -2,7 +2,8 @@
 fresh one takes.
 
 A hit is the stored `ModelResponse` handed to the agent run in place of a request
-(streamed, for a streaming run, as the provider would stream it), so it is
+(streamed, for a streaming run, as a provider streams whole parts: pydantic-ai's
+`CompletedStreamedResponse`), so it is
 validated like a fresh answer, streams the same events, and appears in
 `SlotResult.messages` as the model's reply. A hit costs nothing: it is marked in
 `provider_details` and the slot reports no request or token for it.
@@ -19,17 +20,15 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, TextPart, ThinkingPart, ToolCallPart
-from pydantic_ai.models import ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.models import CompletedStreamedResponse, StreamedResponse
 from pydantic_ai.usage import RequestUsage
 
 from .ledger import note_cache_hit
+from .streams import Request, SlotRunWrapper
 
 HIT_MARK = "struckdown_cache"
 
@@ -52,15 +51,16 @@ class CacheRun:
 CURRENT_CACHE_RUN: ContextVar[CacheRun | None] = ContextVar("struckdown_cache_run", default=None)
 
 
-class CachedModel(WrapperModel):
+class CachedModel(SlotRunWrapper):
     """Serves a request from the response cache when the same request was answered before."""
 
-    def _key(
-        self, run: CacheRun, messages: list[ModelMessage], settings: ModelSettings | None, params: ModelRequestParameters
-    ) -> str:
+    current = CURRENT_CACHE_RUN
+
+    def _key(self, run: CacheRun, request: Request) -> str:
         from ..cache import cache_key
         from .media_turns import for_cache_key
 
+        params = request.params
         output = {
             "answer": run.answer_schema,
             "mode": params.output_mode,
@@ -68,49 +68,39 @@ class CachedModel(WrapperModel):
             "text": params.allow_text_output,
         }
         return cache_key(
-            endpoint=run.endpoint, model=run.label, messages=for_cache_key(messages), instructions=None,
-            output_schema=output, settings=dict(settings or {}), version=run.version,
+            endpoint=run.endpoint, model=run.label, messages=for_cache_key(request.messages), instructions=None,
+            output_schema=output, settings=dict(request.settings or {}), version=run.version,
         )
 
-    async def _lookup(
-        self, messages: list[ModelMessage], settings: ModelSettings | None, params: ModelRequestParameters
-    ) -> ModelResponse | None:
-        run = CURRENT_CACHE_RUN.get()
-        if run is None or run.first_key is not None:
+    async def _lookup(self, run: CacheRun, request: Request) -> ModelResponse | None:
+        if run.first_key is not None:
             return None  # only a run's first request is answered from the cache
-        key = run.first_key = self._key(run, messages, settings, params)
+        key = run.first_key = self._key(run, request)
         stored = await run.cache.aget(key)
         response = _response_of(stored)
         if response is not None:
             run.hits += 1
         return response
 
-    async def request(
-        self, messages: list[ModelMessage], model_settings: ModelSettings | None, model_request_parameters: ModelRequestParameters
-    ) -> ModelResponse:
+    async def serve(self, run: CacheRun, request: Request) -> ModelResponse:
         started = time.perf_counter()
-        hit = await self._lookup(messages, model_settings, model_request_parameters)
+        hit = await self._lookup(run, request)
         if hit is not None:
             await note_cache_hit(hit, started)  # a line of the usage ledger, at no cost
             return hit
-        return await self.wrapped.request(messages, model_settings, model_request_parameters)
+        return await request.send(self.wrapped)
 
     @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncIterator[StreamedResponse]:
+    async def serve_stream(self, run: CacheRun, request: Request) -> AsyncIterator[StreamedResponse]:
         started = time.perf_counter()
-        hit = await self._lookup(messages, model_settings, model_request_parameters)
-        if hit is not None:
-            yield _Replay(model_request_parameters, hit)
-            await note_cache_hit(hit, started)  # after the replay, as a fresh response's line comes after it
+        hit = await self._lookup(run, request)
+        if hit is None:
+            async with request.open(self.wrapped) as stream:
+                yield stream
             return
-        async with self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
-            yield stream
+        # streamed back as a provider streams a whole part: one PartStartEvent each
+        yield CompletedStreamedResponse(hit, model_request_parameters=request.params, replay_events=True)
+        await note_cache_hit(hit, started)  # after the replay, as a fresh response's line comes after it
 
 
 async def store_answer(run: CacheRun, messages: list[ModelMessage]) -> None:
@@ -136,47 +126,6 @@ def _response_of(stored: Any) -> ModelResponse | None:
     if not isinstance(message, ModelResponse):
         return None
     message.usage = RequestUsage()  # a hit costs nothing
+    message.run_id = message.conversation_id = None  # the run it is served to stamps its own
     message.provider_details = {**(message.provider_details or {}), HIT_MARK: "hit"}
     return message
-
-
-@dataclass
-class _Replay(StreamedResponse):
-    """A stored response streamed back as the provider would stream it."""
-
-    _response: ModelResponse = field(default_factory=lambda: ModelResponse(parts=[]))
-
-    def __init__(self, params: ModelRequestParameters, response: ModelResponse) -> None:
-        super().__init__(params)
-        self._response = response
-        self.provider_details = response.provider_details
-        self.finish_reason = response.finish_reason
-
-    async def _get_event_iterator(self) -> AsyncIterator[Any]:
-        for index, part in enumerate(self._response.parts):
-            if isinstance(part, TextPart):
-                for event in self._parts_manager.handle_text_delta(vendor_part_id=index, content=part.content):
-                    yield event
-            elif isinstance(part, ThinkingPart):
-                for event in self._parts_manager.handle_thinking_delta(vendor_part_id=index, content=part.content):
-                    yield event
-            elif isinstance(part, ToolCallPart):
-                yield self._parts_manager.handle_tool_call_part(
-                    vendor_part_id=index, tool_name=part.tool_name, args=part.args_as_dict(), tool_call_id=part.tool_call_id
-                )
-
-    @property
-    def model_name(self) -> str:
-        return self._response.model_name or "cached"
-
-    @property
-    def provider_name(self) -> str | None:
-        return self._response.provider_name
-
-    @property
-    def provider_url(self) -> str | None:
-        return None
-
-    @property
-    def timestamp(self) -> datetime:
-        return self._response.timestamp

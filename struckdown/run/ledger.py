@@ -25,15 +25,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models import ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
+from pydantic_ai.messages import ModelResponse
+from pydantic_ai.models import StreamedResponse
 
 from ..errors import BudgetExceeded, ConfigurationError
 from ..incremental import ModelResponded
 from ..pricing import Pricing, format_cost
 from ..results import Usage
+from .streams import Request, SlotRunWrapper
 
 Emit = Callable[[Any], Awaitable[None]]
 
@@ -297,19 +296,16 @@ async def note_cache_hit(response: ModelResponse, started: float) -> None:
         await meter.served_from_cache(response, (time.perf_counter() - started) * 1000)
 
 
-class MeteredModel(WrapperModel):
+class MeteredModel(SlotRunWrapper):
     """Counts, prices and limits each real request to the wrapped (provider) model."""
 
-    async def request(
-        self, messages: list[ModelMessage], model_settings: ModelSettings | None, model_request_parameters: ModelRequestParameters
-    ) -> ModelResponse:
-        meter = CURRENT_METER.get()
-        if meter is None:
-            return await self.wrapped.request(messages, model_settings, model_request_parameters)
+    current = CURRENT_METER
+
+    async def serve(self, meter: SlotMeter, request: Request) -> ModelResponse:
         meter.before_request()
         started = time.perf_counter()
         try:
-            response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+            response = await request.send(self.wrapped)
         except BaseException:
             meter.record(None, self.wrapped)  # sent, so counted (no tokens came back)
             raise
@@ -317,27 +313,12 @@ class MeteredModel(WrapperModel):
         return response
 
     @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        meter = CURRENT_METER.get()
-        if meter is None:
-            async with self.wrapped.request_stream(
-                messages, model_settings, model_request_parameters, run_context
-            ) as stream:
-                yield stream
-            return
+    async def serve_stream(self, meter: SlotMeter, request: Request) -> AsyncIterator[StreamedResponse]:
         meter.before_request()
         started = time.perf_counter()
         streamed: StreamedResponse | None = None
         try:
-            async with self.wrapped.request_stream(
-                messages, model_settings, model_request_parameters, run_context
-            ) as streamed:
+            async with request.open(self.wrapped) as streamed:
                 yield streamed
         except BaseException:
             meter.record(_partial(streamed), self.wrapped)

@@ -21,339 +21,44 @@ Two layers, so that each does what it can see:
   with a fresh ceiling nor add that turn; a `FallbackModel` passed as `model=` still
   works as any model does.
 
-Everything a slot run needs travels in `CURRENT_RETRIES` (set around `agent.run`), so
-the wrapper is stateless and cached per model, like the response-cache wrapper.
+The settings both layers read are in `resilience_settings.py`, the retry layer in
+`retries.py`; this module is the fallback layer, and the names of all three are
+importable from here.
 """
 
 from __future__ import annotations
 
-import os
-import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-import anyio
-from pydantic_ai.messages import ModelMessage, ModelResponse, ModelResponseStreamEvent
-from pydantic_ai.models import ModelRequestParameters, StreamedResponse
+from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
-from pydantic_ai.usage import RequestUsage
 
 from ..errors import ConfigurationError, StruckdownError, TemplateRuntimeError
-from ..incremental import SlotFallback, SlotRetry
-from ..model_errors import ModelError, TruncatedError, is_transient, map_model_error
+from ..incremental import SlotFallback
+from ..model_errors import ModelError, TruncatedError, map_model_error
 from ..slot_options import TOOL_CHOICES, default_max_tokens
 
-DEFAULT_RETRIES = 3
-DEFAULT_RETRY_BASE_DELAY = 1.0
-DEFAULT_RETRY_MAX_DELAY = 30.0
+# with the names of resilience_settings.py and retries.py, split from this module, as before
+from .resilience_settings import DEFAULT_RETRIES as DEFAULT_RETRIES
+from .resilience_settings import DEFAULT_RETRY_BASE_DELAY as DEFAULT_RETRY_BASE_DELAY
+from .resilience_settings import DEFAULT_RETRY_MAX_DELAY as DEFAULT_RETRY_MAX_DELAY
+from .resilience_settings import DEFAULTS as DEFAULTS
+from .resilience_settings import Emit as Emit
+from .resilience_settings import Resilience as Resilience
+from .resilience_settings import describe as describe
+from .resilience_settings import report as report
+from .retries import CLOCK as CLOCK
+from .retries import CURRENT_RETRIES as CURRENT_RETRIES
+from .retries import Clock as Clock
+from .retries import RetryingModel as RetryingModel
+from .retries import RetryRun as RetryRun
+from .retries import retry_after_of as retry_after_of
+from .retries import retry_delay as retry_delay
 
 HINT_TURN = "A previous attempt could not finish: {reason}."
-
-Emit = Callable[[Any], Awaitable[None]]
-
-
-# -- settings -------------------------------------------------------------------
-@dataclass(frozen=True)
-class Resilience:
-    """A run's retry and fallback settings (the call's keywords over the Environment's)."""
-
-    retries: int = DEFAULT_RETRIES
-    retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY
-    retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY
-    fallback: tuple[Any, ...] = ()  # models (or model strings) tried in order after the slot's own
-    on_truncate: str = "keep"
-    observer: Callable[[Any], Any] | None = field(default=None, compare=False)  # on_retry=: sees SlotRetry/SlotFallback
-
-    @classmethod
-    def of(
-        cls,
-        retries: int | None = None,
-        retry_base_delay: float | None = None,
-        retry_max_delay: float | None = None,
-        fallback: Any = None,
-        on_truncate: str | None = None,
-        observer: Callable[[Any], Any] | None = None,
-    ) -> Resilience:
-        """Checked settings; None means the default (`retries`: STRUCKDOWN_MAX_RETRIES, else 3)."""
-        if retries is None:
-            from ..models import max_retries
-
-            retries = max_retries() if os.environ.get("STRUCKDOWN_MAX_RETRIES") else DEFAULT_RETRIES
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"retries must be a whole number of at least 0, not {retries!r}")
-        base = _seconds("retry_base_delay", DEFAULT_RETRY_BASE_DELAY if retry_base_delay is None else retry_base_delay)
-        top = _seconds("retry_max_delay", DEFAULT_RETRY_MAX_DELAY if retry_max_delay is None else retry_max_delay)
-        if on_truncate is None:
-            on_truncate = "keep"
-        if on_truncate not in ("keep", "error"):
-            raise ValueError(f"on_truncate must be 'keep' or 'error', not {on_truncate!r}")
-        models: tuple[Any, ...]
-        if fallback is None:
-            models = ()
-        elif isinstance(fallback, str):
-            models = tuple(m.strip() for m in fallback.split(",") if m.strip())
-        elif isinstance(fallback, Sequence):
-            models = tuple(fallback)
-        else:
-            models = (fallback,)
-        if observer is not None and not callable(observer):
-            raise ValueError(f"on_retry must be a function of one event, not {observer!r}")
-        if not models and observer is None and cls.retries == retries and (base, top, on_truncate) == (
-            DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY, "keep"
-        ):
-            return DEFAULTS
-        return cls(retries, base, top, models, on_truncate, observer)
-
-
-def _seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValueError(f"{name} must be a number of seconds of at least 0, not {value!r}")
-    return float(value)
-
-
-DEFAULTS = Resilience()
-
-
-class Clock:
-    """How a retry waits and where its jitter comes from; tests replace `CLOCK`'s parts
-    (an instant `sleep`, a seeded `random`) so that no test sleeps for real."""
-
-    def __init__(self) -> None:
-        self.sleep: Callable[[float], Awaitable[None]] = anyio.sleep
-        self.random: random.Random = random.Random()
-
-
-CLOCK = Clock()
-
-
-def retry_delay(retry: int, retry_after: float | None, settings: Resilience) -> float:
-    """Seconds before the `retry`-th retry (from 1) of a request: what the provider asked
-    for (`Retry-After`, at most `retry_max_delay`), else a random time between 0 and
-    `min(retry_max_delay, retry_base_delay × 2^(retry-1))` (full jitter)."""
-    if retry_after is not None and retry_after >= 0:
-        return min(float(retry_after), settings.retry_max_delay)
-    ceiling = min(settings.retry_max_delay, settings.retry_base_delay * 2.0 ** min(retry - 1, 60))
-    return CLOCK.random.uniform(0.0, ceiling)
-
-
-def retry_after_of(exc: BaseException) -> float | None:
-    """The wait a provider asked for (`ModelAPIError.retry_after`), in `exc` or its causes."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        value = getattr(current, "retry_after", None)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        current = current.__cause__ or current.__context__
-    return None
-
-
-async def report(emit: Emit, settings: Resilience, event: Any) -> None:
-    """A SlotRetry or SlotFallback: into the run's events, and to the caller's `on_retry`
-    (which sees them in `complete()` and batches too, where no event stream is read)."""
-    await emit(event)
-    if settings.observer is not None:
-        maybe = settings.observer(event)
-        if hasattr(maybe, "__await__"):
-            await maybe
-
-
-def describe(error: ModelError) -> str:
-    """A provider failure on one line, without its hint: `rate limited (HTTP 429): slow down`."""
-    where = f" (HTTP {error.status})" if error.status is not None else ""
-    detail = f": {error.detail}" if error.detail else ""
-    return f"{error.what}{where}{detail}"
-
-
-# -- retries: the model wrapper ---------------------------------------------------
-@dataclass
-class RetryRun:
-    """One slot attempt's retry state, read by `RetryingModel` from `CURRENT_RETRIES`."""
-
-    slot: str
-    emit: Emit
-    settings: Resilience
-    model: Any  # the model of this attempt (named in mapped errors)
-    restart: Callable[[str], Awaitable[None]] | None = None  # retracts what a failed attempt streamed
-
-    def decide(self, exc: BaseException, retry: int) -> tuple[float, str] | None:
-        """(delay, description) when the failure is worth retry number `retry`, else None."""
-        if retry > self.settings.retries:
-            return None
-        from ..models import model_label
-
-        mapped = map_model_error(exc, model_label(self.model))
-        if mapped is None or not is_transient(mapped):
-            return None
-        return retry_delay(retry, retry_after_of(exc), self.settings), describe(mapped)
-
-    async def wait(self, retry: int, delay: float, error: str, *, streamed: bool) -> None:
-        if streamed and self.restart is not None:
-            await self.restart("retry")  # SlotRetracted first, when tokens had gone out
-        await report(self.emit, self.settings, SlotRetry(self.slot, retry, error, delay))
-        await CLOCK.sleep(delay)
-
-
-#: The retry state of the slot attempt in progress in this task (set around `agent.run`).
-CURRENT_RETRIES: ContextVar[RetryRun | None] = ContextVar("struckdown_retries", default=None)
-
-
-class RetryingModel(WrapperModel):
-    """Sends a request again after a transient provider failure (SPEC §14).
-
-    Stateless: what one slot attempt needs comes from `CURRENT_RETRIES`; outside a slot
-    run it passes requests through."""
-
-    async def request(
-        self, messages: list[ModelMessage], model_settings: ModelSettings | None, model_request_parameters: ModelRequestParameters
-    ) -> ModelResponse:
-        run = CURRENT_RETRIES.get()
-        if run is None:
-            return await self.wrapped.request(messages, model_settings, model_request_parameters)
-        retry = 0
-        while True:
-            try:
-                return await self.wrapped.request(messages, model_settings, model_request_parameters)
-            except Exception as exc:
-                decision = run.decide(exc, retry + 1)
-                if decision is None:
-                    raise
-            retry += 1
-            await run.wait(retry, *decision, streamed=False)
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        run = CURRENT_RETRIES.get()
-
-        def open_stream() -> Any:
-            return self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context)
-
-        if run is None:
-            async with open_stream() as stream:
-                yield stream
-            return
-        async with AsyncExitStack() as stack:
-            stream, used = await _open(stack, open_stream, run, 0)
-            yield _RetryingStream(stream, open_stream, run, used)
-
-
-async def _open(stack: AsyncExitStack, open_stream: Callable[[], Any], run: RetryRun, used: int) -> tuple[Any, int]:
-    """Open a stream, retrying transient failures; (the stream, retries used so far)."""
-    while True:
-        try:
-            return await stack.enter_async_context(open_stream()), used
-        except Exception as exc:
-            decision = run.decide(exc, used + 1)
-            if decision is None:
-                raise
-        used += 1
-        await run.wait(used, *decision, streamed=False)
-
-
-class _RetryingStream(StreamedResponse):
-    """A provider stream that starts over on a transient failure, even after it produced
-    events: the failed attempt's text is retracted and the new attempt's events follow.
-    Everything else is the current attempt's stream's; the usage of failed attempts is
-    added to the response."""
-
-    def __init__(self, first: StreamedResponse, open_stream: Callable[[], Any], run: RetryRun, used: int) -> None:
-        super().__init__(first.model_request_parameters)
-        self._current = first
-        self._open_stream = open_stream
-        self._run = run
-        self._used = used
-        self._spent = RequestUsage()
-
-    def __aiter__(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        if self._event_iterator is None:
-            events = self._events()
-            if self._request_deadline is not None:
-                events = self._request_deadline.iterate(events)
-            self._event_iterator = events
-        return self._event_iterator
-
-    async def _events(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        async with AsyncExitStack() as stack:
-            while True:
-                streamed = False
-                try:
-                    async for event in self._current:
-                        if self._first_chunk_monotonic is None:
-                            import time
-
-                            self._first_chunk_monotonic = time.perf_counter()
-                        streamed = True
-                        yield event
-                    return
-                except Exception as exc:
-                    decision = self._run.decide(exc, self._used + 1)
-                    if decision is None:
-                        raise
-                self._spent = self._spent + self._current.usage
-                self._used += 1
-                await self._run.wait(self._used, *decision, streamed=streamed)
-                self._current, self._used = await _open(stack, self._open_stream, self._run, self._used)
-
-    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:  # pragma: no cover - unused
-        async for event in self._events():
-            yield event
-
-    def get(self) -> ModelResponse:
-        response = self._current.get()
-        if self._spent.input_tokens or self._spent.output_tokens:
-            response.usage = response.usage + self._spent
-        return response
-
-    @property
-    def usage(self) -> RequestUsage:
-        return self._spent + self._current.usage
-
-    async def cancel(self) -> None:
-        self._cancelled = True
-        await self._current.cancel()
-
-    async def close_stream(self) -> None:
-        await self._current.close_stream()
-
-    def get_stream_cancel_errors(self) -> tuple[type[BaseException], ...]:
-        return self._current.get_stream_cancel_errors()
-
-    @property
-    def provider_response_id(self) -> str | None:
-        current = self.__dict__.get("_current")
-        return current.provider_response_id if current is not None else None
-
-    @provider_response_id.setter
-    def provider_response_id(self, value: str | None) -> None:
-        pass  # the current attempt's stream holds it
-
-    @property
-    def model_name(self) -> str:
-        return self._current.model_name
-
-    @property
-    def provider_name(self) -> str | None:
-        return self._current.provider_name
-
-    @property
-    def provider_url(self) -> str | None:
-        return self._current.provider_url
-
-    @property
-    def timestamp(self) -> datetime:
-        return self._current.timestamp
 
 
 # -- one slot's attempts: fallback, truncation, tool choice -------------------------

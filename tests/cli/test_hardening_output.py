@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cli_support import plain_environment, sd, use_model  # noqa: F401
+from cli_support import plain_environment, runner, sd, use_model  # noqa: F401
 from cli_models import scripted
 
 
@@ -137,3 +137,35 @@ def test_output_that_is_a_directory_names_it_not_a_temporary_file(tmp_path: Path
     assert result.stderr.strip().splitlines()[-1] == f"error: cannot write {folder}: it is a directory"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["out.json", "t.sd"]
     assert list(folder.iterdir()) == []
+
+
+# -- the text outputs: sd flat, sd graph, sd preview ---------------------------------
+
+
+@pytest.mark.parametrize("command", ["flat", "graph", "preview"])
+def test_text_output_goes_through_a_symlink_with_the_umask_mode(
+    tmp_path: Path, template: Path, umask_027: None, command: str
+) -> None:
+    from struckdown.cli.app import app
+
+    printed = runner.invoke(app, [command, str(template)])  # not sd(): preview's CSS names Generic.Traceback
+    assert printed.exit_code == 0 and printed.exception is None
+    real = tmp_path / "real" / "out.txt"
+    real.parent.mkdir()
+    link = tmp_path / "out.txt"
+    link.symlink_to(real)
+    result = sd(command, template, "-o", link)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "" and result.stderr == f"wrote {link}\n"
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text(encoding="utf-8") == printed.stdout
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize("command", ["flat", "graph", "preview"])
+def test_text_output_to_a_full_device_is_a_clear_error(tmp_path: Path, template: Path, command: str) -> None:
+    full = device(tmp_path, "full", 7)
+    result = sd(command, template, "-o", full)
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == f"error: cannot write {full}: No space left on device"
+    assert stat.S_ISCHR(os.lstat(full).st_mode)

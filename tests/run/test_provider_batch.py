@@ -14,6 +14,7 @@ from pydantic_ai.messages import ModelResponse
 
 import struckdown as sd
 from batch_models import BatchScript
+from memory_cache import MemoryCache
 from scripted import Call, Tools
 from struckdown import BatchCounts, ProviderBatch
 
@@ -181,20 +182,10 @@ def test_a_batch_still_running_is_checked_again_until_it_ends() -> None:
 
 
 def test_a_cached_answer_never_enters_a_batch() -> None:
-    class Memory:
-        def __init__(self) -> None:
-            self.store: dict[str, Any] = {}
-
-        async def aget(self, key: str) -> Any:
-            return self.store.get(key)
-
-        async def aput(self, key: str, value: Any) -> None:
-            self.store[key] = value
-
-    script, cache = BatchScript(done), Memory()
+    script, cache = BatchScript(done), MemoryCache()
     model, rows = script.model(), [{"n": i} for i in range(3)]
     first = sd.complete_batch("Q {{ n }} [[a]]", rows, model=model, cache=cache, concurrency=3, provider_batch=True)
-    assert script.sizes == [3] and len(cache.store) == 3  # batched answers are stored like any other
+    assert script.sizes == [3] and len(cache.items) == 3  # batched answers are stored like any other
     again = batching(10)
     second = sd.complete_batch("Q {{ n }} [[a]]", rows, model=model, cache=cache, concurrency=3, provider_batch=again)
     assert script.sizes == [3] and again.counts.submitted == 0  # served from the cache: no batch at all

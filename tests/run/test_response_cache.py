@@ -6,15 +6,24 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import struckdown as sd
+from memory_cache import MemoryCache
 from scripted import Call, Script, Tools, turns
 
 
-def test_second_run_is_served_from_the_cache(tmp_path: Path) -> None:
+def run_twice(cache_dir: Path) -> tuple[Script, sd.Result, sd.Result]:
+    """A text and an int slot, run fresh and then again from the cache in `cache_dir`."""
     script = Script(lambda c: 3 if c.schema else "hello")
     template = "Greet [[g]] Count [[int:n]]"
-    first = sd.complete(template, model=script.model(), cache=str(tmp_path))
-    second = sd.complete(template, model=script.model(), cache=str(tmp_path))
+    first = sd.complete(template, model=script.model(), cache=str(cache_dir))
+    second = sd.complete(template, model=script.model(), cache=str(cache_dir))
+    return script, first, second
+
+
+def test_second_run_is_served_from_the_cache(tmp_path: Path) -> None:
+    script, first, second = run_twice(tmp_path)
     assert len(script.calls) == 2
     assert dict(first) == dict(second) == {"g": "hello", "n": 3}
     assert [s.cached for s in second.results.values()] == [True, True]
@@ -63,10 +72,7 @@ def test_tool_slots_never_use_the_cache(tmp_path: Path) -> None:
 
 def test_a_cached_answer_takes_the_path_of_a_fresh_one(tmp_path: Path) -> None:
     """Same messages (the model's reply included), same output, validated the same way."""
-    script = Script(lambda c: 3 if c.schema else "hello")
-    template = "Greet [[g]] Count [[int:n]]"
-    fresh = sd.complete(template, model=script.model(), cache=str(tmp_path))
-    cached = sd.complete(template, model=script.model(), cache=str(tmp_path))
+    script, fresh, cached = run_twice(tmp_path)
     assert len(script.calls) == 2
     for key in ("g", "n"):
         assert turns(list(cached.results[key].messages)) == turns(list(fresh.results[key].messages))
@@ -75,23 +81,27 @@ def test_a_cached_answer_takes_the_path_of_a_fresh_one(tmp_path: Path) -> None:
     assert (cached.usage.requests, cached.usage.input_tokens, cached.usage.output_tokens) == (0, 0, 0)
 
 
-class DictCache:
-    """A response cache object of the caller's own (the ResponseCache protocol)."""
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_cached_answer_belongs_to_the_run_it_is_served_to(tmp_path: Path, stream: bool) -> None:
+    """Not to the run that stored it: the hit carries the run and conversation IDs of the
+    request before it, streamed or not."""
+    script = Script(lambda c: "hello")
 
-    def __init__(self) -> None:
-        self.items: dict[str, Any] = {}
-        self.gets = 0
+    async def run() -> Any:
+        done = [e async for e in sd.complete_incremental_async("Greet [[g]]", model=script.model(),
+                                                               cache=str(tmp_path), stream=stream)]  # fmt: skip
+        return next(e for e in done if e.type == "slot_completed").result
 
-    async def aget(self, key: str) -> Any:
-        self.gets += 1
-        return self.items.get(key)
-
-    async def aput(self, key: str, value: Any) -> None:
-        self.items[key] = value
+    fresh, cached = asyncio.run(run()), asyncio.run(run())
+    assert cached.cached and not fresh.cached and len(script.calls) == 1
+    request, response = cached.messages[-2:]
+    assert response.provider_details == {"struckdown_cache": "hit"}
+    assert (response.run_id, response.conversation_id) == (request.run_id, request.conversation_id)
+    assert response.run_id != fresh.messages[-1].run_id
 
 
 def test_a_cached_answer_that_fails_validation_is_asked_again() -> None:
-    cache = DictCache()
+    cache = MemoryCache()
     script = Script(lambda c: 3)
     sd.complete("Count [[int:n|max=5]]", model=script.model(), cache=cache)
     (key,) = cache.items
@@ -103,7 +113,7 @@ def test_a_cached_answer_that_fails_validation_is_asked_again() -> None:
 
 
 def test_an_entry_of_another_shape_is_a_miss() -> None:
-    cache = DictCache()
+    cache = MemoryCache()
     script = Script(lambda c: "fresh")
     sd.complete("Greet [[g]]", model=script.model(), cache=cache)
     (key,) = cache.items

@@ -1,0 +1,84 @@
+"""What the model wrappers of a slot run share: the response cache (`cached_model.py`),
+the retries (`retries.py`) and the usage meter (`ledger.py`).
+
+Each wrapper is stateless and cached per model (`caches.py`), so its agents are reused;
+what the slot run in progress needs travels in a `ContextVar` (`current`), set around
+`agent.run`. Outside a slot run the variable is unset and a request, or a stream, goes
+straight to the wrapped model. Inside one, the wrapper serves it (`serve`,
+`serve_stream`) with the run's state and the `Request` to send on, or again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+
+StreamContext = AbstractAsyncContextManager[StreamedResponse]
+
+
+@dataclass(slots=True)
+class Request:
+    """One model request as a wrapper received it."""
+
+    messages: list[ModelMessage]
+    settings: ModelSettings | None
+    params: ModelRequestParameters
+    run_context: Any = None  # the agent run's RunContext, for a stream
+
+    def send(self, model: Model) -> Coroutine[Any, Any, ModelResponse]:
+        return model.request(self.messages, self.settings, self.params)
+
+    def open(self, model: Model) -> StreamContext:
+        return model.request_stream(self.messages, self.settings, self.params, self.run_context)
+
+
+class SlotRunWrapper(WrapperModel):
+    """A model wrapper that follows the slot run in progress (`current`), and passes
+    requests through outside one.
+
+    The wrappers are stacked on every request, so they add no layer of their own:
+    `request` returns the coroutine it serves (the wrapped model's, or `serve`'s) and
+    `request_stream` the context manager (the wrapped model's, or `serve_stream`'s).
+    As a plain function `request` also escapes the per-class wrappers pydantic-ai puts
+    around a model's own `async def request` (special-token restoring, which a wrapper
+    model never does, and a file-download budget, which the wrapped model's own request
+    opens afresh); `request_stream` still gets them."""
+
+    #: The state of the slot run in progress in this task (None: no slot run).
+    current: ClassVar[ContextVar[Any]]
+
+    def request(
+        self, messages: list[ModelMessage], model_settings: ModelSettings | None, model_request_parameters: ModelRequestParameters
+    ) -> Coroutine[Any, Any, ModelResponse]:
+        state = self.current.get()
+        if state is None:
+            return self.wrapped.request(messages, model_settings, model_request_parameters)
+        return self.serve(state, Request(messages, model_settings, model_request_parameters))
+
+    def request_stream(  # type: ignore[override]  # any async context manager, not only a generator's
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> StreamContext:
+        state = self.current.get()
+        if state is None:
+            return self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context)
+        return self.serve_stream(state, Request(messages, model_settings, model_request_parameters, run_context))
+
+    async def serve(self, state: Any, request: Request) -> ModelResponse:
+        """Answer `request` inside a slot run whose state is `state`."""
+        raise NotImplementedError
+
+    def serve_stream(self, state: Any, request: Request) -> StreamContext:
+        """Open the stream of `request` inside a slot run whose state is `state`."""
+        raise NotImplementedError
