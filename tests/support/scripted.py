@@ -199,10 +199,12 @@ class Scheduler:
     Model calls (as a `Script` `gate=`) and tool bodies `park()`; `drive()` waits until
     the run stands still, releases one parked waiter chosen by `rng`, and repeats until
     `done` is set. `log` numbers what happened in one sequence (`note()`), so a test judges
-    order by position, not by clocks."""
+    order by position, not by clocks. `weight(call)` makes some calls likelier to go
+    first (a light one is usually released late, as a slow model would answer)."""
 
     rng: Any  # random.Random
-    parked: list[tuple[str, asyncio.Event]] = field(default_factory=list)
+    weight: Callable[[Call], float] | None = None
+    parked: list[tuple[str, asyncio.Event, float]] = field(default_factory=list)
     log: list[tuple[str, str]] = field(default_factory=list)
     releases: int = 0
 
@@ -210,9 +212,9 @@ class Scheduler:
         self.log.append((kind, what))
         return len(self.log) - 1
 
-    async def park(self, label: str) -> None:
+    async def park(self, label: str, weight: float = 1.0) -> None:
         event = asyncio.Event()
-        entry = (label, event)
+        entry = (label, event, weight)
         self.parked.append(entry)
         try:
             await event.wait()
@@ -221,7 +223,7 @@ class Scheduler:
                 self.parked.remove(entry)
 
     async def gate(self, call: Call) -> None:
-        await self.park(call.last_user)
+        await self.park(call.last_user, self.weight(call) if self.weight else 1.0)
 
     async def drive(self, done: asyncio.Event) -> None:
         while True:
@@ -230,7 +232,9 @@ class Scheduler:
                 return
             if not self.parked:
                 raise AssertionError("the run stands still with nothing to release: a deadlock")
-            _, event = self.parked.pop(self.rng.randrange(len(self.parked)))
+            weights = [w for _, _, w in self.parked]
+            chosen = self.rng.choices(range(len(self.parked)), weights)[0]
+            _, event, _ = self.parked.pop(chosen)
             self.releases += 1
             event.set()
 
