@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from mcp_support import HttpServer
 from pydantic_ai.capabilities import MCP
-from scripted import Call, Script, Tools
+from scripted import Call, Script, Tools, answered_last
 
 import struckdown as sd
 
@@ -146,12 +146,21 @@ def test_a_read_only_mcp_tool_runs_beside_a_pending_guard(notes: HttpServer) -> 
 
 
 def test_a_slot_with_a_writing_mcp_tool_waits_for_the_guard(notes: HttpServer) -> None:
+    """Gate: the verdict comes once the slot's tools are listed (the last wait on the
+    server before the slot's join) and the run then stands still. A slot not held at its
+    join would have sent its first request by then (the test would see it)."""
+    toolset, listed = _listing_toolset(notes.url)
+
+    async def tools_listed(call: Call) -> None:
+        await listed.wait()
+
     script = Script(
         lambda c: TRIP if is_guard(c) else Tools([("notes_remember", {"note": "x"})]),
-        latency=lambda c: 0.05 if is_guard(c) else 0.0,
+        gate=answered_last(is_guard, after=tools_listed),
     )
     with pytest.raises(sd.Halted):
-        sd.complete("Judge [[halt:g]] Write [[w|mcp=notes]]", model=script.model(), mcp={"notes": notes.url})
+        sd.complete("Judge [[halt:g]] Write [[w|mcp=notes]]", model=script.model(), mcp=[MCP(local=toolset, id="notes")])
+    assert listed.is_set()
     assert [c for c in script.calls if not is_guard(c)] == []  # joined before the slot's first request
     assert notes.record.calls == []
 
@@ -286,6 +295,21 @@ def _toolset(url: str) -> Any:
     from pydantic_ai.mcp import MCPToolset
 
     return MCPToolset(url, id="notes")
+
+
+def _listing_toolset(url: str) -> tuple[Any, asyncio.Event]:
+    """An MCP toolset that sets the event once it has listed the server's tools."""
+    from pydantic_ai.mcp import MCPToolset
+
+    listed = asyncio.Event()
+
+    class Listing(MCPToolset[Any]):
+        async def list_tools(self) -> Any:
+            tools = await super().list_tools()
+            listed.set()
+            return tools
+
+    return Listing(url, id="notes"), listed
 
 
 

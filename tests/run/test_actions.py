@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import struckdown as sd
-from scripted import Call, Script
+from scripted import Call, Script, answered_last
 
 
 @pytest.fixture()
@@ -55,7 +55,7 @@ def test_side_effecting_action_waits_for_the_guard() -> None:
     def answer(call: Call) -> Any:
         return {"triggered": True, "reason": "no"} if call.schema else "x"
 
-    script = Script(answer, latency=0.05)
+    script = Script(answer, gate=answered_last(lambda call: bool(call.schema)))  # the verdict comes last
     with pytest.raises(sd.Halted):
         sd.complete("Judge [[halt:g]][[@notify_test:n|hello]]", model=script.model())
     assert fired == []

@@ -1,10 +1,12 @@
-"""Guard invariants (SPEC §4) under randomized latencies, over many seeds.
+"""Guard invariants (SPEC §4) under randomized release orders, over many seeds.
 
 Random templates with several segments (independent or reading an earlier answer),
 `<together>` blocks (with and without guards inside), streamed text slots and agent
-slots whose model calls a readonly `read` and a side-effecting `write` tool, run with
-random latencies for guards, models and tools, consumed through
-`complete_incremental_async(stream=True)`. Whatever the timing:
+slots whose model calls a readonly `read` and a side-effecting `write` tool, consumed
+through `complete_incremental_async(stream=True)`. Every model call (guards too) and
+every tool body parks; a scheduler the test drives releases one of them at a time, in a
+seeded random order, each time the run stands still. Order is judged by positions in
+one sequence of what happened, never by clocks. Whatever the order:
 
 * no `write` body starts before the verdict of every guard that precedes its slot
   (a guard in an earlier segment, earlier in the same segment, or in the same
@@ -20,14 +22,13 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 import struckdown as sd
-from scripted import Call, Script, Tools
+from scripted import Call, Scheduler, Script, Tools
 from struckdown.incremental import ProcessingComplete, SlotStreamStart, TokenDelta
 
 TRIP = {"triggered": True, "reason": "tripped"}
@@ -108,9 +109,16 @@ def random_plan(rng: random.Random) -> Plan:
 
 @dataclass
 class Clock:
+    """Positions in one sequence of what happened (a counter, not a clock)."""
+
     verdicts: dict[str, float] = field(default_factory=dict)  # guard -> when its answer was made
     writes: list[tuple[str, float]] = field(default_factory=list)  # (slot, body start)
     events: list[tuple[float, Any]] = field(default_factory=list)
+    now: int = 0
+
+    def tick(self) -> int:
+        self.now += 1
+        return self.now
 
 
 def is_guard(call: Call) -> bool:
@@ -122,47 +130,48 @@ def marker(call: Call) -> str:
     return MARK.findall(users[-1])[-1]
 
 
-def scripted(plan: Plan, rng: random.Random, clock: Clock) -> Script:
+def scripted(plan: Plan, rng: random.Random, clock: Clock, schedule: Scheduler) -> Script:
     def answer(call: Call) -> object:
         key = marker(call)
         if is_guard(call):
-            clock.verdicts[key] = time.perf_counter()
+            clock.verdicts[key] = clock.tick()
             return TRIP if key in plan.trips else PASS
         if call.tool_names and call.turns[-1][0] == "user":
             batch = [(rng.choice(["read", "write"]), {"slot": key}) for _ in range(rng.randint(1, 3))]
             return Tools(batch)
         return f"answer of {key} in a few streamed words"
 
-    def latency(call: Call) -> float:
-        return rng.random() * (0.02 if is_guard(call) else 0.006)
-
-    return Script(answer, latency=latency, chunk=rng.choice([0, 3, 7]))
+    return Script(answer, gate=schedule.gate, chunk=rng.choice([0, 3, 7]))
 
 
-async def run_plan(plan: Plan, rng: random.Random) -> tuple[Clock, Any]:
+async def run_plan(plan: Plan, rng: random.Random, schedule: Scheduler) -> tuple[Clock, Any]:
     clock = Clock()
 
     async def write(slot: str) -> str:
         """Write something (irreversible)."""
-        clock.writes.append((slot, time.perf_counter()))
-        await asyncio.sleep(rng.random() * 0.005)
+        clock.writes.append((slot, clock.tick()))  # the body has started
+        await schedule.park(f"write {slot}")
         return "written"
 
     @sd.readonly
     async def read(slot: str) -> str:
         """Read something."""
-        await asyncio.sleep(rng.random() * 0.005)
+        await schedule.park(f"read {slot}")
         return "read"
 
-    script = scripted(plan, rng, clock)
-    final = None
-    async for event in sd.complete_incremental_async(
-        plan.template, model=script.model(), tools=[write, read], on_halt="return", stream=True
-    ):
-        clock.events.append((time.perf_counter(), event))
-        if isinstance(event, ProcessingComplete):
-            final = event
-    return clock, final
+    script = scripted(plan, rng, clock, schedule)
+
+    async def consume() -> Any:
+        final = None
+        async for event in sd.complete_incremental_async(
+            plan.template, model=script.model(), tools=[write, read], on_halt="return", stream=True
+        ):
+            clock.events.append((clock.tick(), event))
+            if isinstance(event, ProcessingComplete):
+                final = event
+        return final
+
+    return clock, await schedule.run(consume())
 
 
 def check_invariants(plan: Plan, clock: Clock, final: Any) -> None:
@@ -194,11 +203,14 @@ def check_invariants(plan: Plan, clock: Clock, final: Any) -> None:
 
 
 @pytest.mark.parametrize("seed", range(80))
-def test_guard_joins_hold_under_random_latencies(seed: int) -> None:
+def test_guard_joins_hold_in_random_release_orders(seed: int) -> None:
     rng = random.Random(seed)
     plan = random_plan(rng)
-    clock, final = asyncio.run(run_plan(plan, rng))
+    # a guard's answer is released late more often than not (as a slow judge would answer)
+    schedule = Scheduler(random.Random(f"order {seed}"), weight=lambda call: 0.1 if is_guard(call) else 1.0)
+    clock, final = asyncio.run(run_plan(plan, rng, schedule))
     check_invariants(plan, clock, final)
+    assert schedule.releases >= len(clock.verdicts)  # each answer came when the scheduler released it
 
 
 def test_the_checker_sees_a_write_before_a_verdict() -> None:

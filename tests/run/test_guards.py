@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from typing import Any
 
 import pytest
 
 import struckdown as sd
-from scripted import Call, Script, Tools
+from scripted import Call, Scheduler, Script, Tools, answered_last
 
 TRIP = {"triggered": True, "reason": "abusive"}
 PASS = {"triggered": False, "reason": "fine"}
@@ -22,6 +21,11 @@ def is_guard(call: Call) -> bool:
 
 def guarded(verdict: dict, other: object = "answer") -> object:
     return lambda call: verdict if is_guard(call) else other
+
+
+# Every verdict below comes last (`answered_last`): only when the run stands still. What
+# the engine does not hold back for the guard happens before it, and the test sees it.
+VERDICT_LAST = answered_last(is_guard)
 
 
 def test_guard_prompt_is_the_text_above_it_and_stays_out_of_later_turns() -> None:
@@ -47,7 +51,7 @@ def test_guard_runs_beside_the_next_slot() -> None:
 
 
 def test_trip_raises_halted_with_every_finished_slot() -> None:
-    script = Script(guarded(TRIP), latency=lambda c: 0.05 if is_guard(c) else 0.0)
+    script = Script(guarded(TRIP), gate=VERDICT_LAST)
     with pytest.raises(sd.Halted) as info:
         sd.complete("Q0 [[a]] Judge [[halt:g]] Next [[b]] More [[c]]", model=script.model())
     halted = info.value
@@ -55,7 +59,8 @@ def test_trip_raises_halted_with_every_finished_slot() -> None:
     assert halted.results is not None
     assert halted.results["g"] == TRIP
     assert halted.results["a"] == "answer"
-    assert "c" not in halted.results
+    assert "b" not in halted.results and "c" not in halted.results  # b was computed beside the guard
+    assert sorted(c.last_user for c in script.calls) == ["Judge", "Next", "Q0"]  # c was never asked
 
 
 def test_on_halt_return_gives_the_result_with_halted_set() -> None:
@@ -73,7 +78,7 @@ def test_when_false_trips_on_a_false_verdict() -> None:
 
 
 def test_non_streaming_trip_wastes_at_most_one_call_beside_the_guard() -> None:
-    script = Script(guarded(TRIP), latency=lambda c: 0.2 if is_guard(c) else 0.01)
+    script = Script(guarded(TRIP), gate=VERDICT_LAST)
     with pytest.raises(sd.Halted):
         sd.complete("Judge [[halt:g]] One [[a]] Two [[b]] Three [[c]]", model=script.model())
     others = [c.last_user for c in script.calls if not is_guard(c)]
@@ -90,7 +95,7 @@ def test_trip_prevents_the_write_tool_body() -> None:
 
     script = Script(
         lambda c: TRIP if is_guard(c) else (Tools([("send_email", {"to": "x@y"})]) if c.tool_names else "ok"),
-        latency=lambda c: 0.1 if is_guard(c) else 0.0,
+        gate=VERDICT_LAST,
     )
     with pytest.raises(sd.Halted):
         sd.complete("Judge [[halt:g]] Do it [[act|use_tools=true]]", model=script.model(), tools=[send_email])
@@ -138,13 +143,14 @@ def test_guard_that_interpolates_an_earlier_answer_waits_for_it() -> None:
 
 
 def test_stop_at_still_joins_a_pending_guard() -> None:
-    script = Script(guarded(TRIP), latency=lambda c: 0.1 if is_guard(c) else 0.0)
+    script = Script(guarded(TRIP), gate=VERDICT_LAST)
     with pytest.raises(sd.Halted):
         sd.complete("Judge [[halt:g]] A [[a]] B [[b]]", model=script.model(), stop_at="a")
+    assert sorted(c.last_user for c in script.calls) == ["A", "Judge"]
 
 
 def test_guard_inside_together_halts() -> None:
-    script = Script(guarded(TRIP), latency=lambda c: 0.05 if is_guard(c) else 0.0)
+    script = Script(guarded(TRIP), gate=VERDICT_LAST)
     with pytest.raises(sd.Halted) as info:
         sd.complete("<together>Judge [[halt:g]] Q [[a]]</together> After [[b]]", model=script.model())
     assert info.value.slot == "g"
@@ -161,7 +167,7 @@ def test_guard_in_an_earlier_segment_guards_a_write_in_a_later_one() -> None:
 
     script = Script(
         lambda c: TRIP if is_guard(c) else (Tools([("write", {"x": "1"})]) if c.tool_names else "done"),
-        latency=lambda c: 0.1 if is_guard(c) else 0.0,
+        gate=VERDICT_LAST,
     )
     with pytest.raises(sd.Halted):
         sd.complete("Slow [[a]] Judge [[halt:g]]<checkpoint>Act [[w|use_tools=true]]", model=script.model(), tools=[write])
@@ -170,54 +176,59 @@ def test_guard_in_an_earlier_segment_guards_a_write_in_a_later_one() -> None:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_no_write_tool_body_starts_before_a_pending_verdict(seed: int) -> None:
-    """Randomized latencies for guards, models and tools: the invariant always holds."""
+    """Every model call and tool body parks; a scheduler releases them one at a time in a
+    seeded random order, each time the run stands still. In every order the invariant
+    holds, judged by positions in one sequence of what happened (no clocks)."""
     rng = random.Random(seed)
-    guard_windows: dict[str, tuple[float, float]] = {}  # guard prompt -> (request start, earliest verdict)
-    writes: list[tuple[str, float]] = []  # (slot, body start)
+    schedule = Scheduler(random.Random(f"order {seed}"))
     trip = rng.random() < 0.5
 
     async def write(slot: str) -> str:
         """Write an item."""
-        writes.append((slot, time.perf_counter()))
-        await asyncio.sleep(rng.random() * 0.01)
+        schedule.note("write", slot)  # the body has started
+        await schedule.park(f"write {slot}")
         return "written"
 
     @sd.readonly
     async def read(slot: str) -> str:
         """Read an item."""
-        await asyncio.sleep(rng.random() * 0.01)
+        await schedule.park(f"read {slot}")
         return "value"
 
-    def latency(call: Call) -> float:
-        delay = rng.random() * (0.03 if is_guard(call) else 0.01)
+    async def gate(call: Call) -> None:
         if is_guard(call):
-            now = time.perf_counter()
-            guard_windows[call.last_user] = (now, now + delay)
-        return delay
+            schedule.note("asked", call.last_user)
+        await schedule.gate(call)
 
     def answer(call: Call) -> object:
         if is_guard(call):
+            schedule.note("verdict", call.last_user)
             return TRIP if trip and call.last_user == "G2" else PASS
         if call.tool_names and call.turns[-1][0] == "user":
             slot = call.last_user
             return Tools([(rng.choice(["write", "read"]), {"slot": slot}), ("read", {"slot": slot})])
         return "done"
 
-    script = Script(answer, latency=latency)
+    script = Script(answer, gate=gate)
     template = (
         "G1 [[halt:g1]] A [[a|use_tools=true]] G2 [[halt:g2]] B [[b|use_tools=true]]"
         "<checkpoint>C [[c|use_tools=true]]"
     )
-    outcome = sd.complete(template, model=script.model(), tools=[write, read], on_halt="return")
+    outcome = asyncio.run(
+        schedule.run(sd.complete_async(template, model=script.model(), tools=[write, read], on_halt="return"))
+    )
     assert (outcome.halted is not None) == trip
-    for slot, start in writes:
-        for prompt, (asked, answered) in guard_windows.items():
-            if asked <= start:
-                assert answered <= start, (slot, prompt)
+    at = {entry: i for i, entry in enumerate(schedule.log)}
+    writes = [(i, slot) for i, (kind, slot) in enumerate(schedule.log) if kind == "write"]
+    for start, slot in writes:
+        for guard in ("G1", "G2"):
+            if at.get(("asked", guard), start) < start:  # the guard was pending or done by then
+                assert at.get(("verdict", guard), start) < start, (slot, guard, schedule.log)
         if slot in ("B", "C"):  # both guards precede these slots
-            assert len(guard_windows) == 2 and all(end <= start for _, end in guard_windows.values())
+            assert at[("verdict", "G1")] < start and at[("verdict", "G2")] < start, schedule.log
     if trip:
-        assert [slot for slot, _ in writes if slot in ("B", "C")] == []
+        assert [slot for _, slot in writes if slot in ("B", "C")] == []
+    assert schedule.releases >= 3  # the scheduler decided the order (guards and slots parked)
 
 
 def test_a_guard_may_use_tools_without_waiting_on_itself() -> None:

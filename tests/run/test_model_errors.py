@@ -7,7 +7,6 @@ import json
 import pickle
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -51,7 +50,7 @@ def error(message: str, code: str | None = None, type_: str = "invalid_request_e
 class Reply:
     status: int
     body: dict[str, Any]
-    delay: float = 0.0
+    hold: threading.Event | None = None  # the server answers only once the test sets it
 
 
 @dataclass
@@ -86,8 +85,8 @@ def server() -> Iterator[FakeServer]:
                 reply = Reply(404, error(f"no route {self.path}"))
             else:
                 reply = fake.next_reply(body)
-            if reply.delay:
-                time.sleep(reply.delay)
+            if reply.hold is not None:
+                reply.hold.wait()  # released by the test (after the client gave up)
             data = json.dumps(reply.body).encode()
             try:
                 self.send_response(reply.status)
@@ -244,8 +243,14 @@ def test_timeout_maps_to_connection_error_with_timeout_hint(
 ) -> None:
     monkeypatch.setenv("STRUCKDOWN_TIMEOUT", "0.2")
     monkeypatch.setenv("STRUCKDOWN_MAX_RETRIES", "0")
-    server.play(Reply(200, completion(), delay=1.0))
-    _, mapped = run_and_map(openai_compatible("fake", server.base_url, None))
+    # The subject is time: the client's 0.2 s timeout firing on a server that never answers
+    # in time (it holds its reply until the test releases it, after the client gave up).
+    held = threading.Event()
+    server.play(Reply(200, completion(), hold=held))
+    try:
+        _, mapped = run_and_map(openai_compatible("fake", server.base_url, None))
+    finally:
+        held.set()
     assert isinstance(mapped, ModelConnectionError)
     assert "timed out" in str(mapped) and "STRUCKDOWN_TIMEOUT" in mapped.hint
 

@@ -21,7 +21,7 @@ from pydantic_ai.exceptions import ModelHTTPError, UnexpectedModelBehavior
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 
 import struckdown as sd
-from scripted import Call, Script, Tools
+from scripted import Call, Script, Tools, answered_last
 from struckdown.incremental import ProcessingError, SlotCompleted
 from struckdown.model_errors import ModelConnectionError, ModelError, RateLimitError
 from struckdown.codec import jsonable
@@ -98,7 +98,8 @@ def test_a_failing_guard_is_an_error_not_a_pass() -> None:
             raise ModelHTTPError(503, "scripted", "overloaded")
         return Tools([("write", {"x": "1"})]) if call.tool_names and len(call.turns) == 1 else "done"
 
-    script = Script(answer, latency=lambda c: 0.0 if c.schema else 0.02)
+    # the guard's failure comes last, when the run stands still: the slot is held at its join by then
+    script = Script(answer, gate=answered_last(lambda c: bool(c.schema)))
     with pytest.raises(ModelError) as info:
         sd.complete("Judge [[halt:g]] Act [[act|use_tools=true]]", model=script.model(), tools=[write])
     assert info.value.status == 503

@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import FunctionModel
 
 import struckdown as sd
-from scripted import Call, Script, Tools
+from scripted import Call, Script, Tools, answered_last
 
 TRIP = {"triggered": True, "reason": "stop"}
 
@@ -114,7 +114,9 @@ def test_text_before_a_tool_call_is_not_streamed() -> None:
 
 
 def test_guard_trip_before_tokens_yields_no_stream_start() -> None:
-    script = Script(lambda c: TRIP if is_guard(c) else "never shown", latency=lambda c: 0.05 if is_guard(c) else 0)
+    # the verdict comes only when the run stands still: the answer's first token is there by
+    # then, held back by the guard join (were it not, the test would see it stream)
+    script = Script(lambda c: TRIP if is_guard(c) else "never shown", gate=answered_last(is_guard))
 
     async def run() -> tuple[list[Any], BaseException | None]:
         got: list[Any] = []
@@ -128,6 +130,7 @@ def test_guard_trip_before_tokens_yields_no_stream_start() -> None:
     events, error = asyncio.run(run())
     assert isinstance(error, sd.Halted)
     assert shape(events) == [("model_responded", "g"), ("slot_completed", "g"), ("processing_complete", True)]
+    assert sorted(c.last_user for c in script.calls) == ["Answer", "Judge"]  # the answer was asked beside it
 
 
 def test_guard_trip_after_tokens_retracts_the_streamed_slot() -> None:
@@ -217,7 +220,8 @@ def test_failing_slot_after_tokens_is_retracted_and_the_error_reaches_the_consum
 
 
 def test_concurrent_segments_stream_without_loss() -> None:
-    script = Script(lambda c: f"answer to {c.last_user}", latency=0.01)
+    # gate: every segment's request is held until all five are in flight, so they stream together
+    script = Script(lambda c: f"answer to {c.last_user}", meet=5)
     template = "".join(f"Q{i} [[s{i}]]<checkpoint>" for i in range(5)).removesuffix("<checkpoint>")
     events = asyncio.run(collect(template, model=script.model()))
     for i in range(5):
@@ -225,6 +229,7 @@ def test_concurrent_segments_stream_without_loss() -> None:
         assert deltas == f"answer to Q{i}"
     assert sorted(e.segment for e in events if e.type == "checkpoint_reached") == [0, 1, 2, 3, 4]
     assert events[-1].type == "processing_complete"
+    assert script.peak == 5  # the five segments were in flight together
 
 
 def test_every_event_serialises_to_json() -> None:

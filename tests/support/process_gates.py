@@ -1,7 +1,8 @@
-"""Gates between a test and a real child process (tests marked `process`).
+"""Gates between a test and a real child process (tests marked `process`, `browser`).
 
 The child writes a word into a FIFO when it reaches the point the test waits for;
-`wait_for_gate` blocks until then. Nothing waits on the clock: if the child ends
+`wait_for_gate` blocks until then. The other way round, `Release` is a gate the child
+waits on until the test releases it (`wait_until_released` in the child). Nothing waits on the clock: if the child ends
 before it writes, a watcher thread writes the exit code instead, so a broken child
 fails the test at once rather than hanging it.
 """
@@ -20,6 +21,38 @@ EXITED = "exited with "
 def fifo(path: Path) -> Path:
     os.mkfifo(path)
     return path
+
+
+class Release:
+    """A FIFO the test holds open for writing: a child's `wait_until_released(path)`
+    blocks until the test calls `release()` (or ends: its end of the FIFO closes with
+    it), and returns at once from then on. Nothing polls."""
+
+    def __init__(self, path: Path) -> None:
+        os.mkfifo(path)
+        self.path = path
+        self._fd: int | None = os.open(path, os.O_RDWR)  # a writer for as long as the gate is shut
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def released(self) -> bool:
+        return self._fd is None
+
+
+def wait_until_released(path: str | Path) -> None:
+    """In the child: block until the test released the `Release` gate at `path` (its
+    read sees the end of the FIFO once no writer is left)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening never waits for a writer
+    try:
+        os.set_blocking(fd, True)
+        while os.read(fd, 4096):  # nobody writes data; end of file = released
+            pass
+    finally:
+        os.close(fd)
 
 
 def wait_for_gate(gate: Path, process: subprocess.Popen[Any]) -> str:

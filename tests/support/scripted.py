@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -65,6 +65,7 @@ def turns(messages: list[ModelMessage]) -> list[tuple[str, str]]:
     return out
 
 
+T = TypeVar("T")
 Answer = Callable[[Call], Any]
 MEET_GUARD_S = 60.0  # only so a missing overlap fails instead of hanging; no test waits for it
 
@@ -76,7 +77,7 @@ class Script:
     or a `Tools([...])` list of (name, args) tool calls."""
 
     answer: Answer
-    latency: float | Callable[[Call], float] = 0.0
+    latency: float | Callable[[Call], float] = 0.0  # real sleeps: order nothing with them (use gate=)
     calls: list[Call] = field(default_factory=list)
     chunk: int = 0  # stream text in pieces of this many characters (0 = words)
     meet: int = 0  # hold each request until this many are in flight together (a gate; never met: fails)
@@ -135,6 +136,124 @@ class Script:
                     yield piece
             elif isinstance(part, ToolCallPart):
                 yield {len(self.calls) * 100 + id(part) % 97: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str())}
+
+
+# -- gates that wait for the run to stand still ---------------------------------------
+#
+# A test proves "X cannot happen before the verdict" by answering the guard *last*: only
+# when every other task of the run is waiting on something. Were the engine to allow X,
+# X would happen before that point (nothing stops it), and the test would see it; the
+# engine is what keeps it from happening. No clock decides anything.
+
+SETTLE_ROUNDS = 3  # consecutive looks at a still loop (a pending call_soon callback shows up in one)
+SETTLE_GUARD = 200_000  # looks before giving up: a task that never waits fails the test, not hangs it
+_settling: set[asyncio.Task[Any]] = set()
+
+
+def _runnable(task: asyncio.Task[Any]) -> bool:
+    waiter = getattr(task, "_fut_waiter", None)  # what the task awaits (asyncio's, as anyio reads it)
+    return waiter is None or waiter.done()
+
+
+async def settled() -> None:
+    """Return once every other task of the running loop is waiting (on an event, a lock,
+    a worker thread or a socket) for SETTLE_ROUNDS looks in a row: the run can go no
+    further until the test releases something. Tasks in `settled()` themselves count as
+    waiting. (A worker thread or a socket may still be busy: gate those on what they do.)"""
+    me = asyncio.current_task()
+    assert me is not None
+    _settling.add(me)
+    try:
+        still = 0
+        for _ in range(SETTLE_GUARD):
+            await asyncio.sleep(0)  # a yield to the other tasks, not a wait on the clock
+            busy = any(t is not me and t not in _settling and _runnable(t) for t in asyncio.all_tasks())
+            still = 0 if busy else still + 1
+            if still >= SETTLE_ROUNDS:
+                return
+        raise AssertionError("the run never stood still: some task kept running")
+    finally:
+        _settling.discard(me)
+
+
+def answered_last(
+    pick: Callable[[Call], bool], after: Callable[[Call], Awaitable[None]] | None = None
+) -> Callable[[Call], Awaitable[None]]:
+    """A `gate=` that holds the calls `pick` chooses until the run stands still (after
+    `after(call)`, when given): e.g. `answered_last(is_guard)` gives every verdict as late
+    as it can come, so whatever the engine does not hold back for it happens first."""
+
+    async def gate(call: Call) -> None:
+        if pick(call):
+            if after is not None:
+                await after(call)
+            await settled()
+
+    return gate
+
+
+@dataclass
+class Scheduler:
+    """A seeded random order of releases, driven by the test instead of random sleeps.
+
+    Model calls (as a `Script` `gate=`) and tool bodies `park()`; `drive()` waits until
+    the run stands still, releases one parked waiter chosen by `rng`, and repeats until
+    `done` is set. `log` numbers what happened in one sequence (`note()`), so a test judges
+    order by position, not by clocks. `weight(call)` makes some calls likelier to go
+    first (a light one is usually released late, as a slow model would answer)."""
+
+    rng: Any  # random.Random
+    weight: Callable[[Call], float] | None = None
+    parked: list[tuple[str, asyncio.Event, float]] = field(default_factory=list)
+    log: list[tuple[str, str]] = field(default_factory=list)
+    releases: int = 0
+
+    def note(self, kind: str, what: str) -> int:
+        self.log.append((kind, what))
+        return len(self.log) - 1
+
+    async def park(self, label: str, weight: float = 1.0) -> None:
+        event = asyncio.Event()
+        entry = (label, event, weight)
+        self.parked.append(entry)
+        try:
+            await event.wait()
+        finally:
+            if entry in self.parked:  # cancelled while parked (a trip): nothing to release
+                self.parked.remove(entry)
+
+    async def gate(self, call: Call) -> None:
+        await self.park(call.last_user, self.weight(call) if self.weight else 1.0)
+
+    async def drive(self, done: asyncio.Event) -> None:
+        while True:
+            await settled()
+            if done.is_set():
+                return
+            if not self.parked:
+                raise AssertionError("the run stands still with nothing to release: a deadlock")
+            weights = [w for _, _, w in self.parked]
+            chosen = self.rng.choices(range(len(self.parked)), weights)[0]
+            _, event, _ = self.parked.pop(chosen)
+            self.releases += 1
+            event.set()
+
+    async def run(self, body: Awaitable[T]) -> T:
+        """Run `body` (the test's consumer of the run) while driving the releases."""
+        done = asyncio.Event()
+        driver = asyncio.create_task(self.drive(done))
+        work = asyncio.ensure_future(body)
+        try:
+            await asyncio.wait({driver, work}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():  # the driver failed (a deadlock): stop the run, report it
+                work.cancel()
+                driver.result()
+            return await work
+        finally:
+            done.set()
+            if not work.done():
+                work.cancel()
+            await driver
 
 
 def _pieces(text: str, size: int) -> list[str]:

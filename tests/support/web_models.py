@@ -5,9 +5,9 @@
 answers `Hello Ada, <tool output>!`; one without tools streams `A short poem for
 Ada.` word by word; typed slots answer through their output tool (bool: true, int:
 42, anything else: "ok"); a guard trips when the conversation says "trip". With SD_TEST_GATE=PATH a slot without tools streams its
-first word, then waits until PATH exists: the test creates the file once it has
-seen that word on the page, so "tokens stream live" is decided by what the page
-shows, not by timing. (A tool slot's text is held until the response proves final,
+first word, then waits until the test releases the gate at PATH (a FIFO,
+process_gates.Release) once it has seen that word on the page, so "tokens stream
+live" is decided by what the page shows, not by timing. (A tool slot's text is held until the response proves final,
 so it arrives at once.)
 """
 
@@ -17,13 +17,13 @@ import asyncio
 import os
 import re
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 from cli_models import tool_returns, user_text
+from process_gates import wait_until_released
 
 TYPED = {"boolean": True, "integer": 42, "number": 42}
 
@@ -52,10 +52,8 @@ def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 async def _wait_for_gate() -> None:
     gate = os.environ.get("SD_TEST_GATE")
-    if not gate:
-        return
-    while not Path(gate).exists():  # released by the test; this only polls for it
-        await asyncio.sleep(0.02)
+    if gate:  # blocks a worker thread (not the loop) until the test releases the gate
+        await asyncio.to_thread(wait_until_released, gate)
 
 
 def playground() -> FunctionModel:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from process_gates import Release
 from web_support import scripted_model_env
 
 pytestmark = pytest.mark.browser
@@ -40,14 +41,14 @@ def folder(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def playground(folder: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """`sd edit FOLDER` on a free port; yields its URL and the gate file that lets the
-    scripted model finish its answer."""
-    gate = tmp_path / "gate"
+def playground(folder: Path, tmp_path: Path) -> Iterator[tuple[str, Release]]:
+    """`sd edit FOLDER` on a free port; yields its URL and the gate that lets the
+    scripted model finish its answer (`gate.release()`)."""
+    gate = Release(tmp_path / "gate")
     env = {
         **os.environ,
         **scripted_model_env(),
-        "SD_TEST_GATE": str(gate),
+        "SD_TEST_GATE": str(gate.path),
         "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache"),
     }
     process = subprocess.Popen(
@@ -63,6 +64,7 @@ def playground(folder: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         assert match, f"sd edit printed {line!r}"
         yield match.group(1), gate
     finally:
+        gate.release()
         process.terminate()
         process.wait(timeout=30)
 
@@ -85,7 +87,7 @@ def page(request: pytest.FixtureRequest) -> Iterator[object]:
             browser.close()
 
 
-def test_edit_check_fix_run_and_read_the_result(playground: tuple[str, Path], page: object, folder: Path) -> None:
+def test_edit_check_fix_run_and_read_the_result(playground: tuple[str, Release], page: object, folder: Path) -> None:
     from playwright.sync_api import Page, expect
 
     assert isinstance(page, Page)
@@ -141,7 +143,7 @@ def test_edit_check_fix_run_and_read_the_result(playground: tuple[str, Path], pa
     expect(poem).to_have_text("A ")
     expect(page.locator("#status")).to_have_text("Running…")
     expect(page.locator("#results tbody tr")).to_have_count(0)
-    gate.touch()
+    gate.release()
 
     expect(poem).to_have_text("A short poem for Ada.")
     expect(page.locator("#status")).to_have_text("Done.")
@@ -165,13 +167,13 @@ def test_edit_check_fix_run_and_read_the_result(playground: tuple[str, Path], pa
 
 
 def test_a_batch_from_an_uploaded_file_shows_progress_and_a_download(
-    playground: tuple[str, Path], page: object, tmp_path: Path
+    playground: tuple[str, Release], page: object, tmp_path: Path
 ) -> None:
     from playwright.sync_api import Page, expect
 
     assert isinstance(page, Page)
     url, gate = playground
-    gate.touch()
+    gate.release()
     page.goto(url)
     expect(page.locator("#filename")).to_have_text("hello.sd")
     page.locator("#source").fill("Greet {{ name }}. Friendly?\n[[bool:friendly]]\n")
@@ -217,14 +219,14 @@ def test_serve_runs_a_typed_template_with_the_allowed_model(page: object, tmp_pa
         process.wait(timeout=30)
 
 
-def test_approve_a_call(playground: tuple[str, Path], page: object) -> None:
+def test_approve_a_call(playground: tuple[str, Release], page: object) -> None:
     """SPEC §12 on the page (issue 20): a call that needs approval shows Allow / Deny; Allow
     continues the paused run, the tool runs and the typed result arrives."""
     from playwright.sync_api import Page, expect
 
     assert isinstance(page, Page)
     url, gate = playground
-    gate.touch()
+    gate.release()
     page.goto(url)
     expect(page.locator("#filename")).to_have_text("hello.sd")
     page.select_option("#tools-select", "tools.py")
