@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 import struckdown as sd
+from depth import cases
 from scripted import Call, Scheduler, Script, Tools
 from struckdown.incremental import ProcessingComplete, SlotStreamStart, TokenDelta
 
@@ -202,7 +203,7 @@ def check_invariants(plan: Plan, clock: Clock, final: Any) -> None:
             assert item.key in final.result, f"{item.key} missing from a run without a trip"
 
 
-@pytest.mark.parametrize("seed", range(80))
+@pytest.mark.parametrize("seed", range(cases(80)))
 def test_guard_joins_hold_in_random_release_orders(seed: int) -> None:
     rng = random.Random(seed)
     plan = random_plan(rng)
