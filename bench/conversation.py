@@ -44,9 +44,8 @@ async def _measure(n: int, repeats: int) -> tuple[float, float]:
 
 async def run(quick: bool = False) -> list[Row]:
     short, long = (20, 60) if quick else (50, 200)
-    repeats = 2 if quick else 3
-    sd_short, bare_short = await _measure(short, repeats)
-    sd_long, bare_long = await _measure(long, repeats)
+    sd_short, bare_short = await _measure(short, 4 if quick else 15)
+    sd_long, bare_long = await _measure(long, 2 if quick else 5)
     grows = f"from {short} to {long} slots: struckdown ×{sd_long / sd_short:.1f}, bare ×{bare_long / bare_short:.1f}"
     return [
         target_row(f"l. long conversation, {short} slots", f"{secs(sd_short)} CPU", f"{secs(bare_short)} bare pydantic-ai",
