@@ -13,21 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from process_gates import BLOCKING_TOOLS, fifo, wait_for_gate
 
 pytestmark = pytest.mark.process  # a real sd process (.ci/run's process stage)
-
-TOOLS = '''
-import pathlib
-import time
-
-def slow_write(note: str) -> str:
-    """Write a note, slowly."""
-    with open({started!r}, "w") as gate:  # a FIFO: the test reads it, so it knows the tool runs
-        gate.write("1")
-    time.sleep(3600)  # blocks its thread; the batch is interrupted meanwhile
-    pathlib.Path({effect!r}).write_text(note)
-    return "written"
-'''
 
 MODEL = '''
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
@@ -45,9 +33,8 @@ def factory():
 
 
 def test_ctrl_c_ends_a_batch_at_once_and_the_finished_rows_are_journaled(tmp_path: Path) -> None:
-    started, effect = tmp_path / "started", tmp_path / "side_effect"
-    os.mkfifo(started)
-    (tmp_path / "tools.py").write_text(TOOLS.format(started=str(started), effect=str(effect)))
+    started, effect = fifo(tmp_path / "started"), tmp_path / "side_effect"
+    (tmp_path / "tools.py").write_text(BLOCKING_TOOLS.format(started=str(started), effect=str(effect)))
     (tmp_path / "stall_model.py").write_text(textwrap.dedent(MODEL))
     (tmp_path / "t.sd").write_text("Do row {{ n }} [[a|use_tools=true]]\n")
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps({"n": n}) + "\n" for n in range(3)))
@@ -56,8 +43,7 @@ def test_ctrl_c_ends_a_batch_at_once_and_the_finished_rows_are_journaled(tmp_pat
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        with open(started) as gate:  # blocks until row 1's tool has started
-            assert gate.read() == "1"
+        assert wait_for_gate(started, process) == "1"  # row 1's tool has started and blocks now
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)  # only a guard against hanging the suite
     finally:

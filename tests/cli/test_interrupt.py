@@ -15,21 +15,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from process_gates import fifo, wait_for_gate
+from process_gates import BLOCKING_TOOLS, fifo, wait_for_gate
 
 pytestmark = pytest.mark.process
-
-TOOLS = '''
-import time
-
-def slow_write(note: str) -> str:
-    """Write a note, slowly."""
-    with open({started!r}, "w") as gate:  # a FIFO: the test reads it, so it knows the tool runs
-        gate.write("1")
-    time.sleep(3600)  # blocks its thread; the run is interrupted meanwhile
-    pathlib.Path({effect!r}).write_text(note)
-    return "written"
-'''
 
 MODEL = '''
 from pydantic_ai.messages import ModelResponse, ToolCallPart
@@ -42,7 +30,7 @@ def factory():
 
 def test_ctrl_c_ends_the_run_at_once_while_a_sync_tool_blocks(tmp_path: Path) -> None:
     started, effect = fifo(tmp_path / "started"), tmp_path / "side_effect"
-    (tmp_path / "tools.py").write_text(TOOLS.format(started=str(started), effect=str(effect)))
+    (tmp_path / "tools.py").write_text(BLOCKING_TOOLS.format(started=str(started), effect=str(effect)))
     (tmp_path / "stall_model.py").write_text(textwrap.dedent(MODEL))
     (tmp_path / "t.sd").write_text("Write it [[a|use_tools=true]]\n")
     command = [sys.executable, "-m", "struckdown.cli", "run", "t.sd", "--tools", "tools.py",

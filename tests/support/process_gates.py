@@ -78,3 +78,20 @@ def wait_for_gate(gate: Path, process: subprocess.Popen[Any]) -> str:
         return os.read(fd, 4096).decode()
     finally:
         os.close(fd)
+
+
+#: A tools file (format it with `started` and `effect` paths) whose one tool tells the
+#: test through the FIFO `started` that it runs, then blocks its thread for an hour and
+#: would only then write `effect`: a side effect that must never happen after Ctrl-C.
+BLOCKING_TOOLS = '''
+import pathlib
+import time
+
+def slow_write(note: str) -> str:
+    """Write a note, slowly."""
+    with open({started!r}, "w") as gate:  # a FIFO: the test reads it, so it knows the tool runs
+        gate.write("1")
+    time.sleep(3600)  # blocks its thread; the run is interrupted meanwhile
+    pathlib.Path({effect!r}).write_text(note)
+    return "written"
+'''
