@@ -168,13 +168,16 @@ class SlotAttempts:
         self.usage = RunUsage()
         return _Running(self, RetryRun(self.slot, self.emit, self.settings, self.model, self.restart))
 
-    def truncated_error(self, run: Any) -> TruncatedError | None:
-        """With on_truncate=error, the error for an answer whose last response was cut."""
-        if self.on_truncate != "error" or not is_truncated(run.new_messages()):
+    def truncated_error(self, run: Any, *, typed: bool = False) -> TruncatedError | None:
+        """The error for an answer whose last response was cut: always for a typed answer
+        (one that parsed may still lack what came after the cut, e.g. a list's last
+        items), for free text with on_truncate=error."""
+        if not (typed or self.on_truncate == "error") or not is_truncated(run.new_messages()):
             return None
         from ..models import model_label
 
-        return TruncatedError(model_label(self.model), "the answer stopped at its output token limit (finish_reason 'length')")
+        what = "the typed answer" if typed else "the answer"
+        return TruncatedError(model_label(self.model), f"{what} stopped at its output token limit (finish_reason 'length')")
 
     # -- fallback -------------------------------------------------------------------
     async def fall_back(self, error: BaseException) -> Any | None:

@@ -265,7 +265,7 @@ async def run_model_slot(
                         toolsets=mcp.toolsets if mcp else None,
                         **arguments,
                     )
-                cut = attempts.truncated_error(run)
+                cut = attempts.truncated_error(run, typed=not spec.is_text)
                 if cut is not None:
                     raise cut
                 break

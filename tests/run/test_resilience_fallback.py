@@ -243,6 +243,23 @@ def test_a_cut_typed_answer_is_a_truncated_error_after_the_fallback() -> None:
     assert backup.calls[0].turns[-1] == ("user", hint)
 
 
+def test_a_typed_answer_that_parses_but_was_cut_is_a_truncated_error_too() -> None:
+    """A list that closed before the cut may still lack its last items: a typed answer whose
+    response stopped at the limit is never used, even when it validates (docs/resilience.md)."""
+
+    def complete_but_cut(call: Call) -> Any:
+        return ModelResponse(parts=[ToolCallPart(call.info.output_tools[0].name, '{"response": ["a"]}')], finish_reason="length")
+
+    with pytest.raises(sd.TruncatedError, match="the typed answer stopped at its output token limit") as info:
+        sd.complete("Name three [[items*]]", model=Script(complete_but_cut).model())
+    assert info.value.slot == "items"
+    backup = Script(lambda call: ["a", "b", "c"])
+    result = sd.complete("Name three [[items*]]", model=Script(complete_but_cut).model("primary"), fallback=backup.model("backup"))
+    assert result["items"] == ["a", "b", "c"] and result.results["items"].truncated is False
+    text = Script(lambda call: ModelResponse(parts=[TextPart("Once upon")], finish_reason="length"))
+    assert sd.complete("Tell [[a]]", model=text.model()).results["a"].truncated is True  # free text: kept, flagged
+
+
 def test_a_cut_tool_call_is_a_truncated_error() -> None:
     def answer(call: Call) -> Any:
         return ModelResponse(parts=[ToolCallPart("lookup", '{"word": "ca')], finish_reason="length")
