@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_models import peak_overlap
 
 pytestmark = pytest.mark.cluster
 
@@ -84,15 +85,6 @@ def test_a_batch_on_two_workers_killed_twice_gives_every_row_once_in_input_order
     assert set(made) == set(range(n))
     assert all(made[i] == 1 for i in journaled[0])  # journaled before the first kill: never run again
     assert all(made[i] <= 2 for i in journaled[1])  # at most once more: in flight at the first kill
-
-
-def peak_overlap(lines: list[tuple[str, int, float, int]]) -> int:
-    events = sorted((when, 0 if kind == "end" else 1) for kind, _, when, _ in lines)
-    now = peak = 0
-    for _, starts in events:
-        now += 1 if starts else -1
-        peak = max(peak, now)
-    return peak
 
 
 def test_jobs_cap_the_rows_of_the_whole_job_across_the_workers(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.cluster
 from typer.testing import CliRunner
 
 import struckdown as sd
-from cli_models import dask_rows
+from cli_models import dask_rows, peak_overlap
 from struckdown.cli.app import app
 from struckdown.cli.errors import describe
 from struckdown.distributed import DaskExecutor, is_transient, ship_kwargs
@@ -82,16 +82,6 @@ def log_lines(path: Path) -> list[tuple[str, int, float, int]]:
         kind, row, when, pid = line.split()
         out.append((kind, int(row), float(when), int(pid)))
     return out
-
-
-def peak_overlap(lines: list[tuple[str, int, float, int]]) -> int:
-    """Most calls in flight at once (an end at the same instant as a start counts first)."""
-    events = sorted((when, 0 if kind == "end" else 1) for kind, _, when, _ in lines)
-    now = peak = 0
-    for _, starts in events:
-        now += 1 if starts else -1
-        peak = max(peak, now)
-    return peak
 
 
 def test_results_equal_the_local_executors_in_input_order(client: Any) -> None:

@@ -188,6 +188,17 @@ def dask_rows() -> FunctionModel:
     return FunctionModel(respond, model_name="dask-rows")
 
 
+def peak_overlap(lines: list[tuple[str, int, float, int]]) -> int:
+    """Most `dask_rows` calls in flight at once, from their start and end lines (an end
+    at the same instant as a start counts first)."""
+    events = sorted((when, 0 if kind == "end" else 1) for kind, _, when, _ in lines)
+    now = peak = 0
+    for _, starts in events:
+        now += 1 if starts else -1
+        peak = max(peak, now)
+    return peak
+
+
 def refund_agent() -> FunctionModel:
     """examples/refund_agent.sd, scripted: the guard passes; `reply` looks order 5531 up and
     issues its refund in one response, then tells what the refund tool returned; `refunded`
