@@ -1,0 +1,177 @@
+"""What `sd batch` keeps while its rows finish, a few bytes a row: rows for stdout held
+until the earlier ones are out (`InOrder`), the counts the summary and the exit code
+need (`Tally`), and per-row arrays read as sequences (`Pending`, `Hashes`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .costs import cost_part
+from .tables import json_line
+from .text import visible
+
+SHOWN_FAILURES = 5
+
+
+class InOrder:
+    """Writes rows to stdout as JSONL in input order, each as soon as all earlier ones are
+    out. Rows that must wait are held in memory up to `HELD`, then in a temporary file."""
+
+    HELD = 1000
+
+    def __init__(self) -> None:
+        self.next = 0
+        self.waiting: dict[int, str | tuple[int, int]] = {}
+        self.held = 0
+        self.spool: Any = None
+        self.spooled = 0
+
+    def offer(self, index: int, row: dict[str, Any]) -> None:
+        line = json_line(row) + "\n"
+        if index != self.next:
+            self._hold(index, line)
+            return
+        sys.stdout.write(line)
+        self.next += 1
+        while self.next in self.waiting:
+            sys.stdout.write(self._take(self.waiting.pop(self.next)))
+            self.next += 1
+        sys.stdout.flush()
+
+    def _hold(self, index: int, line: str) -> None:
+        if self.held < self.HELD:
+            self.waiting[index] = line
+            self.held += 1
+            return
+        import tempfile
+
+        if self.spool is None:
+            self.spool = tempfile.TemporaryFile()
+        data = line.encode("utf-8")
+        self.spool.write(data)
+        self.spool.flush()
+        self.waiting[index] = (self.spooled, len(data))
+        self.spooled += len(data)
+
+    def _take(self, held: str | tuple[int, int]) -> str:
+        if isinstance(held, str):
+            self.held -= 1
+            return held
+        import os
+
+        offset, size = held
+        return os.pread(self.spool.fileno(), size, offset).decode("utf-8")
+
+
+class Tally:
+    """What the summary and the exit code need, counted as rows finish: never the rows."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.failed = 0
+        self.halted = 0
+        self.failures = 0
+        self.unrun = 0  # rows the batch budget kept from starting
+        self.requests = 0
+        self.tokens = 0
+        self.cost = 0.0
+        self.priced = True  # every row that made a request has a cost
+        self.usages: list[dict[str, Any]] = []  # --head: the rows' usage, for the projection (at most N)
+        self.keep_usages = False
+        self.answer_keys: dict[str, None] = {}
+        self.first_failures: list[tuple[int, str]] = []  # a max-heap by -index of the first ones
+
+    def add(self, entry: dict[str, Any]) -> None:
+        import heapq
+
+        self.rows += 1
+        self.answer_keys.update(dict.fromkeys(entry["answers"]))
+        usage = entry["usage"]
+        self.requests += usage.get("requests", 0)
+        self.tokens += usage.get("total_tokens", 0)
+        if usage.get("cost") is not None:
+            self.cost += float(usage["cost"])
+        elif usage.get("requests"):
+            self.priced = False
+        if self.keep_usages:
+            self.usages.append({"usage": usage})
+        if entry["ok"]:
+            return
+        self.failures += 1
+        if entry.get("not_run"):
+            self.unrun += 1
+            return
+        if entry.get("halted"):
+            self.halted += 1
+        else:
+            self.failed += 1
+        item = (-entry["index"], str(entry["error"]))
+        if len(self.first_failures) < SHOWN_FAILURES:
+            heapq.heappush(self.first_failures, item)
+        elif item > self.first_failures[0]:
+            heapq.heapreplace(self.first_failures, item)
+
+    def summary(self, console: Any, request: Any, total: int, earlier: int, elapsed: float) -> None:
+        ok = total - self.failed - self.halted - self.unrun
+        target = f" → {request.output}" if request.output is not None else ""
+        parts = [f"{ok} ok"]
+        if self.failed:
+            parts.append(f"{self.failed} failed")
+        if self.halted:
+            parts.append(f"{self.halted} halted")
+        if self.unrun:
+            parts.append(f"{self.unrun} not run (budget spent; --resume runs them)")
+        line = f"batch: {total} row{'s' if total != 1 else ''}{target}: {', '.join(parts)}"
+        if earlier:
+            line += f" ({earlier} done earlier, from the journal)"
+        line += f" · {self.requests} requests · {self.tokens:,} tokens"
+        cost = cost_part({"cost": self.cost}) if self.priced and self.requests else None
+        line += f" · {cost}" if cost is not None else ""
+        line += f" · {elapsed:.2f} s"
+        for index, error in sorted((-i, e) for i, e in self.first_failures):
+            console.file.write(f"row {index}: {visible(error)}\n")
+        if self.failures > SHOWN_FAILURES:
+            console.file.write(f"… and {self.failures - SHOWN_FAILURES} more failed rows (see the _error column)\n")
+        console.file.write(line + "\n")
+        console.file.flush()
+
+
+class Pending(Sequence[int]):
+    """The row indexes this run runs, by batch position (the rows not done): what
+    `ProviderBatchJob` maps positions with. Built on first use, 8 bytes a row."""
+
+    def __init__(self, skip: bytearray) -> None:
+        self.skip = skip
+        self._indexes: Any = None
+
+    def _built(self) -> Any:
+        if self._indexes is None:
+            from array import array
+
+            self._indexes = array("q", (i for i, done in enumerate(self.skip) if not done))
+        return self._indexes
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __getitem__(self, position: Any) -> Any:
+        return self._built()[position]
+
+
+class Hashes(Sequence[str]):
+    """Each row's input hash, read from the run's packed bytes."""
+
+    def __init__(self, packed: bytearray) -> None:
+        self.packed = packed
+
+    def __len__(self) -> int:
+        return len(self.packed) // 8
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.packed[8 * index : 8 * index + 8].hex()
