@@ -44,6 +44,7 @@ RSS_TARGET = 1.30
 RATE_TARGET = 0.95
 WORKERS_TARGET = 1.70
 TTFT_TARGET = 1.05
+PARTS = ("rows", "workers", "ttft")  # what `run` measures: row count, --workers, time to first token
 TTFT_LATENCY = 0.020  # seconds before the scripted model's first token
 
 
@@ -288,65 +289,82 @@ async def first_token_rows(quick: bool) -> list[Row]:
 # -- the case ------------------------------------------------------------------------------------
 
 
-async def run(quick: bool = False) -> list[Row]:
+async def run(quick: bool = False, parts: tuple[str, ...] = PARTS) -> list[Row]:
     small, big = (1_000, 10_000) if quick else (1_000, 100_000)
     worker_rows = 3_000 if quick else 20_000
     out: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="sd-bench-scale-") as tmp:
         workdir = Path(tmp)
-        load_before = _load()
-        first = sd_batch(workdir, small)
-        large = sd_batch(workdir, big)
-        second = sd_batch(workdir, small)
-        rss_ratio = large["peak_kib"] / max(first["peak_kib"], second["peak_kib"])
-        small_rate = (first["rate"] + second["rate"]) / 2
-        rate_ratio = large["rate"] / small_rate
-        out.append(Row(
-            case=f"h. sd batch peak RSS, {big:,} rows vs {small:,}",
-            measured=f"{large['peak_kib'] / 1024:.1f} MiB",
-            floor=f"{max(first['peak_kib'], second['peak_kib']) / 1024:.1f} MiB ({small:,} rows)",
-            ratio=rss_ratio, target=f"<= {RSS_TARGET:.2f}x", passed=rss_ratio <= RSS_TARGET,
-            note=f"{small:,} rows twice: {first['peak_kib'] / 1024:.1f} / {second['peak_kib'] / 1024:.1f} MiB",
-        ))  # fmt: skip
-        out.append(Row(
-            case=f"h. sd batch rows/s, {big:,} rows vs {small:,}",
-            measured=f"{large['rate']:.0f} rows/s", floor=f"{small_rate:.0f} rows/s ({small:,} rows)",
-            ratio=rate_ratio, target=f">= {RATE_TARGET:.2f}x", passed=rate_ratio >= RATE_TARGET,
-            note=f"{small:,} rows before and after: {first['rate']:.0f} / {second['rate']:.0f} rows/s; "
-            f"CPU per row {first['cpu_ms_per_row']:.2f} / {large['cpu_ms_per_row']:.2f} / "
-            f"{second['cpu_ms_per_row']:.2f} ms; CPU per row of the {big:,}-row process by tenth of its rows: "
-            f"{' '.join(f'{v:.2f}' for v in large['tenth_ms'])} ms; {load_before} before, {_load()} after",
-        ))  # fmt: skip
-        bare = sd_batch(workdir, big, bare=True)
-        out.append(Row(
-            case=f"h. sd batch CPU per row vs bare pydantic-ai ({big:,} rows, -j {JOBS})",
-            measured=f"{large['cpu_ms_per_row']:.2f} ms", floor=f"{bare['cpu_ms_per_row']:.2f} ms bare agent.run",
-            ratio=large["cpu_ms_per_row"] / bare["cpu_ms_per_row"],
-            target="info (inputs read 3x, journal, output included)", passed=None,
-            note=f"rows/s {large['rate']:.0f} vs {bare['rate']:.0f} bare; peak RSS {large['peak_kib'] / 1024:.1f} MiB "
-            f"vs {bare['peak_kib'] / 1024:.1f} MiB bare (which holds its {big:,} runs)",
-        ))  # fmt: skip
-        load_before = _load()
-        cores_before = cores_available()
-        one = sd_batch(workdir, worker_rows)
-        two = sd_batch(workdir, worker_rows, "--workers", "2")
-        one_again = sd_batch(workdir, worker_rows)
-        cores_after = cores_available()
-        one_rate = (one["rate"] + one_again["rate"]) / 2
-        speedup = two["rate"] / one_rate
-        cpu_one = (one["cpu_ms_per_row"] + one_again["cpu_ms_per_row"]) / 2
-        out.append(Row(
-            case=f"h. sd batch --workers 2 vs 1 process, {worker_rows:,} rows",
-            measured=f"{two['rate']:.0f} rows/s", floor=f"{one_rate:.0f} rows/s (1 process)",
-            ratio=speedup, target=f">= {WORKERS_TARGET:.2f}x", passed=speedup >= WORKERS_TARGET,
-            note=f"1 process before and after: {one['rate']:.0f} / {one_again['rate']:.0f} rows/s; "
-            f"CPU per row (all processes) {cpu_one:.2f} ms in 1, {two['cpu_ms_per_row']:.2f} ms with 2 workers: "
-            f"on 2 idle cores 2 workers would give {2 * cpu_one / two['cpu_ms_per_row']:.2f}x; "
-            f"two CPU-bound processes got {cores_before:.2f} cores before, {cores_after:.2f} after; "
-            f"wall with the cluster's start {two['wall']:.1f} s vs {one['wall']:.1f} s; "
-            f"{load_before} before, {_load()} after",
-        ))  # fmt: skip
-    out += await first_token_rows(quick)
+        if "rows" in parts:
+            out += _row_count_rows(workdir, small, big)
+        if "workers" in parts:
+            out += _worker_rows(workdir, worker_rows)
+    if "ttft" in parts:
+        out += await first_token_rows(quick)
+    return out
+
+
+def _row_count_rows(workdir: Path, small: int, big: int) -> list[Row]:
+    """Peak RSS and rows per second of `big` rows vs `small` rows (run before and after)."""
+    out: list[Row] = []
+    load_before = _load()
+    first = sd_batch(workdir, small)
+    large = sd_batch(workdir, big)
+    second = sd_batch(workdir, small)
+    rss_ratio = large["peak_kib"] / max(first["peak_kib"], second["peak_kib"])
+    small_rate = (first["rate"] + second["rate"]) / 2
+    rate_ratio = large["rate"] / small_rate
+    out.append(Row(
+        case=f"h. sd batch peak RSS, {big:,} rows vs {small:,}",
+        measured=f"{large['peak_kib'] / 1024:.1f} MiB",
+        floor=f"{max(first['peak_kib'], second['peak_kib']) / 1024:.1f} MiB ({small:,} rows)",
+        ratio=rss_ratio, target=f"<= {RSS_TARGET:.2f}x", passed=rss_ratio <= RSS_TARGET,
+        note=f"{small:,} rows twice: {first['peak_kib'] / 1024:.1f} / {second['peak_kib'] / 1024:.1f} MiB",
+    ))  # fmt: skip
+    out.append(Row(
+        case=f"h. sd batch rows/s, {big:,} rows vs {small:,}",
+        measured=f"{large['rate']:.0f} rows/s", floor=f"{small_rate:.0f} rows/s ({small:,} rows)",
+        ratio=rate_ratio, target=f">= {RATE_TARGET:.2f}x", passed=rate_ratio >= RATE_TARGET,
+        note=f"{small:,} rows before and after: {first['rate']:.0f} / {second['rate']:.0f} rows/s; "
+        f"CPU per row {first['cpu_ms_per_row']:.2f} / {large['cpu_ms_per_row']:.2f} / "
+        f"{second['cpu_ms_per_row']:.2f} ms; CPU per row of the {big:,}-row process by tenth of its rows: "
+        f"{' '.join(f'{v:.2f}' for v in large['tenth_ms'])} ms; {load_before} before, {_load()} after",
+    ))  # fmt: skip
+    bare = sd_batch(workdir, big, bare=True)
+    out.append(Row(
+        case=f"h. sd batch CPU per row vs bare pydantic-ai ({big:,} rows, -j {JOBS})",
+        measured=f"{large['cpu_ms_per_row']:.2f} ms", floor=f"{bare['cpu_ms_per_row']:.2f} ms bare agent.run",
+        ratio=large["cpu_ms_per_row"] / bare["cpu_ms_per_row"],
+        target="info (inputs read 3x, journal, output included)", passed=None,
+        note=f"rows/s {large['rate']:.0f} vs {bare['rate']:.0f} bare; peak RSS {large['peak_kib'] / 1024:.1f} MiB "
+        f"vs {bare['peak_kib'] / 1024:.1f} MiB bare (which holds its {big:,} runs)",
+    ))  # fmt: skip
+    return out
+
+
+def _worker_rows(workdir: Path, worker_rows: int) -> list[Row]:
+    """Rows per second of `--workers 2` vs one process (run before and after)."""
+    out: list[Row] = []
+    load_before = _load()
+    cores_before = cores_available()
+    one = sd_batch(workdir, worker_rows)
+    two = sd_batch(workdir, worker_rows, "--workers", "2")
+    one_again = sd_batch(workdir, worker_rows)
+    cores_after = cores_available()
+    one_rate = (one["rate"] + one_again["rate"]) / 2
+    speedup = two["rate"] / one_rate
+    cpu_one = (one["cpu_ms_per_row"] + one_again["cpu_ms_per_row"]) / 2
+    out.append(Row(
+        case=f"h. sd batch --workers 2 vs 1 process, {worker_rows:,} rows",
+        measured=f"{two['rate']:.0f} rows/s", floor=f"{one_rate:.0f} rows/s (1 process)",
+        ratio=speedup, target=f">= {WORKERS_TARGET:.2f}x", passed=speedup >= WORKERS_TARGET,
+        note=f"1 process before and after: {one['rate']:.0f} / {one_again['rate']:.0f} rows/s; "
+        f"CPU per row (all processes) {cpu_one:.2f} ms in 1, {two['cpu_ms_per_row']:.2f} ms with 2 workers: "
+        f"on 2 idle cores 2 workers would give {2 * cpu_one / two['cpu_ms_per_row']:.2f}x; "
+        f"two CPU-bound processes got {cores_before:.2f} cores before, {cores_after:.2f} after; "
+        f"wall with the cluster's start {two['wall']:.1f} s vs {one['wall']:.1f} s; "
+        f"{load_before} before, {_load()} after",
+    ))  # fmt: skip
     return out
 
 
@@ -355,6 +373,7 @@ def main() -> None:
     parser.add_argument("--child", type=Path, help="run `sd ARGS` here and write the report to this file")
     parser.add_argument("--bare-child", type=Path, help="run bare pydantic-ai over the rows of the JSONL file ARGS[0]")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--part", action="append", choices=PARTS, help="measure only this part (repeatable)")
     parser.add_argument("args", nargs="*")
     options = parser.parse_args()
     if options.child is not None:
@@ -365,7 +384,7 @@ def main() -> None:
         return
     from .common import print_table
 
-    print_table(asyncio.run(run(options.quick)), title="scale")
+    print_table(asyncio.run(run(options.quick, tuple(options.part or PARTS))), title="scale")
 
 
 if __name__ == "__main__":
