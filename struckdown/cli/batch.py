@@ -519,6 +519,7 @@ def _dask_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
         async with executor:
             if program.slots():
                 await executor.probe(**kwargs)  # a missing model or tool: one error, not one per row
+            _freeze_start_up()  # the cluster's objects here (scheduler, client, nannies) live to the end too
             batch = api.complete_batch_iter_async(
                 program,
                 contexts,
