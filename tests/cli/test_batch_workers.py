@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from cli_models import peak_overlap
+from process_gates import RowGates
 
 pytestmark = pytest.mark.cluster
 
@@ -88,19 +89,24 @@ def test_a_batch_on_two_workers_killed_twice_gives_every_row_once_in_input_order
 
 
 def test_jobs_cap_the_rows_of_the_whole_job_across_the_workers(tmp_path: Path) -> None:
-    """-j 3 over two worker processes: never more than three rows at once in all, and
-    both processes ran rows (their shares of the cap are 2 and 1)."""
-    log = tmp_path / "calls.log"
+    """-j 3 over two worker processes: rows are held until three run at once (the cap is
+    reached; the workers' shares of it are 2 and 1), then all go on; never more than
+    three at once in all, and both processes ran rows."""
+    log, gates = tmp_path / "calls.log", RowGates(tmp_path / "gates", 12)
     template = tmp_path / "t.sd"
-    template.write_text("Row {{ id }} log={{ log }} delay={{ delay }}\n[[answer]]\n", encoding="utf-8")
+    template.write_text("Row {{ id }} log={{ log }} gate={{ gate }}\n[[answer]]\n", encoding="utf-8")
     inputs = tmp_path / "in.jsonl"
-    inputs.write_text("".join(json.dumps({"id": i, "log": str(log), "delay": 0.2}) + "\n" for i in range(12)))
+    inputs.write_text("".join(json.dumps({"id": i, "log": str(log), "gate": str(gates.folder)}) + "\n" for i in range(12)))
     out = tmp_path / "out.csv"
     env = {
         "PYTHONPATH": os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH")])),
         "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache"),
     }
-    done = sd_batch([str(template), str(inputs), "-o", str(out), "--workers", "2", "-j", "3", "--model", MODEL], env)
+    args = [str(template), str(inputs), "-o", str(out), "--workers", "2", "-j", "3", "--model", MODEL]
+    held: list[tuple[int, int]] = []
+    done = gates.conduct(lambda: sd_batch(args, env), lambda g: held.extend(g.hold_until(3)))
+    gates.close()
+    assert len({pid for _, pid in held}) == 2  # three rows at once, on both workers
     assert done.returncode == 0, done.stderr[-3000:]
     assert "batch: 12 rows → " in done.stderr and "12 ok" in done.stderr
     lines = []

@@ -2,7 +2,7 @@
 
 One cluster (two worker processes on 127.0.0.1, no dashboard) serves the module.
 Models cannot travel, so the workers build the scripted model `cli_models:dask_rows`
-by name; it takes its orders from the prompt (delay, a log of call starts and ends,
+by name; it takes its orders from the prompt (a gate the test releases, a log of call starts and ends,
 fail once, fail always), so nothing has to be set in the workers' environment.
 The workers find `cli_models` because they are spawned with this process's sys.path.
 """
@@ -25,13 +25,14 @@ from typer.testing import CliRunner
 
 import struckdown as sd
 from cli_models import dask_rows, peak_overlap
+from process_gates import RowGates
 from struckdown.cli.app import app
 from struckdown.cli.errors import describe
 from struckdown.distributed import DaskExecutor, is_transient, ship_kwargs
 
 FACTORY = "cli_models:dask_rows"
 TEMPLATE = (
-    "Row {{ id }} log={{ log }} delay={{ delay }} flaky={{ flaky }} fail={{ fail }}\n"
+    "Row {{ id }} log={{ log }} gate={{ gate }} flaky={{ flaky }} fail={{ fail }}\n"
     "[[answer]]\n\nAnd the number? [[int:n]]\n"
 )
 
@@ -60,7 +61,7 @@ def client() -> Any:
 
 
 def rows(n: int, **options: Any) -> list[dict[str, Any]]:
-    base = {"log": "", "delay": "", "flaky": "", "fail": ""}
+    base = {"log": "", "gate": "", "flaky": "", "fail": ""}
     return [{**base, "id": i, **{k: v(i) if callable(v) else v for k, v in options.items()}} for i in range(n)]
 
 
@@ -85,7 +86,7 @@ def log_lines(path: Path) -> list[tuple[str, int, float, int]]:
 
 
 def test_results_equal_the_local_executors_in_input_order(client: Any) -> None:
-    contexts = rows(10, fail=lambda i: "yes" if i == 6 else "", delay=lambda i: 0.05 * (i % 3))
+    contexts = rows(10, fail=lambda i: "yes" if i == 6 else "")
     remote, finished = run(contexts, DaskExecutor(client=client, max_in_flight=4), model_factory=FACTORY)
     local = asyncio.run(sd.complete_batch_async(TEMPLATE, contexts, model=dask_rows()))
     assert sorted(finished) == list(range(10))  # every row reported once, as it finished
@@ -102,10 +103,13 @@ def test_results_equal_the_local_executors_in_input_order(client: Any) -> None:
 
 
 def test_the_cap_on_rows_in_flight_holds_across_the_cluster(client: Any, tmp_path: Path) -> None:
-    log = tmp_path / "calls.log"
-    contexts = rows(12, log=str(log), delay=0.1)
-    # 8 task slots on the cluster, but only 2 rows may hold the semaphore at once
-    results, _ = run(contexts, DaskExecutor(client=client, max_in_flight=2), model_factory=FACTORY)
+    log, gates = tmp_path / "calls.log", RowGates(tmp_path / "gates", 12)
+    contexts = rows(12, log=str(log), gate=str(gates.folder))
+    # 8 task slots on the cluster, but only 2 rows may hold the semaphore at once: two
+    # rows are held until both have started (the cap is reached), then all go on
+    executor = DaskExecutor(client=client, max_in_flight=2)
+    results, _ = gates.conduct(lambda: run(contexts, executor, model_factory=FACTORY), lambda g: g.hold_until(2))
+    gates.close()
     assert [r["answer"] for r in results] == [f"answer {i}" for i in range(12)]
     lines = log_lines(log)
     assert len(lines) == 2 * 12 * 2  # start and end of two model calls per row
@@ -246,34 +250,32 @@ def test_sd_batch_engine_dask_on_a_private_cluster(tmp_path: Path, monkeypatch: 
 
 
 def test_a_worker_killed_mid_batch_loses_and_repeats_no_row(client: Any, tmp_path: Path) -> None:
-    """Runs last: the nanny restarts the killed worker, and the test waits for it."""
-    log = tmp_path / "calls.log"
+    """Runs last: the nanny restarts the killed worker, and the test waits for it. Two
+    rows are held in their first call; the worker of the one that started last is
+    killed while it holds it, then every row goes on."""
+    log, gates = tmp_path / "calls.log", RowGates(tmp_path / "gates", 16)
     pids = set(client.run(os.getpid).values())
     killed: list[int] = []
 
-    def on_result(index: int, outcome: Any) -> None:
-        finished.append(index)
-        if killed or len(finished) < 2:
-            return
-        running: dict[tuple[int, int], float] = {}  # (pid, row) -> start of the call in progress
-        for kind, row, when, pid in log_lines(log):
-            if kind == "start":
-                running[(pid, row)] = when
-            else:
-                running.pop((pid, row), None)
-        if running:  # kill the worker of the call that started last: it is surely mid-row
-            victim = max(running, key=running.__getitem__)[0]
-            os.kill(victim, signal.SIGKILL)
-            killed.append(victim)
+    def kill_one_holding_a_row(g: RowGates) -> None:
+        held = [g.next_start(), g.next_start()]
+        victim = held[-1][1]
+        os.kill(victim, signal.SIGKILL)
+        killed.append(victim)
 
     finished: list[int] = []
-    contexts = rows(16, log=str(log), delay=lambda i: 0.1 + 0.1 * (i % 4))
-    results = asyncio.run(
-        sd.complete_batch_async(
-            TEMPLATE, contexts, executor=DaskExecutor(client=client, max_in_flight=8), on_result=on_result,
-            model_factory=FACTORY,
-        )
-    )  # fmt: skip
+    contexts = rows(16, log=str(log), gate=str(gates.folder))
+
+    def batch() -> list[Any]:
+        return asyncio.run(
+            sd.complete_batch_async(
+                TEMPLATE, contexts, executor=DaskExecutor(client=client, max_in_flight=8),
+                on_result=lambda index, outcome: finished.append(index), model_factory=FACTORY,
+            )
+        )  # fmt: skip
+
+    results = gates.conduct(batch, kill_one_holding_a_row)
+    gates.close()
     assert killed and killed[0] in pids
     assert sorted(finished) == list(range(16))  # each row reported exactly once
     assert [dict(r) for r in results] == [{"answer": f"answer {i}", "n": i} for i in range(16)]

@@ -142,10 +142,12 @@ def dask_rows() -> FunctionModel:
     Answers a conversation mentioning `Row N` with `answer N` (typed slots get the
     number N). Directives in the user turns, `name=value` (empty value: off):
     `log=PATH` appends `start N t pid` / `end N t pid` lines to PATH (one atomic
-    write each) so a test can measure how many calls overlapped; `delay=S` sleeps S
-    seconds; `flaky=DIR` raises an HTTP 429 on the first call for row N (marker file
-    DIR/N); `fail=yes` raises ValueError. From the environment: SD_TEST_CALLS=PATH
-    appends N for every call; SD_TEST_FAIL_ROWS=1,3 makes those rows raise ValueError.
+    write each) so a test can measure how many calls overlapped; `gate=DIR` holds
+    the first call of row N until the test releases it (`process_gates.RowGates`: the
+    call writes `N pid` into the FIFO DIR/started, then waits on the gate DIR/N);
+    `flaky=DIR` raises an HTTP 429 on the first call for row N (marker file DIR/N);
+    `fail=yes` raises ValueError. From the environment: SD_TEST_CALLS=PATH appends N for every call;
+    SD_TEST_FAIL_ROWS=1,3 makes those rows raise ValueError.
     """
     import time
 
@@ -169,8 +171,12 @@ def dask_rows() -> FunctionModel:
         if log:
             note(log, f"start {row} {time.time():.6f} {os.getpid()}")
         try:
-            if options.get("delay"):
-                await asyncio.sleep(float(options["delay"]))
+            gate = options.get("gate")
+            if gate and not any(isinstance(m, ModelResponse) for m in messages):  # the row's first call
+                from process_gates import wait_until_released
+
+                note(os.path.join(gate, "started"), f"{row} {os.getpid()}")
+                await asyncio.to_thread(wait_until_released, os.path.join(gate, str(row)))
             flaky = options.get("flaky")
             if flaky:
                 marker = os.path.join(flaky, str(row))

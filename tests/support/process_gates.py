@@ -10,10 +10,14 @@ fails the test at once rather than hanging it.
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 EXITED = "exited with "
 
@@ -95,3 +99,87 @@ def slow_write(note: str) -> str:
     pathlib.Path({effect!r}).write_text(note)
     return "written"
 '''
+
+
+class RowGates:
+    """One `Release` gate per row of a batch (`gate=DIR` of `cli_models.dask_rows`) and
+    the FIFO DIR/started their first model calls announce themselves on (`N pid`), from
+    whichever process runs them. The test reads the starts in the order they happened
+    (`next_start`) and decides which row goes on (`release`). `stop()` (the test's batch
+    thread ending) puts an end mark in the FIFO, so a reader never waits for a start
+    that cannot come."""
+
+    STOP = -1
+
+    def __init__(self, folder: Path, rows: int) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        os.mkfifo(folder / "started")
+        self._fd = os.open(folder / "started", os.O_RDWR)  # reader and writer: no open ever waits
+        self._buffer = b""
+        self.gates = {row: Release(folder / str(row)) for row in range(rows)}
+
+    def next_start(self, safety_net: float = 120.0) -> tuple[int, int]:
+        """The next `(row, pid)` that started, or `(STOP, 0)` after `stop()`. The timeout
+        is only a net against a hung batch (the test fails instead of hanging); no
+        result depends on it."""
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([self._fd], [], [], safety_net)
+            if not ready:
+                raise AssertionError(f"no row started in {safety_net:.0f} s: the batch is stuck")
+            self._buffer += os.read(self._fd, 4096)
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        row, pid = line.split()
+        return int(row), int(pid)
+
+    def release(self, row: int) -> None:
+        self.gates[row].release()
+
+    def release_all(self) -> None:
+        for gate in self.gates.values():
+            gate.release()
+
+    def stop(self) -> None:
+        os.write(self._fd, f"{self.STOP} 0\n".encode())
+
+    def close(self) -> None:
+        self.release_all()
+        os.close(self._fd)
+
+    def conduct(self, batch: Callable[[], T], conductor: Callable[[RowGates], Any]) -> T:
+        """Run `batch()` in a thread while `conductor(self)` decides, here, which rows go
+        on; every gate opens when the conductor returns or fails, so the batch always
+        ends. Returns what `batch()` returned (or raises what it raised)."""
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["value"] = batch()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+                outcome["error"] = exc
+            finally:
+                self.stop()
+
+        thread = threading.Thread(target=run, name="gated-batch", daemon=True)
+        thread.start()
+        try:
+            conductor(self)
+        finally:
+            self.release_all()
+            thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        value: T = outcome["value"]
+        return value
+
+    def hold_until(self, running: int) -> list[tuple[int, int]]:
+        """Hold every row until `running` of them have started at once; then let them
+        and every later row go as they start. Returns the starts it saw while holding."""
+        held: list[tuple[int, int]] = []
+        while len(held) < running:
+            start = self.next_start()
+            if start[0] == self.STOP:
+                raise AssertionError(f"the batch ended with {len(held)} of {running} rows started at once")
+            held.append(start)
+        self.release_all()
+        return held
