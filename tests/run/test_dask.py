@@ -249,6 +249,24 @@ def test_sd_batch_engine_dask_on_a_private_cluster(tmp_path: Path, monkeypatch: 
     assert out.read_text().splitlines() == ["id,answer", *(f"{i},answer {i}" for i in range(6))]
 
 
+def test_a_private_clusters_workers_freeze_their_start_up_heap_and_a_shared_ones_do_not(client: Any) -> None:
+    """The workers of a cluster the executor started live for its batches: their heap is
+    frozen before the first rows (full collections then skip it). A cluster you run is
+    left as it is."""
+    import gc
+
+    contexts = rows(4)
+    results, _ = run(contexts, DaskExecutor(client=client, max_in_flight=2), model_factory=FACTORY)
+    assert [r["answer"] for r in results] == [f"answer {i}" for i in range(4)]
+    assert set(client.run(gc.get_freeze_count).values()) == {0}
+
+    with DaskExecutor(n_workers=1, max_in_flight=2) as private:
+        results, _ = run(contexts, private, model_factory=FACTORY)
+        frozen = list(private.client.run(gc.get_freeze_count).values())
+    assert [r["answer"] for r in results] == [f"answer {i}" for i in range(4)]
+    assert len(frozen) == 1 and frozen[0] > 10_000  # modules, schemas, Dask's own objects
+
+
 def test_a_worker_killed_mid_batch_loses_and_repeats_no_row(client: Any, tmp_path: Path) -> None:
     """Runs last: the nanny restarts the killed worker, and the test waits for it. Two
     rows are held in their first call; the worker of the one that started last is
