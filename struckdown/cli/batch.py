@@ -188,6 +188,7 @@ class BatchRun:
                     "pass --resume to continue it, or delete it to start over"
                 )
         self.scan()
+        self.index.reserve(self.total)
         self.check_columns()
         if request.output is not None:
             self._resume_note()

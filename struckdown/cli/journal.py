@@ -24,6 +24,7 @@ import json
 import os
 import socket
 import time
+from array import array
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -180,8 +181,6 @@ class JournalIndex:
     answer columns of this job's lines."""
 
     def __init__(self) -> None:
-        from array import array
-
         self.offsets = array("q")  # -1: no line for this index
         self.flags = bytearray()  # bit 0: ok, bit 1: this job, bit 2: waiting in provider batches
         self.hashes = bytearray()  # 8 bytes of input_hash per index
@@ -220,11 +219,13 @@ class JournalIndex:
                     index.answer_keys.update(dict.fromkeys(entry["answers"]))
         return index
 
+    def reserve(self, rows: int) -> None:
+        """Room for `rows` rows at once (before a run), not one row at a time as they finish."""
+        self._grow(rows)
+
     def _grow(self, size: int) -> None:
         missing = size - len(self.offsets)
         if missing > 0:
-            from array import array
-
             self.offsets.extend(array("q", [-1]) * missing)
             self.flags.extend(bytes(missing))
             self.hashes.extend(bytes(8 * missing))
