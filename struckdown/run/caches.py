@@ -10,8 +10,8 @@ never reused for another object.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.output import TextOutput
@@ -27,16 +27,42 @@ _MAX_TOOLBOXES = 256
 _MAX_TEXT_OUTPUTS = 1024
 
 
+V = TypeVar("V")
+
+
+class _ByIdentity(Generic[V]):
+    """One value per object, made on first use, keyed by the object's identity and
+    pinned while held (so an id is never taken for another object's)."""
+
+    __slots__ = ("_held", "_limit", "_lock")
+
+    def __init__(self, limit: int, lock: threading.Lock) -> None:
+        self._held: dict[int, tuple[Any, V]] = {}
+        self._limit = limit
+        self._lock = lock
+
+    def get(self, key: Any, make: Callable[[Any], V]) -> V:
+        held = self._held.get(id(key))
+        if held is not None and held[0] is key:
+            return held[1]
+        value = make(key)
+        with self._lock:
+            if len(self._held) >= self._limit:
+                self._held.clear()
+            self._held[id(key)] = (key, value)
+        return value
+
+
 class EngineCaches:
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._agents: dict[tuple[int, int, int], tuple[Agent[Any, Any], tuple[Any, ...]]] = {}
         self._toolboxes: dict[tuple[int, ...], ToolBox] = {}
-        self._text_outputs: dict[int, tuple[OutputSpec, Any]] = {}
-        self._cached_models: dict[int, tuple[Any, CachedModel]] = {}
-        self._deferrable: dict[int, tuple[Any, list[Any]]] = {}
-        self._metered_models: dict[int, tuple[Any, MeteredModel]] = {}
-        self._retrying_models: dict[int, tuple[Any, RetryingModel]] = {}
-        self._lock = threading.Lock()
+        self._text_outputs: _ByIdentity[Any] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
+        self._cached_models: _ByIdentity[CachedModel] = _ByIdentity(_MAX_AGENTS, self._lock)
+        self._deferrable: _ByIdentity[list[Any]] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
+        self._metered_models: _ByIdentity[MeteredModel] = _ByIdentity(_MAX_AGENTS, self._lock)
+        self._retrying_models: _ByIdentity[RetryingModel] = _ByIdentity(_MAX_AGENTS, self._lock)
 
     def agent_for(self, output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
         """One agent per (output type, model, tool box), reused by every run.
@@ -81,72 +107,35 @@ class EngineCaches:
 
     def cached_model(self, model: Any) -> CachedModel:
         """The response-cache wrapper of `model` (one per model, so its agents are reused)."""
-        held = self._cached_models.get(id(model))
-        if held is not None and held[0] is model:
-            return held[1]
-        wrapper = CachedModel(model)
-        with self._lock:
-            if len(self._cached_models) >= _MAX_AGENTS:
-                self._cached_models.clear()
-            self._cached_models[id(model)] = (model, wrapper)
-        return wrapper
+        return self._cached_models.get(model, CachedModel)
 
     def deferrable(self, output_type: Any) -> list[Any]:
         """The output type or `DeferredToolRequests`: what a slot whose calls may wait for
         approval asks for (SPEC §12). One list per type, so its agent is reused."""
         from pydantic_ai.tools import DeferredToolRequests
 
-        held = self._deferrable.get(id(output_type))
-        if held is not None and held[0] is output_type:
-            return held[1]
-        union = [output_type, DeferredToolRequests]
-        with self._lock:
-            if len(self._deferrable) >= _MAX_TEXT_OUTPUTS:
-                self._deferrable.clear()
-            self._deferrable[id(output_type)] = (output_type, union)
-        return union
+        return self._deferrable.get(output_type, lambda kind: [kind, DeferredToolRequests])
 
     def metered_model(self, model: Any) -> MeteredModel:
         """The usage meter around `model` (one per model, so its agents are reused)."""
-        held = self._metered_models.get(id(model))
-        if held is not None and held[0] is model:
-            return held[1]
-        wrapper = MeteredModel(model)
-        with self._lock:
-            if len(self._metered_models) >= _MAX_AGENTS:
-                self._metered_models.clear()
-            self._metered_models[id(model)] = (model, wrapper)
-        return wrapper
+        return self._metered_models.get(model, MeteredModel)
 
     def retrying_model(self, model: Any) -> RetryingModel:
         """The retry wrapper of `model` (SPEC §14; one per model, so its agents are reused)."""
-        held = self._retrying_models.get(id(model))
-        if held is not None and held[0] is model:
-            return held[1]
-        wrapper = RetryingModel(model)
-        with self._lock:
-            if len(self._retrying_models) >= _MAX_AGENTS:
-                self._retrying_models.clear()
-            self._retrying_models[id(model)] = (model, wrapper)
-        return wrapper
+        return self._retrying_models.get(model, RetryingModel)
 
     def text_output(self, spec: OutputSpec) -> Any:
         """Text with rules (pattern, lengths): a failed check goes back to the model."""
         if not spec.has_text_rules:
             return str
-        held = self._text_outputs.get(id(spec))
-        if held is not None and held[0] is spec:
-            return held[1]
+        return self._text_outputs.get(spec, _checked_text)
 
-        async def check(text: str) -> str:  # async: pydantic-ai would run a sync one in a thread
-            try:
-                return spec.check_text(text)
-            except ValueError as exc:
-                raise ModelRetry(str(exc)) from None
 
-        output = TextOutput(check)
-        with self._lock:
-            if len(self._text_outputs) >= _MAX_TEXT_OUTPUTS:
-                self._text_outputs.clear()
-            self._text_outputs[id(spec)] = (spec, output)
-        return output
+def _checked_text(spec: OutputSpec) -> Any:
+    async def check(text: str) -> str:  # async: pydantic-ai would run a sync one in a thread
+        try:
+            return spec.check_text(text)
+        except ValueError as exc:
+            raise ModelRetry(str(exc)) from None
+
+    return TextOutput(check)
