@@ -5,6 +5,12 @@ import sys
 
 import pytest
 
+# Docker's Python images set PYTHONDONTWRITEBYTECODE=1: no bytecode cache is ever written, so
+# each run (each xdist worker, each `sd` subprocess) compiled struckdown, the test modules and
+# hypothesis again, about 5 s of a worker's start. The test run writes the caches
+# (`__pycache__/`, ignored by git); subprocesses read them.
+sys.dont_write_bytecode = False
+
 # Shared test helpers (scripted models, CLI runners, payload lists) live in tests/support.
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "support"))
 
