@@ -8,9 +8,11 @@ waits in the backlog instead of racing the start.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,9 +62,16 @@ def serving(config: WebConfig) -> Iterator[str]:
         sock.close()
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every test client (loading the CA bundle costs some 30 ms a client;
+    the servers are plain http on 127.0.0.1 anyway)."""
+    return httpx2.create_ssl_context()
+
+
 def client(base: str, token: str | None = None) -> httpx2.Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx2.Client(base_url=base, headers=headers, timeout=30)
+    return httpx2.Client(base_url=base, headers=headers, timeout=30, verify=_tls())
 
 
 def sse(response: Any) -> Iterator[dict[str, Any]]:
