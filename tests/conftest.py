@@ -103,14 +103,21 @@ class FrozenHeap:
     unfreezes everything at its end: in a test process each of those full collections walked
     the whole heap (~0.1 s; 140 batches through CliRunner, some 15 s of CPU in the README run).
     Here an unfreeze is followed by a freeze, so the heap stays frozen; the batch's own code
-    runs unchanged. At the session's end the heap is thawed and collected, so whatever garbage
-    stayed frozen is finalized (and warns) then."""
+    runs unchanged. Cyclic garbage frozen with it (a test's response caches hold files open)
+    is freed by a full collection every COLLECT_EVERY unfreezes, and at the session's end,
+    when the heap is thawed and collected: it is finalized (and warns) then."""
+
+    COLLECT_EVERY = 10  # about 14 full collections in the README run instead of 280
 
     def __init__(self) -> None:
         self.real_unfreeze = gc.unfreeze
+        self.thaws = 0
 
     def unfreeze(self) -> None:
         self.real_unfreeze()
+        self.thaws += 1
+        if self.thaws % self.COLLECT_EVERY == 0:
+            gc.collect()
         gc.freeze()
 
     def start(self) -> None:
