@@ -21,6 +21,9 @@ from cli_support import plain_environment, sd, use_model  # noqa: F401
 from cli_models import scripted
 
 DEEP = "[" * 5000 + "]" * 5000
+# PyYAML's parser is Python code, at least a frame per level: nesting as deep as the recursion
+# limit always exceeds it (its scanner is quadratic in the depth: 5,000 levels took a second)
+DEEP_YAML = "[" * sys.getrecursionlimit() + "]" * sys.getrecursionlimit()
 
 
 def write(path: Path, text: str) -> Path:
@@ -66,7 +69,7 @@ def test_a_json_context_that_python_cannot_convert_is_labelled_json(tmp_path: Pa
 
 
 def test_a_deep_yaml_context_is_a_clear_error(tmp_path: Path, template: Path) -> None:
-    context = write(tmp_path / "ctx.yaml", "n: " + DEEP + "\n")
+    context = write(tmp_path / "ctx.yaml", "n: " + DEEP_YAML + "\n")
     result = sd("run", template, "--context", context)
     assert result.exit_code == 2
     assert last_line(result) == f"error: context file {context}: invalid YAML: nested too deeply"

@@ -6,9 +6,8 @@ A real OpenAIChatModel talks to a loopback fake server (no network).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from cli_support import plain_environment, sd  # noqa: F401
 from struckdown import complete
 from struckdown.errors import StruckdownError
 from struckdown.model_errors import ModelError
+from http_support import http_serving
 from model_support import clear_model_cache
 
 EMPTY = {
@@ -43,23 +43,17 @@ def empty_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    for var in ("STRUCKDOWN_MODEL", "DEFAULT_LLM", "LLM_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("LLM_API_BASE", base)
-    monkeypatch.setenv("STRUCKDOWN_MAX_RETRIES", "0")
-    clear_model_cache()
-    try:
-        yield base
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with http_serving(Handler) as url:
+        base = f"{url}/v1"
+        for var in ("STRUCKDOWN_MODEL", "DEFAULT_LLM", "LLM_API_KEY"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("LLM_API_BASE", base)
+        monkeypatch.setenv("STRUCKDOWN_MAX_RETRIES", "0")
         clear_model_cache()
+        try:
+            yield base
+        finally:
+            clear_model_cache()
 
 
 def test_empty_choices_is_a_model_error_through_the_api(empty_server: str) -> None:

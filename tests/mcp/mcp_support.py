@@ -41,7 +41,7 @@ def serving(app: Any) -> Iterator[str]:
 
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # so asyncio sets TCP_NODELAY
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     started = threading.Event()

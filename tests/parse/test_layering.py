@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "struckdown"
@@ -53,6 +54,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path], *, annotations: bo
     return found
 
 
+@functools.cache  # every struckdown file parsed once for the three tests (they only read it)
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
     return {name: _imports(name, path, modules) for name, path in modules.items()}

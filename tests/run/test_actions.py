@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import struckdown as sd
+from http_support import http_serving
 from scripted import Call, Script, answered_last
 
 
@@ -26,12 +26,8 @@ def page_server() -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    thread.join()
+    with http_serving(Handler) as base:
+        yield f"{base}/"
 
 
 def test_fetch_is_off_unless_allowed(page_server: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -27,6 +27,7 @@ from struckdown.model_errors import (
     RateLimitError,
     map_model_error,
 )
+from http_support import http_serving
 from model_support import clear_model_cache, openai_compatible
 from struckdown.models import model_label
 
@@ -102,14 +103,9 @@ def server() -> Iterator[FakeServer]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    fake.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    httpd.shutdown()
-    httpd.server_close()
+    with http_serving(Handler) as base:
+        fake.base_url = f"{base}/v1"
+        yield fake
 
 
 @pytest.fixture(autouse=True)

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.testing
 from typer.testing import CliRunner
 
 from struckdown.cli.app import app
+
+# typer's CliRunner builds the click command from the app on every invoke: some 45 ms for sd's
+# commands (the type hints of every parameter), paid by every CLI test. The app never changes
+# in a test run, so it is built once (click commands keep no state between invocations).
+assert hasattr(typer.testing, "_get_command"), "typer.testing no longer builds the command per invoke"
+typer.testing._get_command = functools.cache(typer.testing._get_command)
 
 runner = CliRunner()
 

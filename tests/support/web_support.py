@@ -8,9 +8,11 @@ waits in the backlog instead of racing the start.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +45,9 @@ def use_scripted_model(patch: pytest.MonkeyPatch, factory: str = "web_models:pla
 @contextlib.contextmanager
 def serving(config: WebConfig) -> Iterator[str]:
     """The base URL of a running server for `config`; stopped on exit."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so; without it each
+    # request after the first on a kept-alive connection waited 40 ms (Nagle, delayed ACK)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     port = sock.getsockname()[1]
@@ -58,9 +62,16 @@ def serving(config: WebConfig) -> Iterator[str]:
         sock.close()
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every test client (loading the CA bundle costs some 30 ms a client;
+    the servers are plain http on 127.0.0.1 anyway)."""
+    return httpx2.create_ssl_context()
+
+
 def client(base: str, token: str | None = None) -> httpx2.Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx2.Client(base_url=base, headers=headers, timeout=30)
+    return httpx2.Client(base_url=base, headers=headers, timeout=30, verify=_tls())
 
 
 def sse(response: Any) -> Iterator[dict[str, Any]]:

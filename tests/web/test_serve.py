@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from http_support import http_serving
 from web_support import client, run_events, serving, sse, use_scripted_model
 
 from struckdown.web import WebConfig
@@ -123,12 +123,8 @@ def page_server() -> Iterator[tuple[str, list[str]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", hits
-    httpd.shutdown()
-    thread.join()
+    with http_serving(Handler) as base:
+        yield base, hits
 
 
 def test_fetch_is_refused_even_when_the_environment_allows_it(server: str, page_server: tuple[str, list[str]]) -> None:
