@@ -1,8 +1,5 @@
 """`destructiveHint: true` needs approval (SPEC §16 with §12): the MCP side marks such a
 tool `kind='unapproved'`; the approval machinery (issue 15) asks `approve=`.
-
-Needs the approval branch: tests/mcp/conftest.py keeps this file out of the run
-(`collect_ignore`) until it is merged.
 """
 
 from __future__ import annotations

@@ -251,3 +251,15 @@ def test_a_run_that_sends_more_than_the_output_budget_is_cut_off() -> None:
             "error": "OutputLimitExceeded: the run produced more output than this server sends",
         }
         assert run_events(http, {"template": "Hi [[a]]", "model": "test"})[-1]["type"] == "processing_complete"
+
+
+def test_the_servers_socket_says_tcp_so_its_connections_get_tcp_nodelay() -> None:
+    """asyncio sets TCP_NODELAY only on a socket made with IPPROTO_TCP; without it each
+    request after the first on a kept-alive connection waited for a delayed ACK (~40 ms)."""
+    import socket
+
+    from struckdown.cli.web_cmd import listening_socket
+
+    with listening_socket("127.0.0.1", 0) as sock:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert sock.getsockname()[1] > 0
