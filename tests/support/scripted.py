@@ -77,7 +77,6 @@ class Script:
     or a `Tools([...])` list of (name, args) tool calls."""
 
     answer: Answer
-    latency: float | Callable[[Call], float] = 0.0  # real sleeps: order nothing with them (use gate=)
     calls: list[Call] = field(default_factory=list)
     chunk: int = 0  # stream text in pieces of this many characters (0 = words)
     meet: int = 0  # hold each request until this many are in flight together (a gate; never met: fails)
@@ -95,8 +94,8 @@ class Script:
         self.calls.append(call)
         return call
 
-    async def _delay(self, call: Call) -> None:
-        """Latency, and the overlap proof: with `meet=n`, wait until n requests are in
+    async def _wait_turn(self, call: Call) -> None:
+        """The overlap proof: with `meet=n`, wait until n requests are in
         flight at once; the nth to arrive opens the gate for all. A missing overlap fails
         the test (after MEET_GUARD_S, a guard against hanging, not a wait anyone relies on)."""
         self.in_flight += 1
@@ -115,20 +114,17 @@ class Script:
                     ) from None
             if self.gate is not None:
                 await self.gate(call)
-            delay = self.latency(call) if callable(self.latency) else self.latency
-            if delay:
-                await asyncio.sleep(delay)
         finally:
             self.in_flight -= 1
 
     async def _fn(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         call = self._record(messages, info)
-        await self._delay(call)
+        await self._wait_turn(call)
         return respond(self.answer(call), info)
 
     async def _stream(self, messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
         call = self._record(messages, info)
-        await self._delay(call)
+        await self._wait_turn(call)
         response = respond(self.answer(call), info)
         for index, part in enumerate(response.parts):
             if isinstance(part, TextPart):
