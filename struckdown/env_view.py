@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .actions import ActionRegistry
-    from .model_store import ModelStore
+    from .models.store import ModelStore
     from .render import Renderer
     from .types import TypeRegistry
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from .actions import ActionRegistry, builtin_actions
 from .lru import LRU
-from .media_scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE
-from .model_store import ModelStore
+from .media.scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE
+from .models.store import ModelStore
 from .plan import Program
 from .render import Renderer
 from .run_options import EXECUTOR_OPTIONS as _EXECUTOR_OPTIONS
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pydantic_ai.capabilities import BatchModelRequests
     from pydantic_ai.usage import UsageLimits
 
-    from .provider_batch import ProviderBatch
+    from .batch.provider import ProviderBatch
     from .results import Result
     from .run_options import Approver, ModelLike, ToolLike
 
@@ -76,7 +76,7 @@ class Environment:
         self.tool_timeout = tool_timeout
         self.mcp = mcp
         if mcp is not None:  # a bad server spec fails here, not at the first run
-            from .mcp_tools import resolve_servers
+            from .tools.mcp import resolve_servers
 
             resolve_servers(mcp)
         self.approve = approve
@@ -226,7 +226,7 @@ class Environment:
 
     def run_settings(self, options: RunOptions, *, stream: bool, requests: Any = None, mcp: Any = None) -> Any:
         """The call's options over this Environment's defaults, as the engine takes them."""
-        from .batching import request_limiter
+        from .batch import request_limiter
         from .run import RunSettings
         from .run.accounting import budget_settings
 
@@ -304,7 +304,7 @@ class Environment:
     def _mcp_sessions(self, program: Program, options: RunOptions) -> AbstractAsyncContextManager[Any]:
         """The MCP sessions of one run or batch (None inside without servers): opened as
         slots first need them, closed when the block ends (SPEC §16)."""
-        from .mcp_tools import run_sessions
+        from .tools.mcp import run_sessions
 
         return run_sessions(options.get("mcp", self.mcp), program)
 
@@ -462,7 +462,7 @@ class Environment:
         requests through the provider's batch API (docs/batch.md). The returned list
         holds every row; `complete_batch_iter_async` is the form that holds none.
         """
-        from .batching import BatchCall, collected
+        from .batch import BatchCall, collected
 
         concurrency, on_result, options = self._checked_batch(
             "complete_batch_async", concurrency, on_result, options, executor
@@ -488,7 +488,7 @@ class Environment:
         (an async iterable too, without an executor). Closing the generator cancels
         the rows in flight; a slow consumer holds the batch back. The other keywords
         are `complete_batch_async`'s."""
-        from .batching import BatchCall, outcomes
+        from .batch import BatchCall, outcomes
 
         concurrency, _, options = self._checked_batch(
             "complete_batch_iter_async", concurrency, None, options, executor

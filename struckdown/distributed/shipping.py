@@ -141,7 +141,7 @@ def _mcp_spec(mcp: Any) -> tuple[dict[str, Any], ...] | None:
     """MCP servers as plain data; each worker opens one session per server for the batch."""
     if mcp is None:
         return None
-    from ..mcp_tools import resolve_servers
+    from ..tools.mcp import resolve_servers
 
     plain = [spec.plain() for spec in resolve_servers(mcp)]
     if any(p is None for p in plain):

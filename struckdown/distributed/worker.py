@@ -29,7 +29,7 @@ import anyio
 import distributed
 
 from ..run.accounting import usage_of
-from ..toolfiles import import_name, module_from_source, public_tools
+from ..tools.files import import_name, module_from_source, public_tools
 from .budget import row_may_start, row_spent
 from .packing import pack_error, pack_outcomes
 
@@ -53,7 +53,7 @@ def is_transient(exc: BaseException) -> bool:
     exhausted quota), a connection error or timeout, or a server error (5xx or an
     unclassified `ModelError`). Template, configuration, authentication, bad-request,
     context-window and content-filter errors are permanent."""
-    from .. import model_errors as me
+    from ..models import errors as me
 
     error = _model_error_in(exc)
     if error is None:
@@ -68,7 +68,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def _model_error_in(exc: BaseException) -> Any:
-    from ..model_errors import ModelError
+    from ..models.errors import ModelError
 
     seen: set[int] = set()
     todo: list[BaseException] = [exc]
@@ -217,7 +217,7 @@ def _row_runner(job: dict[str, Any], spent: list[float]) -> Callable[[dict[str, 
 def _sessions(job: dict[str, Any]) -> Any:
     """One session per MCP server on this worker for the rows of one batch (SPEC §16),
     opened by the first row that needs it, closed by `close_mcp_sessions` at the batch's end."""
-    from ..mcp_tools import MCPSessions, ServerSpec
+    from ..tools.mcp import MCPSessions, ServerSpec
 
     batch = job.get("batch") or ""
     sessions = _mcp_sessions.get(batch)

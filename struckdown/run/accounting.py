@@ -59,8 +59,8 @@ def budget_settings(environment: Any, options: Any) -> dict[str, Any]:
     """The RunSettings fields of budgets, cost and tracing: the call's keywords over the
     Environment's defaults (prices, tool_limits and instrument; run_limits and max_cost
     are per call only)."""
+    from ..models.pricing import Pricing
     from ..observe import tracing_for
-    from ..pricing import Pricing
     from .budgets import check_tool_limits
     from .ledger import Budget
 
@@ -88,7 +88,7 @@ def batch_budget(environment: Any, program: Any, options: Any, batch_limits: Any
     """A local batch's shared account (None without a batch budget) and the options its rows
     get: `max_cost` of `complete_batch` is the whole batch's, not each row's. With
     `max_cost`, every model the batch may use must have a known price (before any row)."""
-    from ..pricing import Pricing
+    from ..models.pricing import Pricing
     from .ledger import BatchLedger, Budget, RunLedger
 
     budget = Budget.of(batch_limits, options.get("max_cost"), "batch_limits")

@@ -39,7 +39,7 @@ from ..incremental import (
     SlotCompleted,
     SlotRetracted,
 )
-from ..media_scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE, media_scope
+from ..media.scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE, media_scope
 from ..models import resolve_model
 from ..observe import run_span, slot_span
 from ..plan import Program, Segment

@@ -30,9 +30,9 @@ from pydantic_ai.models import StreamedResponse
 
 from ..errors import BudgetExceeded, ConfigurationError
 from ..incremental import ModelResponded
-from ..pricing import Pricing, format_cost
+from ..models.pricing import Pricing, format_cost
 from ..results import Usage
-from .streams import Request, SlotRunWrapper
+from .wrappers.streams import Request, SlotRunWrapper
 
 Emit = Callable[[Any], Awaitable[None]]
 
