@@ -6,11 +6,8 @@ The public names are loaded on first use (PEP 562), so `import struckdown` and
 
 from __future__ import annotations
 
-import logging
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
-
-logging.getLogger("struckdown").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

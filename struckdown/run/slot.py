@@ -338,11 +338,12 @@ def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> floa
     if asked is None:
         return ceiling
     if ceiling is not None and asked > ceiling:
-        import logging
         import warnings
 
+        from ..log import logger
+
         message = f"template asked for tool_timeout={asked:g} but the caller's ceiling is {ceiling:g}; using {ceiling:g}"
-        logging.getLogger("struckdown").warning("slot %s: %s", slot, message)
+        logger.warning("slot %s: %s", slot, message)
         warnings.warn(message, UserWarning, stacklevel=2)
         return ceiling
     return asked
