@@ -20,10 +20,6 @@ from typing import Any
 
 from ..errors import ConfigurationError
 
-#: pydantic-ai's local models (`TestModel`, `FunctionModel`): no catalogue prices them, so
-#: their responses never load genai-prices' data (about 0.15 s of start-up).
-LOCAL_SYSTEMS = frozenset({"test", "function"})
-
 #: The rates a `prices=` entry may give, USD per million tokens.
 RATE_KEYS = ("input", "output", "cache_read")
 _MILLION = Decimal(1_000_000)
@@ -174,7 +170,7 @@ class Pricing:
     def _catalogue(self, usage: Any, name: str, providers: list[str], url: str | None, when: Any) -> float | None:
         """genai-prices, by the endpoint's URL first, then by provider id (as pydantic-ai looks up)."""
         key = (name, providers[0] if providers else None, url)
-        if key in self._unknown or (url is None and LOCAL_SYSTEMS.issuperset(providers)):
+        if key in self._unknown:
             return None
         from genai_prices import calc_price
 
