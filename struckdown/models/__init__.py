@@ -289,7 +289,7 @@ def _from_factory(reference: str) -> Any:
 
 def _test_model() -> Any:
     """`"test"`: pydantic-ai's TestModel answering every type with a valid sample (a dry run)."""
-    from .types.samples import SampleModel
+    from ..types.samples import SampleModel
 
     return SampleModel()
 

@@ -46,7 +46,7 @@ def test_sd_run_cuts_a_sync_tools_file_tool_at_the_default_tool_timeout(
 ) -> None:
     environment = default_environment()
     assert environment.tool_timeout == 60.0  # what `sd run` users get without asking
-    monkeypatch.setattr(environment, "tool_timeout", 0.05)  # the same default, shorter for the test
+    monkeypatch.setitem(environment.defaults, "tool_timeout", 0.05)  # the same default, shorter for the test
     tools = tmp_path / "tools.py"
     tools.write_text(TOOLS_FILE, encoding="utf-8")
     template = tmp_path / "t.sd"
