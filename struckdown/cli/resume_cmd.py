@@ -56,7 +56,8 @@ def resume_command(request: ResumeRequest) -> int:
     decisions = decisions_from_flags(request, requests, display)
     names = default_environment().engine_caches().toolbox(tuple(tools)).names
     try:
-        read_state(state, decisions, tools=names)  # every problem before any model call, as a CLI error
+        servers = [server["name"] for server in (state.get("options") or {}).get("mcp") or ()]  # as recorded
+        read_state(state, decisions, tools=names, servers=servers)  # every problem before any model call, as a CLI error
     except ValueError as exc:
         raise CliError(str(exc)) from None
     later: Any = True if request.approve_all else False if request.deny_all else None
