@@ -476,13 +476,12 @@ class MCPSessions:
         except Exception as exc:  # noqa: BLE001 - any failure to start or reach it
             raise MCPServerError(spec.name, f"could not open a session: {_reason(exc)}") from exc
         try:
-            hints = await _hints(toolset, spec)
+            names, readonly, listed, destructive = await _hints(toolset, spec)
         except BaseException:
             await _exit(toolset, spec.name)
             raise
         shown = toolset if spec.prefixed else toolset.prefixed(spec.name)
-        return _Open(toolset, shown.prepared(_mark_destructive), hints.names, hints.readonly, hints.listed,
-                     hints.destructive)  # fmt: skip
+        return _Open(toolset, shown.prepared(_mark_destructive), names, readonly, listed, destructive)
 
     async def aclose(self) -> None:
         """Close every open session (shielded: also when the run was cancelled)."""
@@ -512,15 +511,7 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-@dataclass(frozen=True)
-class _Hints:
-    names: frozenset[str]
-    readonly: frozenset[str]
-    listed: bool
-    destructive: frozenset[str]
-
-
-async def _hints(toolset: Any, spec: ServerSpec) -> _Hints:
+async def _hints(toolset: Any, spec: ServerSpec) -> tuple[frozenset[str], frozenset[str], bool, frozenset[str]]:
     """Every tool name as slots see it, those annotated readOnlyHint: true and those that
     need approval (destructiveHint: true and not read-only), from the `MCPToolset` inside.
     Filters of the caller's own wrappers are not known here, so their tools count as not
@@ -532,7 +523,7 @@ async def _hints(toolset: Any, spec: ServerSpec) -> _Hints:
         known = known and (spec.capability or isinstance(inner, PrefixedToolset))
         inner = getattr(inner, "wrapped", None)
     if inner is None:
-        return _Hints(frozenset(), frozenset(), False, frozenset())
+        return frozenset(), frozenset(), False, frozenset()
     tools = await inner.list_tools()
     prefix = f"{spec.name}_"  # ours, or the one of the object that is already prefixed
     names, readonly, destructive = set(), set(), set()
@@ -545,7 +536,7 @@ async def _hints(toolset: Any, spec: ServerSpec) -> _Hints:
             readonly.add(prefix + tool.name)
         elif annotations is not None and getattr(annotations, "destructive_hint", None) is True:
             destructive.add(prefix + tool.name)
-    return _Hints(frozenset(names), frozenset(readonly), known, frozenset(destructive))
+    return frozenset(names), frozenset(readonly), known, frozenset(destructive)
 
 
 def annotation(tool_def: Any, hint: str) -> bool:
