@@ -29,7 +29,7 @@ from ..approval_state import ApprovalRequest, Decision, PausedSlot, ResumePoint,
 from ..errors import Paused, TemplateRuntimeError
 from ..incremental import ApprovalDecided, ApprovalRequested
 from ..results import SlotResult, ToolCall, Usage
-from ..slot_options import tool_names
+from ..slot_options import server_names, tool_names
 from ..syntax.nodes import Action, JinjaValue
 from .tools import Flight, ToolBox, ToolWrap, _canonical
 
@@ -114,7 +114,7 @@ class ApprovalRun:
         self.actions: dict[str, list[Any]] = {}  # keyless actions that ran, for the state
         self._replayed: dict[str, int] = {}  # how many of a position's stored actions were replayed
         self._lock: Any = None  # an anyio.Lock: one request shown at a time
-        self._mcp_named: list[tuple[Any, str]] = []  # (slot plan, `approve=` name of an MCP tool)
+        self._mcp_named: list[tuple[Any, str, str]] = []  # (slot plan, `approve=` name of an MCP tool, its server)
 
     # -- before the run ------------------------------------------------------------
     def check_names(self, program: Program, servers: Sequence[str] = ()) -> None:
@@ -123,7 +123,6 @@ class ApprovalRun:
         `<server>_<tool>` for an MCP server of the run waits for `check_mcp_names`, which
         lists that server's tools."""
         known = list(self.toolbox.names)
-        prefixes = tuple(f"{server}_" for server in servers)
         self._mcp_named = []
         for plan in program.plans.values():
             raw = plan.control.get("approve")
@@ -132,18 +131,20 @@ class ApprovalRun:
             for name in tool_names(raw):
                 if name == "*" or name in known:
                     continue
-                if name.startswith(prefixes):
-                    self._mcp_named.append((plan, name))
-                    continue
-                raise _unknown_name(program, plan, name, known, servers)
+                server = _server_of(name, servers)
+                if server is None:
+                    raise _unknown_name(program, plan, name, known, servers)
+                used = plan.control.get("mcp")  # the slot's servers, when it names them
+                if used is not None and not isinstance(used, JinjaValue) and server not in server_names(used):
+                    raise _unknown_name(program, plan, name, known, servers, used)
+                self._mcp_named.append((plan, name, server))
 
     async def check_mcp_names(self, program: Program, sessions: Any) -> None:
         """The `approve=` names of MCP tools (`check_names` set them aside): the sessions of
         their servers open now, before any model call, and list their tools."""
         if not self._mcp_named or sessions is None:
             return
-        for plan, name in self._mcp_named:
-            server = next(s for s in sessions.names if name.startswith(f"{s}_"))
+        for plan, name, server in self._mcp_named:
             listed = await sessions.slot_tools(plan.key, [server])
             if name not in listed.names and listed.listed:
                 known = sorted(set(self.toolbox.names) | listed.names)
@@ -281,16 +282,26 @@ class ApprovalRun:
         return paused
 
 
+def _server_of(name: str, servers: Sequence[str]) -> str | None:
+    """The MCP server whose tool `name` would be (`<server>_<tool>`; the longest such server)."""
+    matching = [server for server in servers if name.startswith(f"{server}_")]
+    return max(matching, key=len) if matching else None
+
+
 def _unknown_name(
-    program: Program, plan: Any, name: str, known: Sequence[str], servers: Sequence[str]
+    program: Program, plan: Any, name: str, known: Sequence[str], servers: Sequence[str], used: Any = None
 ) -> Exception:
-    """The positioned error for an `approve=` name that is no tool of the run."""
+    """The positioned error for an `approve=` name that is no tool of the run (or, `used`
+    given, a tool of a server the slot's `mcp=` leaves out)."""
     from ..check import close_match
     from ..syntax.source import SourceMap
 
     option = next(o for o in plan.slot.options if o.key == "approve")
     pos = option.value_pos or option.pos
     source = SourceMap(program.template.source, program.template.filename).for_file(pos.filename)
+    if used is not None:
+        message = f"approve= names {name!r}, a tool of an MCP server this slot does not use (mcp={used})"
+        return source.error(message, pos.line, pos.column, "add its server to the slot's mcp=, or drop the name")
     if known:
         hint = close_match(name, list(known), "the run's tools")
     elif servers:
