@@ -129,11 +129,12 @@ def test_an_approve_name_no_server_has_is_an_error_before_any_model_call(notes: 
     assert script.calls == [] and notes.record.calls == []
     with pytest.raises(sd.TemplateSyntaxError, match="approve= names 'files_rm', which is not a tool of this run"):
         sd.complete("Note owl. [[clean|mcp=notes, approve=files_rm]]", model=script.model(), mcp=servers(notes))
+    opened = notes.record.sessions  # the misspelt name listed the server's tools: one session
     two = {"notes": notes.url, "files": notes.url}
     with pytest.raises(sd.TemplateSyntaxError, match=r"approve= names 'notes_erase', a tool of an MCP server this slot "
                        r"does not use \(mcp=files\)"):  # fmt: skip
         sd.complete("Note owl. [[clean|mcp=files, approve=notes_erase]]", model=script.model(), mcp=two)
-    assert script.calls == [] and notes.record.sessions == 0
+    assert script.calls == [] and notes.record.sessions == opened == 1  # refused before any session opened
 
 
 # -- the command line: --pause-to, then sd resume ------------------------------------------
