@@ -299,6 +299,7 @@ class Playground:
             if refusal:
                 raise HttpError(403, refusal)
             job["model"] = model or self.config.default_model()
+            job["policy"] = self.config.model_policy.to_dict()  # the template's own model= and fallback=
             job["cache"] = bool(data.get("cache")) and not self.config.shared
         return job
 

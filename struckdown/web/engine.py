@@ -31,6 +31,39 @@ def resolve_model(name: str | None) -> Any:
     return loading.resolve_cli_model(name)
 
 
+def models_reached(program: Any) -> list[tuple[str, str, str | None]]:
+    """Every model name a run of `program` can reach besides the page's pick: each
+    slot's (guards' too) `model=` and `fallback=` options, as (slot key, option, name);
+    name None when the option is `{{ … }}` (known only at run time)."""
+    from ..syntax.nodes import JinjaValue
+
+    found: list[tuple[str, str, str | None]] = []
+    for plan in program.plans.values():
+        for option, value in (("model", plan.settings.get("model")), ("fallback", plan.control.get("fallback"))):
+            if value is None:
+                continue
+            if isinstance(value, JinjaValue):
+                found.append((plan.key, option, None))
+                continue
+            names = [str(value).strip()] if option == "model" else [m.strip() for m in str(value).split(",")]
+            found += [(plan.key, option, name) for name in names if name]
+    return found
+
+
+def refuse_models(program: Any, policy: Any) -> None:
+    """Every model the template can reach checked against the server's allow-list
+    (`ModelPolicy`), before any model is resolved or called."""
+    for key, option, name in models_reached(program):
+        if name is None:
+            if policy.allowed or policy.shared:
+                raise Refused(f"slot {key!r}: {option}= is computed with {{{{ … }}}}, which this server does not "
+                              "allow: name the model")
+            continue
+        refusal = policy.refusal(name)
+        if refusal is not None:
+            raise Refused(f"slot {key!r}: {option}=: {refusal}")
+
+
 def load_tools(path: str | None) -> list[Any]:
     from ..cli.loading import load_tools as load
 

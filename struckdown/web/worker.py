@@ -171,9 +171,13 @@ class Worker:
     def _prepare(self, job: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
         from . import engine
 
+        from .config import ModelPolicy
+
         program = engine.compile_text(job["template"], self.template_path(job))
         if self.shared:
             engine.refuse_network_actions(program)
+        policy = ModelPolicy.from_dict(job.get("policy")) if self.shared or "policy" in job else ModelPolicy()
+        engine.refuse_models(program, policy)  # SPEC §17: before any model is resolved or called
         model = engine.resolve_model(job.get("model") or None)
         tools = engine.load_tools(job.get("tools"))
         return program, model, tools
