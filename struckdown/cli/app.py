@@ -427,7 +427,17 @@ def batch(
             "--file-columns",
             metavar="COL[,COL…]",
             help="Columns holding paths (relative to the input file) of images or files to send as such "
-            "(repeatable or comma-separated; a JSON list of paths gives a list).",
+            "(repeatable or comma-separated; a JSON list of paths gives a list). Only files under the input "
+            "file's folder (or --files-root) are read.",
+            show_default=False,
+        ),
+    ] = None,
+    files_root: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--files-root",
+            metavar="FOLDER",
+            help="The folder --file-columns paths are relative to and may not leave (default: the input file's).",
             show_default=False,
         ),
     ] = None,
@@ -543,6 +553,7 @@ def batch(
                 max_cost=max_cost,
                 otel=otel,
                 file_columns=file_columns or (),
+                files_root=files_root,
                 head=head,
                 compare=compare or (),
                 max_tokens=max_tokens,
