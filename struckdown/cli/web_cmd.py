@@ -106,7 +106,10 @@ def serve(
         printed = None
         if not keys:
             if host not in LOOPBACK_HOSTS:
-                raise CliError(f"refusing to serve on {host} without a key: pass --api-key-file or --api-key, or set STRUCKDOWN_API_KEY")
+                raise CliError(
+                    f"refusing to serve on {host} without a key: pass --api-key-file or --api-key, "
+                    "or set STRUCKDOWN_API_KEY"
+                )
             printed = secrets.token_urlsafe(18)
             keys = (printed,)
         if tools is not None and not tools.is_file():

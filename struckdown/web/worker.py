@@ -170,7 +170,6 @@ class Worker:
 
     def _prepare(self, job: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
         from . import engine
-
         from .config import ModelPolicy
 
         program = engine.compile_text(job["template"], self.template_path(job))
