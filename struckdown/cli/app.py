@@ -275,10 +275,15 @@ def resume_(
         typer.Option("--pause-to", metavar="FILE", help="Where a new pause goes. Default: STATE_FILE.",
                      show_default=False),
     ] = None,
+    trust_state: Annotated[
+        bool,
+        typer.Option("--trust-state", help="Import the tools file and model factory the state names "
+                     "(by default only what --tools / --model name)."),
+    ] = False,
 ) -> None:
     """Continue a run paused for approval: decide its calls, then run the rest.
 
-    The model and tools file are the paused run's unless --model / --tools say otherwise. Calls left undecided are asked on a terminal. A later call that needs approval pauses the run again (exit 4), unless --approve-all or --deny-all decides it.
+    The state's signature is checked first; an edited state is refused. The tools file and a model factory are imported only when --tools / --model name them (or with --trust-state, as the state names them); a plain model string comes from the state. Calls left undecided are asked on a terminal. A later call that needs approval pauses the run again (exit 4), unless --approve-all or --deny-all decides it.
     """  # noqa: E501 - typer keeps line breaks inside a paragraph
     with reporting_errors():
         from .resume_cmd import ResumeRequest, resume_command
@@ -295,6 +300,7 @@ def resume_(
                 output=output,
                 as_json=as_json,
                 pause_to=pause_to,
+                trust_state=trust_state,
             )
         )
     raise typer.Exit(code)

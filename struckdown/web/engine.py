@@ -190,7 +190,7 @@ def event_dict(event: Any) -> dict[str, Any]:
         data["halted"] = None if halted is None else {"slot": halted.slot, "reason": halted.reason}
         if result.paused is not None:  # SPEC §12: the page decides, then posts the state back
             data["requests"] = [request.to_dict() for request in result.paused.requests]
-            data["state"] = result.paused.state
+            data["state"] = page_state(result.paused.state)
     return data
 
 
@@ -210,17 +210,38 @@ async def resume_events(
     cache: bool,
 ) -> AsyncIterator[dict[str, Any]]:
     """A paused run continued with the page's decisions (SPEC §12). The state came back
-    from the page, so nothing in it names a file: the template is the one the page sends
-    now (`template=`: an edit since the pause is an error) and paths are the worker's."""
+    from the page, signed by this server for this API key (`check_state`): the template
+    is the one the page sends now (`template=`: an edit since the pause is an error) and
+    paths are the worker's."""
     from .. import resume_incremental_async
 
-    state = {**state, "template_path": None, "includes": {}}
     template = program.template
     async for event in resume_incremental_async(
         state, decisions, template=template.source, template_path=template.filename,
         model=model, tools=tools, cache=cache, on_halt="return", stream=True,
     ):
         yield event_dict(event)
+
+
+def page_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A paused state as the page gets it: naming no file of the worker (the page sends the
+    template text back on resume), signed again with the key of this job (its API key's)."""
+    from ..state_signing import sign_state
+
+    return sign_state({**state, "template_path": None, "includes": {}})
+
+
+def check_state(state: Any) -> None:
+    """A state the page sent back is one this server signed for this API key (issue 39
+    N3/N6): else the request is refused before anything runs."""
+    from ..state_signing import verify_state
+
+    if not isinstance(state, Mapping):
+        raise Refused("the paused state must be a JSON object")
+    try:
+        verify_state(state)
+    except ValueError as exc:
+        raise Refused(f"this paused run cannot be resumed here: {exc}") from None
 
 
 async def run_batch(

@@ -30,17 +30,20 @@ from typing import Any, TextIO
 Send = Callable[[dict[str, Any]], None]
 
 
-def child_main(channel: socket.socket, memory_mb: int, shared: bool, env: dict[str, str]) -> None:
-    """A worker's life, forked from the warm fork server: jobs in, messages out, over `channel`."""
+def child_main(channel: socket.socket, memory_mb: int, shared: bool, env: dict[str, str], folder: str) -> None:
+    """A worker's life, forked from the warm fork server: jobs in, messages out, over `channel`.
+    `folder` is its temporary folder (the server removes it when the worker is gone)."""
     os.environ.clear()
     os.environ.update(env)  # the server's environment when it asked for this worker
+    os.environ["TMPDIR"] = folder
+    tempfile.tempdir = folder  # every temporary file of a job goes there
     for entry in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
     sys.stdout = sys.stderr  # a print() in a tools file must not reach the protocol
     if shared:
         os.environ.pop("STRUCKDOWN_ALLOW_FETCH", None)
-        os.chdir(tempfile.mkdtemp(prefix="sd-serve-"))  # includes resolve against an empty folder
+        os.chdir(tempfile.mkdtemp(prefix="cwd-", dir=folder))  # includes resolve against an empty folder
     _warm_up()
     if memory_mb > 0:
         _limit_memory(memory_mb)
@@ -182,6 +185,18 @@ class Worker:
         return program, model, tools
 
     async def run(self, job: dict[str, Any]) -> None:
+        from ..state_signing import using_state_key
+
+        # SPEC §12 / issue 39 N6: paused states are signed with the server's key for the
+        # API key that asked, so only that key can decide and resume them
+        key = job.get("state_key")
+        if key is None:
+            await self._run(job)
+            return
+        with using_state_key(bytes.fromhex(key)):
+            await self._run(job)
+
+    async def _run(self, job: dict[str, Any]) -> None:
         from . import engine
 
         program, model, tools = self._prepare(job)
@@ -190,6 +205,7 @@ class Worker:
         failed = False
         resume = job.get("resume")  # SPEC §12: the state of a paused run and the page's decisions
         if resume is not None:
+            engine.check_state(resume["state"])
             events = engine.resume_events(
                 program, resume["state"], resume["decisions"], model=model, tools=tools,
                 cache=bool(job.get("cache")),
