@@ -199,13 +199,14 @@ class Worker:
     async def _run(self, job: dict[str, Any]) -> None:
         from . import engine
 
+        resume = job.get("resume")  # SPEC §12: the state of a paused run and the page's decisions
+        if resume is not None:
+            engine.check_state(resume["state"])  # signed for this API key: before anything is loaded
         program, model, tools = self._prepare(job)
         context = self._context(job)
         self.send({"type": "run_started", "slots": list(program.keys)})
         failed = False
-        resume = job.get("resume")  # SPEC §12: the state of a paused run and the page's decisions
         if resume is not None:
-            engine.check_state(resume["state"])
             events = engine.resume_events(
                 program, resume["state"], resume["decisions"], model=model, tools=tools,
                 cache=bool(job.get("cache")),

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cli_support import plain_environment, sd, use_model  # noqa: F401
 from cli_models import scripted
 
@@ -118,6 +120,7 @@ def test_files_root_must_be_a_folder_and_needs_file_columns(tmp_path: Path, use_
     assert "error: --files-root is the folder of --file-columns paths: give --file-columns too" in alone.stderr
 
 
+@pytest.mark.process  # the attack as a user meets it: sd in a new process
 def test_the_attack_end_to_end_in_a_new_process(tmp_path: Path) -> None:
     """`sd batch` as a user runs it, on rows someone else wrote: no secret reaches the model."""
     data, rows = layout(tmp_path)
