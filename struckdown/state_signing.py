@@ -37,7 +37,8 @@ _KEY: contextvars.ContextVar[bytes | None] = contextvars.ContextVar("struckdown_
 _PARTS = {
     "format": "its format", "struckdown": "its struckdown version", "template": "the template text",
     "template_path": "template_path", "includes": "the included files' hashes", "context": "the context",
-    "tools": "the tool names", "actions": "the actions that ran", "extra": "extra (the host's settings)",
+    "tools": "the tool names", "actions": "the actions that ran", "options": "the recorded run options",
+    "extra": "extra (the host's settings)",
 }
 #: Lists of a state compared item by item: (field, the item's name field, how an error names one).
 _ITEMS = (("finished", "key", "finished slot"), ("paused", "slot", "paused slot"), ("requests", "id", "request"))

@@ -16,7 +16,7 @@ def budget_options(prices_file: Path | None, max_cost: float | None, instrument:
     options: dict[str, Any] = {}
     if prices_file is not None:
         from ..errors import ConfigurationError
-        from ..pricing import load_prices_file
+        from ..models.pricing import load_prices_file
 
         try:
             options["prices"] = load_prices_file(prices_file)
@@ -52,7 +52,7 @@ def otel(enabled: bool) -> Iterator[Any]:
 
 def cost_part(usage: Mapping[str, Any] | Any) -> str | None:
     """`$0.0123` for a summary line, or None when the cost is unknown."""
-    from ..pricing import format_cost
+    from ..models.pricing import format_cost
 
     cost = usage.get("cost") if isinstance(usage, Mapping) else getattr(usage, "cost", None)
     return format_cost(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None

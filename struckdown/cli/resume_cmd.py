@@ -115,7 +115,7 @@ def _model(request: ResumeRequest, cli: dict[str, Any]) -> Any:
         return request.model
     named = cli.get("model")
     if isinstance(named, str) and ":" in named and not request.trust_state:
-        from ..toolfiles import factory_reference
+        from ..tools.files import factory_reference
 
         if factory_reference(named) is not None:
             raise CliError(

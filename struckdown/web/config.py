@@ -49,7 +49,7 @@ def is_factory(name: str) -> bool:
     the search for its module; called only for names the operator listed)."""
     if ":" not in name:
         return False
-    from ..toolfiles import factory_reference
+    from ..tools.files import factory_reference
 
     return factory_reference(name.strip()) is not None
 
