@@ -54,6 +54,7 @@ def resume_command(request: ResumeRequest) -> int:
     except ValueError as exc:
         raise CliError(f"{request.state_file}: {exc}") from None
     cli = dict((state.get("extra") or {}).get("cli") or {})
+    _refuse_state_code(request, state)
     tools = load_tools(_tools_file(request, cli))
     model = _model(request, cli)
     requests = [ApprovalRequest(r["id"], r["slot"], r["tool_name"], dict(r["arguments"])) for r in state["requests"]]
@@ -107,6 +108,25 @@ def _tools_file(request: ResumeRequest, cli: dict[str, Any]) -> Path | None:
         f"the paused run used the tools file {named}; sd resume imports only what its command line names: "
         f"pass --tools {named} (or --trust-state to load what the state names)"
     )
+
+
+def _refuse_state_code(request: ResumeRequest, state: dict[str, Any]) -> None:
+    """MCP servers (commands) and `module:factory` fallbacks the state's recorded options
+    name start or import code: only with --trust-state (sd resume has no flags for them)."""
+    if request.trust_state:
+        return
+    from ..tools.files import factory_reference
+
+    found = state.get("options")
+    recorded: dict[str, Any] = found if isinstance(found, dict) else {}
+    named = [f"MCP servers {recorded['mcp']!r}"] if recorded.get("mcp") else []
+    fallback = recorded.get("fallback") or ()
+    for name in [fallback] if isinstance(fallback, str) else fallback:
+        if isinstance(name, str) and ":" in name and factory_reference(name) is not None:
+            named.append(f"the fallback model factory {name}")
+    if named:
+        raise CliError(f"the paused run used {' and '.join(named)}; sd resume starts or imports them only with "
+                       "--trust-state")
 
 
 def _model(request: ResumeRequest, cli: dict[str, Any]) -> Any:
