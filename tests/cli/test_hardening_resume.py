@@ -146,3 +146,19 @@ def test_sd_resume_imports_only_what_its_command_line_names(
     assert trusted.exit_code == 0, trusted.output
     assert marker.read_text() == "imported\nrefund 49.0\n"
     assert json.loads((tmp_path / "out.json").read_text())["answers"]["reply"] == "Order 5531: refunded 49.00 for order 5531"
+
+
+def test_a_states_fallback_factory_is_imported_only_with_trust_state(
+    tmp_path: Path, tools: tuple[Path, Path], calls: Path
+) -> None:
+    path, marker = tools
+    state = tmp_path / "fallback.state.json"
+    result = sd("run", TEMPLATE, "--context", EXAMPLES / "refund_agent.json", "--tools", path, "--model", MODEL,
+                "--fallback", "cli_models:echo", "--no-cache", "--pause-to", state)
+    assert result.exit_code == 4, result.output
+    assert json.loads(state.read_text())["options"]["fallback"] == ["cli_models:echo"]
+    refused = sd("resume", state, "--tools", path, "--model", MODEL, "--approve", "reply.1")
+    assert refused.exit_code == 2
+    assert ("error: the paused run used the fallback model factory cli_models:echo; sd resume starts or imports "
+            "them only with --trust-state") in refused.stderr
+    assert sd("resume", state, "--trust-state", "--approve", "reply.1").exit_code == 0
