@@ -13,15 +13,17 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .approval_cmd import decisions_from_flags, read_state_file, report_pause, write_pause
+from .costs import otel
 from .display import RunDisplay, make_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, write_json
+from .keywords import run_keywords
 from .loading import load_tools
 from .run_cmd import run_record
 
@@ -33,14 +35,12 @@ class ResumeRequest:
     deny: Sequence[str] = ()
     approve_all: bool = False
     deny_all: bool = False
-    model: str | None = None
-    tools_file: Path | None = None
+    flags: Mapping[str, Any] = field(default_factory=dict)  # the RUN_FLAGS given: they override the paused run's
     output: Path | None = None
     as_json: bool = False
     stream: bool | None = None
     pause_to: Path | None = None
-    include_paths: Sequence[Path] = field(default_factory=tuple)
-    trust_state: bool = False  # load the tools file and model factory the state names
+    trust_state: bool = False  # load the tools file, model factory and MCP servers the state names
 
 
 def resume_command(request: ResumeRequest) -> int:
@@ -54,6 +54,7 @@ def resume_command(request: ResumeRequest) -> int:
     except ValueError as exc:
         raise CliError(f"{request.state_file}: {exc}") from None
     cli = dict((state.get("extra") or {}).get("cli") or {})
+    flags = request.flags
     _refuse_state_code(request, state)
     tools = load_tools(_tools_file(request, cli))
     model = _model(request, cli)
@@ -68,7 +69,7 @@ def resume_command(request: ResumeRequest) -> int:
         raise CliError(str(exc)) from None
     later: Any = True if request.approve_all else False if request.deny_all else None
     pause_to = request.pause_to or request.state_file
-    include_paths = request.include_paths or tuple(Path(p) for p in cli.get("include_paths") or ())
+    include_paths = tuple(flags.get("include_path") or ()) or tuple(Path(p) for p in cli.get("include_paths") or ())
     stream = request.stream if request.stream is not None else bool(cli.get("stream", True))
     program = default_environment().parse(
         str(state["template"]), template_path=state.get("template_path"), include_paths=include_paths
@@ -78,9 +79,16 @@ def resume_command(request: ResumeRequest) -> int:
     guards = {s.key: program.plans[s].when for s in program.slots() if s.is_guard and s.key not in finished}
     display = RunDisplay(console, guards, [k for k in program.keys if k not in finished])  # restored: not shown again
     started = time.perf_counter()
-    options = {"model": model, "tools": tools, "approve": later, "on_halt": "return", "cache": cli.get("cache", True),
-               "stop_at": cli.get("stop_at"), "include_paths": include_paths}
-    result = asyncio.run(_drive_resume(state, decisions, display, stream, options))
+    # the options the state recorded stand unless a flag gives them again (Environment.resume)
+    given = {k: v for k, v in flags.items() if k not in ("tools", "model", "include_path") and not (k == "no_cache" and not v)}
+    with otel(bool(flags.get("otel"))) as provider:
+        options = {**run_keywords(given, instrument=provider), "model": model, "tools": tools, "approve": later,
+                   "on_halt": "return", "include_paths": include_paths}
+        if not flags.get("no_cache") and "cache" not in (state.get("options") or {}):
+            options["cache"] = cli.get("cache", True)  # a state written before options were recorded
+        if "stop_at" not in (state.get("options") or {}) and cli.get("stop_at") is not None:
+            options["stop_at"] = cli["stop_at"]  # a state written before options were recorded
+        result = asyncio.run(_drive_resume(state, decisions, display, stream, options))
     display.summary(result, time.perf_counter() - started)
     if request.output is not None:
         write_json(request.output, run_record(result))
@@ -88,7 +96,8 @@ def resume_command(request: ResumeRequest) -> int:
         sys.stdout.write(dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
     if result.paused is not None:
-        cli = {**cli, "tools": str(request.tools_file.resolve()) if request.tools_file else cli.get("tools"),
+        tools_given = flags.get("tools")
+        cli = {**cli, "tools": str(Path(tools_given).resolve()) if tools_given else cli.get("tools"),
                "model": model if isinstance(model, str) else cli.get("model")}
         write_pause(pause_to, result.paused, cli)
         return report_pause(result.paused, pause_to, cli)
@@ -97,8 +106,9 @@ def resume_command(request: ResumeRequest) -> int:
 
 def _tools_file(request: ResumeRequest, cli: dict[str, Any]) -> Path | None:
     """--tools, else (with --trust-state) the state's; a state that names one otherwise is an error."""
-    if request.tools_file is not None:
-        return request.tools_file
+    given = request.flags.get("tools")
+    if given is not None:
+        return Path(given)
     named = cli.get("tools")
     if not named:
         return None
@@ -112,27 +122,29 @@ def _tools_file(request: ResumeRequest, cli: dict[str, Any]) -> Path | None:
 
 def _refuse_state_code(request: ResumeRequest, state: dict[str, Any]) -> None:
     """MCP servers (commands) and `module:factory` fallbacks the state's recorded options
-    name start or import code: only with --trust-state (sd resume has no flags for them)."""
+    name start or import code: only with --trust-state, or when --mcp / --fallback replace them."""
     if request.trust_state:
         return
     from ..tools.files import factory_reference
 
     found = state.get("options")
     recorded: dict[str, Any] = found if isinstance(found, dict) else {}
-    named = [f"MCP servers {recorded['mcp']!r}"] if recorded.get("mcp") else []
-    fallback = recorded.get("fallback") or ()
+    flags = request.flags
+    given_mcp = flags.get("mcp") or flags.get("mcp_config")
+    named = [f"MCP servers {recorded['mcp']!r}"] if recorded.get("mcp") and not given_mcp else []
+    fallback = () if flags.get("fallback") else recorded.get("fallback") or ()
     for name in [fallback] if isinstance(fallback, str) else fallback:
         if isinstance(name, str) and ":" in name and factory_reference(name) is not None:
             named.append(f"the fallback model factory {name}")
     if named:
         raise CliError(f"the paused run used {' and '.join(named)}; sd resume starts or imports them only with "
-                       "--trust-state")
+                       "--trust-state (or when --mcp / --fallback replace them)")
 
 
 def _model(request: ResumeRequest, cli: dict[str, Any]) -> Any:
     """--model, else the state's model string; a `module:factory` one only with --trust-state."""
-    if request.model is not None:
-        return request.model
+    if request.flags.get("model") is not None:
+        return request.flags["model"]
     named = cli.get("model")
     if isinstance(named, str) and ":" in named and not request.trust_state:
         from ..tools.files import factory_reference
