@@ -116,7 +116,7 @@ def serve(
             raise CliError(f"tools file {tools} does not exist")
         allowed = _split(models)
         if not allow_factories:
-            from ..web.config import is_factory
+            from ..web.policy import is_factory
 
             for name in allowed:
                 if is_factory(name):

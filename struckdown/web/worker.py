@@ -173,7 +173,7 @@ class Worker:
 
     def _prepare(self, job: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
         from . import engine
-        from .config import ModelPolicy
+        from .policy import ModelPolicy
 
         program = engine.compile_text(job["template"], self.template_path(job))
         if self.shared:
