@@ -284,6 +284,7 @@ class Playground:
 
     def _job(self, op: str, data: dict[str, Any], request: Request | None = None) -> dict[str, Any]:
         job: dict[str, Any] = {"op": op, "template": _required(data, "template")}
+        job["policy"] = self.config.model_policy.to_dict()  # the template's own model= and fallback= (issue 39 N1)
         if request is not None:
             job["state_key"] = self._state_key(request)
         context = _text(data, "context")
@@ -308,7 +309,6 @@ class Playground:
             if refusal:
                 raise HttpError(403, refusal)
             job["model"] = model or self.config.default_model()
-            job["policy"] = self.config.model_policy.to_dict()  # the template's own model= and fallback=
             job["cache"] = bool(data.get("cache")) and not self.config.shared
         return job
 

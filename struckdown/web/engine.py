@@ -29,37 +29,49 @@ def resolve_model(name: str | None) -> Any:
     return name
 
 
-def models_reached(program: Any) -> list[tuple[str, str, str | None]]:
+def models_reached(program: Any) -> list[tuple[str, str, str | None, int, int]]:
     """Every model name a run of `program` can reach besides the page's pick: each
-    slot's (guards' too) `model=` and `fallback=` options, as (slot key, option, name);
-    name None when the option is `{{ … }}` (known only at run time)."""
+    slot's (guards' too) `model=` and `fallback=` options, as (slot key, option, name,
+    line, column); name None when the option is `{{ … }}` (known only at run time)."""
     from ..syntax.nodes import JinjaValue
 
-    found: list[tuple[str, str, str | None]] = []
+    found: list[tuple[str, str, str | None, int, int]] = []
     for plan in program.plans.values():
-        for option, value in (("model", plan.settings.get("model")), ("fallback", plan.control.get("fallback"))):
-            if value is None:
+        for option in plan.slot.options:
+            if option.key not in ("model", "fallback"):
                 continue
-            if isinstance(value, JinjaValue):
-                found.append((plan.key, option, None))
+            pos = option.value_pos or option.pos
+            where = (pos.line, pos.column)
+            if isinstance(option.value, JinjaValue):
+                found.append((plan.key, option.key, None, *where))
                 continue
-            names = [str(value).strip()] if option == "model" else [m.strip() for m in str(value).split(",")]
-            found += [(plan.key, option, name) for name in names if name]
+            names = [str(option.value).strip()] if option.key == "model" else str(option.value).split(",")
+            found += [(plan.key, option.key, name.strip(), *where) for name in names if name.strip()]
+    return found
+
+
+def model_refusals(program: Any, policy: Any) -> list[dict[str, Any]]:
+    """What the server's allow-list (`ModelPolicy`) says of each model the template names,
+    as diagnostics at the option: checked before any model is resolved or called."""
+    found = []
+    for key, option, name, line, column in models_reached(program):
+        if name is None:
+            if not (policy.allowed or policy.shared):
+                continue
+            message = f"slot {key!r}: {option}= is computed with {{{{ … }}}}, which this server does not allow: name the model"
+        else:
+            refusal = policy.refusal(name)
+            if refusal is None:
+                continue
+            message = f"slot {key!r}: {option}=: {refusal}"
+        found.append({"line": line, "column": column, "severity": "error", "message": message, "hint": None})
     return found
 
 
 def refuse_models(program: Any, policy: Any) -> None:
-    """Every model the template can reach checked against the server's allow-list
-    (`ModelPolicy`), before any model is resolved or called."""
-    for key, option, name in models_reached(program):
-        if name is None:
-            if policy.allowed or policy.shared:
-                raise Refused(f"slot {key!r}: {option}= is computed with {{{{ … }}}}, which this server does not "
-                              "allow: name the model")
-            continue
-        refusal = policy.refusal(name)
-        if refusal is not None:
-            raise Refused(f"slot {key!r}: {option}=: {refusal}")
+    found = model_refusals(program, policy)
+    if found:
+        raise Refused(found[0]["message"])
 
 
 def load_tools(path: str | None) -> list[Any]:

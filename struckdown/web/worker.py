@@ -162,8 +162,14 @@ class Worker:
         found = engine.diagnostics(
             job["template"], self.template_path(job), names, tools_given=bool(job.get("tools"))
         )
-        if self.shared and not any(d["severity"] == "error" for d in found):
-            found += engine.network_actions(engine.compile_text(job["template"], self.template_path(job)))
+        if not any(d["severity"] == "error" for d in found):
+            from .policy import ModelPolicy
+
+            program = engine.compile_text(job["template"], self.template_path(job))
+            if self.shared:
+                found += engine.network_actions(program)
+            if "policy" in job:
+                found += engine.model_refusals(program, ModelPolicy.from_dict(job["policy"]))
         self.send({"type": "diagnostics", "diagnostics": found, "context_error": context_error})
 
     def explain(self, job: dict[str, Any]) -> None:

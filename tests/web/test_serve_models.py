@@ -110,3 +110,16 @@ def _keyfile(tmp_path: Path) -> Path:
     path = tmp_path / "keys"
     path.write_text("# the team's key\nteam-key\n")
     return path
+
+
+def test_the_check_shows_a_refused_model_at_its_option(marker: Path) -> None:
+    with serving(config()) as base:
+        http = client(base, KEY)
+        found = http.post("/api/check", json={"template": "Hi\n[[a|model=test]] [[b|fallback=\"openai:gpt-4o\"]]"})
+        fine = http.post("/api/check", json={"template": "Hi [[a|model=test]]"})
+    assert found.json()["diagnostics"] == [{
+        "line": 2, "column": 31, "severity": "error", "hint": None,  # the quote that opens the value
+        "message": "slot 'b': fallback=: model 'openai:gpt-4o' is not allowed here; allowed: test",
+    }]
+    assert fine.json()["diagnostics"] == []
+    assert not marker.exists()
