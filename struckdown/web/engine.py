@@ -236,9 +236,10 @@ def page_state(state: Mapping[str, Any]) -> dict[str, Any]:
     return sign_state({**state, "template_path": None, "includes": {}})
 
 
-def check_state(state: Any) -> None:
+def check_state(state: Any, policy: Any) -> None:
     """A state the page sent back is one this server signed for this API key (issue 39
-    N3/N6): else the request is refused before anything runs."""
+    N3/N6), and the options it recorded reach no model the allow-list refuses and no MCP
+    server: else the request is refused before anything runs."""
     from ..state_signing import verify_state
 
     if not isinstance(state, Mapping):
@@ -247,6 +248,17 @@ def check_state(state: Any) -> None:
         verify_state(state)
     except ValueError as exc:
         raise Refused(f"this paused run cannot be resumed here: {exc}") from None
+    recorded = state.get("options")
+    if not isinstance(recorded, Mapping):
+        return
+    if recorded.get("mcp"):
+        raise Refused("this paused run used MCP servers, which this server does not start")
+    fallback = recorded.get("fallback") or ()
+    names = [recorded.get("model"), *([fallback] if isinstance(fallback, str) else fallback)]
+    for name in names:
+        refusal = policy.refusal(name) if isinstance(name, str) else None
+        if refusal is not None:
+            raise Refused(f"this paused run cannot be resumed here: {refusal}")
 
 
 async def run_batch(

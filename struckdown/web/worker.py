@@ -210,7 +210,10 @@ class Worker:
 
         resume = job.get("resume")  # SPEC §12: the state of a paused run and the page's decisions
         if resume is not None:
-            engine.check_state(resume["state"])  # signed for this API key: before anything is loaded
+            from .policy import ModelPolicy
+
+            # signed for this API key, and its recorded models allowed: before anything is loaded
+            engine.check_state(resume["state"], ModelPolicy.from_dict(job.get("policy")) if self.shared else ModelPolicy())
         program, model, tools = self._prepare(job)
         context = self._context(job)
         self.send({"type": "run_started", "slots": list(program.keys)})
