@@ -88,8 +88,19 @@ def confined_value(spec: str, where: str, root: Path) -> Any:
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise CliError(f"{where}: {spec!r} is not a regular file")
+        opened = _opened_path(handle.fileno())  # a folder on the way swapped for a symlink after the check
+        if opened is not None and not _within(opened, Path(os.path.realpath(base))):
+            raise CliError(f"{where}: {spec!r} leads outside the files folder {base} through a symlink")
         data = handle.read()
     return _value(data, path, where)
+
+
+def _opened_path(fd: int) -> Path | None:
+    """The real path of an open file, where the system tells it (Linux: /proc/self/fd)."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
 
 
 def _within(path: Path, folder: Path) -> bool:

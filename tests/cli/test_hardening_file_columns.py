@@ -139,3 +139,39 @@ def test_the_attack_end_to_end_in_a_new_process(tmp_path: Path) -> None:
     assert {i: r["_error"] for i, r in lines.items() if r.get("_error")} == expected_errors(tmp_path)
     assert sorted(i for i, r in lines.items() if "summary" in r and not r.get("_error")) == [1, 10, 11, 13]
     assert "swordfish" not in out.read_text() + done.stdout + done.stderr
+
+
+def test_a_folder_swapped_for_a_symlink_after_the_check_is_caught_once_open(
+    tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race: the path resolved inside the folder, then a folder on the way became a
+    symlink out of it before the file was opened. The opened file's own path decides."""
+    data, _ = layout(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "inner.txt").write_text(SECRET)
+    rows = data / "one.jsonl"
+    rows.write_text(json.dumps({"id": 1, "doc": "sub/inner.txt"}) + "\n")
+    template = data / "t.sd"
+    template.write_text(TEMPLATE)
+    use_model(scripted(lambda prompt, info: f"echo: {prompt.strip()}"))
+    real_stat = os.stat
+    target = str(data / "sub" / "inner.txt")
+
+    def swapping_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        found = real_stat(path, *args, **kwargs)
+        if str(path) == target and not (data / "sub").is_symlink():  # checked: now swap the folder
+            (data / "sub").rename(data / "sub-was")
+            (data / "sub").symlink_to(outside)
+        return found
+
+    monkeypatch.setattr(os, "stat", swapping_stat)
+    result = sd("batch", template, rows, "--file-columns", "doc", "--no-cache")
+    monkeypatch.undo()
+    assert (data / "sub").is_symlink()  # the swap happened between the check and the open
+    (line,) = result.stdout.splitlines()
+    assert json.loads(line)["_error"] == (
+        "TemplateRuntimeError: rendering failed: MediaError: --file-columns doc: 'sub/inner.txt' leads outside "
+        f"the files folder {data} through a symlink"
+    )
+    assert "swordfish" not in result.output
