@@ -170,7 +170,9 @@ class Run:
             error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
             raise error
         if self.approval.paused:  # SPEC §12: calls wait for decisions; the state resumes the run
-            paused = self.approval.pause(self.program, self.context, self.results, self.options.recorded)
+            paused = self.approval.pause(
+                self.program, self.context, self.results, self.options.recorded() if self.options.recorded else None
+            )
             await self.emit(ProcessingComplete(paused.results, early_termination=False, paused=True))
             return
         result = Result(self.results, self.program.keys)
