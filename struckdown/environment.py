@@ -322,8 +322,9 @@ class Environment:
         ValueError before any model call."""
         import json
 
-        from .approval_state import read_state
+        from .approval_state import STATE_FORMAT, read_state
         from .distributed.shipping import restored_option
+        from .state_signing import verify_state
         from .tools.mcp import resolve_servers
 
         if isinstance(state, str):
@@ -331,6 +332,8 @@ class Environment:
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"the paused state is not JSON: {exc}") from None
+        if isinstance(state, Mapping) and state.get("format") == STATE_FORMAT:
+            verify_state(state)  # signed, unedited: before any option it records is used (issue 39 N3)
         recorded = state.get("options") if isinstance(state, Mapping) else None
         if isinstance(recorded, Mapping):
             kept = {k: restored_option(k, v) for k, v in recorded.items() if k in _RUN_OPTIONS and k not in options}
