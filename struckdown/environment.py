@@ -123,14 +123,16 @@ class Environment:
         fn: Callable[..., Any],
         *,
         side_effects: bool = False,
-        role: Literal["user", "assistant"] | None = None,
+        role: Literal["user", "assistant", "none"] | None = "user",
     ) -> None:
         """Make `[[@name:key|args]]` call `fn(*args, **kwargs)` (sync or async).
 
-        A function with a `context` parameter also receives the variables so far.
-        Mark anything that changes the world `side_effects=True`: pending guards are
-        joined before it runs. With `role`, the result also joins the conversation
-        as a user or assistant turn.
+        A function with a `context` parameter also receives the variables so far;
+        arguments are converted to the parameters' annotated types. Mark anything that
+        changes the world `side_effects=True`: pending guards are joined before it runs.
+        The result joins the conversation as a user turn, as in 0.18 (`role="assistant"`:
+        an assistant turn; `role="none"` or None: not at all); a template's `role=`
+        option on the action chooses again for that one use.
         """
         self.actions.register(name, fn, side_effects=side_effects, role=role)
         self._programs.clear()
@@ -332,11 +334,8 @@ class Environment:
         program = self.program(template, options)
         async with self._mcp_sessions(program, options) as sessions:
             stream_of_events = events(program, context, self.run_settings(options, stream=stream, mcp=sessions))
-            try:
-                async for event in stream_of_events:
-                    yield event
-            finally:
-                await stream_of_events.aclose()
+            async for event in _ending_at_error(stream_of_events):
+                yield event
 
     def complete(
         self, template: str | Program, context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions]
@@ -429,11 +428,8 @@ class Environment:
 
         program, stored, settings = self._resumed(state, decisions, template, options, stream=stream)
         stream_of_events = events(program, stored if context is None else context, settings)
-        try:
-            async for event in stream_of_events:
-                yield event
-        finally:
-            await stream_of_events.aclose()
+        async for event in _ending_at_error(stream_of_events):
+            yield event
 
     async def complete_batch_async(
         self,
@@ -549,3 +545,19 @@ def default_environment() -> Environment:
             if _default is None:
                 _default = Environment()
     return _default
+
+
+async def _ending_at_error(stream_of_events: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
+    """The events of a run; a failed run's last is its `ProcessingError`, after which the
+    generator ends without raising (as 0.x's did): the error is `event.error`. An error
+    before that event (a bad template, say) is raised as it is."""
+    reported = False
+    try:
+        async for event in stream_of_events:
+            reported = event.type == "processing_error"
+            yield event
+    except Exception:
+        if not reported:
+            raise
+    finally:
+        await stream_of_events.aclose()

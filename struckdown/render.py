@@ -77,9 +77,13 @@ def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str
 
 def _finalize(value: Any) -> Any:
     """`{{ photos }}`: a list of images or files renders as each of them (a single one
-    renders itself, through `str`); anything else is left to `str` as before."""
+    renders itself, through `str`); `None` renders as empty text, as in struckdown 0.18
+    (an optional answer that came back null leaves no "None" in later text); anything
+    else is left to `str` as before."""
     if type(value) is str:
         return value
+    if value is None:
+        return ""
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], Media):
         return render_list(value)
     return value

@@ -14,6 +14,8 @@ The value joins the conversation as a user turn, as in 0.x, so the next slot see
 
 from __future__ import annotations
 
+import warnings
+
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -52,7 +54,12 @@ def evidence(
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
         raise ValueError(f"n= must be a whole number from 1 to {MAX_N}, not {n!r}")
     chosen = folder if folder is not None else (context or {}).get("_evidence_folder", DEFAULT_FOLDER)
-    index = _index_of(_folder(str(chosen)))
+    try:
+        where = _folder(str(chosen))
+    except FileNotFoundError as exc:  # as 0.18: no evidence is empty evidence, with a warning
+        warnings.warn(f"@evidence: {exc}; it returns no passages", stacklevel=2)
+        return ""
+    index = _index_of(where)
     return "\n\n".join(f"[{source}] {text}" for source, text in index.top(words, n))
 
 

@@ -39,7 +39,9 @@ def prompt_source(words: list[str], prompt_file: Path | None, stdin_text: str | 
 def with_a_slot(text: str) -> str:
     """The prompt, answered: `[[response]]` appended when it holds no slot."""
     from ..environment import default_environment
+    from .loading import load_beside
 
+    load_beside(None)  # actions/ and types/ of the working directory, as 0.x's CLI loaded them
     program = default_environment().parse(text)
     if program.slots() or any(segment.keys for segment in program.segments):
         return text

@@ -454,8 +454,7 @@ class Run:
                 value = restored.output
             else:
                 self.approval.ran_action(node, value)
-            if spec.role is not None:
-                conversation.add_turn(spec.role, as_text(value))
+            spec.add_to(conversation, value, node)
             if node.key is not None:
                 self._after(node.key)
             return
@@ -463,7 +462,7 @@ class Run:
             await self.guards.join(segment)
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
-        for option in node.options:
+        for option in spec.without_role(node).options:  # role= says which turn the value becomes
             value = option.value
             if isinstance(value, JinjaValue):
                 value = evaluate_option(self.renderer, value.expression, self.variables, f"@{node.name}")
@@ -485,8 +484,7 @@ class Run:
             result = SlotResult(node.key, f"@{node.name}", value, elapsed_ms=(time.perf_counter() - started) * 1000)
             self._store(result)
             await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, False))
-        if spec.joins_conversation:
-            spec.add_to(conversation, value)
+        spec.add_to(conversation, value, node)
         if node.key is not None:
             self._after(node.key)
 
