@@ -14,9 +14,8 @@ The value joins the conversation as a user turn, as in 0.x, so the next slot see
 
 from __future__ import annotations
 
-import warnings
-
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass

@@ -118,7 +118,6 @@ def _resume_flags(request: RunRequest, model: Any) -> dict[str, Any]:
 def load_text(request: RunRequest) -> Any:
     """A template given as text (includes resolve against the working directory)."""
     from ..environment import default_environment
-
     from .loading import load_beside
 
     assert request.source is not None
