@@ -23,6 +23,9 @@ class EnvironmentView(Protocol):
     renderer: Renderer
     models: ModelStore
     response_caches: dict[Path, Any]
-    limits: Any  # the per-slot ceiling (pydantic_ai UsageLimits or None)
+    defaults: dict[str, Any]  # the run keywords' defaults (run_options.OPTIONS)
+
+    @property
+    def limits(self) -> Any: ...  # the per-slot ceiling (pydantic_ai UsageLimits or None)
 
     def engine_caches(self) -> Any: ...

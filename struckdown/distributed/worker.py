@@ -290,7 +290,11 @@ async def _semaphore(name: str, max_leases: int) -> Any:
 
 
 def _worker_kwargs(shipped: dict[str, Any]) -> dict[str, Any]:
-    kwargs = {k: v for k, v in shipped.items() if k not in ("model_factory", "deps_factory", "tools", "max_requests")}
+    from ..run_options import EXECUTOR_OPTIONS, OPTIONS
+
+    # what the caller's process keeps (max_requests: the job's caps; paths: the job's own fields)
+    kept = EXECUTOR_OPTIONS | {"tools"} | {name for name, option in OPTIONS.items() if option.ships == "caller"}
+    kwargs = {k: v for k, v in shipped.items() if k not in kept}
     if shipped["model_factory"] is not None:
         kwargs["model"] = _once(("model", shipped["model_factory"]), lambda: import_name(shipped["model_factory"])())
     if shipped["deps_factory"] is not None:

@@ -167,6 +167,13 @@ class RunLedger:
         self.total = Account()
         self.meters: list[SlotMeter] = []
 
+    def carry(self, spent: Usage) -> None:
+        """A resumed run: what its part before the pause spent counts against its budget."""
+        total = self.total
+        total.requests += spent.requests
+        total.tool_calls += spent.tool_calls
+        total.add(spent.input_tokens, spent.output_tokens, spent.cost if spent.requests else 0.0)
+
     def meter(self, slot: str) -> SlotMeter:
         meter = SlotMeter(self, slot)
         self.meters.append(meter)
