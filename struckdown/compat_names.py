@@ -146,7 +146,7 @@ class _ActionLookup(Mapping[str, Callable[..., Any]]):
         actions = _environment().actions
         if name not in actions:
             raise KeyError(name)
-        func: Callable[..., Any] = actions.get(name).func
+        func: Callable[..., Any] = inspect.unwrap(actions.get(name).func)  # the function as registered
         return func
 
     def __iter__(self) -> Iterator[str]:

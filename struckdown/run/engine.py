@@ -251,7 +251,9 @@ class Run:
                 guard = self.guards.states.get(key)
                 if guard is None or not guard.started or guard.done.is_set():  # a pending verdict: set when stored
                     self.ready[key].set()
-        await self.emit(CheckpointReached(segment.index, segment.name))
+        # an unnamed checkpoint is "Checkpoint N" (the Nth checkpoint), as 0.18 named them
+        name = segment.name or (f"Checkpoint {segment.index}" if segment.index else None)
+        await self.emit(CheckpointReached(segment.index, name))
 
     def _inherited(self, segment: Segment) -> Conversation:
         """System/header text carried in from earlier segments (global scope only),
