@@ -232,6 +232,7 @@ class Environment:
         from .run import run_to_result
 
         options = self._checked("complete_async", options)
+        one_context("complete_async", context)
         program = self.program(template, options)
         async with self._mcp_sessions(program, options) as sessions:
             return await run_to_result(program, context, self.run_settings(options, stream=False, mcp=sessions))
@@ -274,6 +275,7 @@ class Environment:
         cancels every in-flight model call, tool and guard. A bad keyword is a
         TypeError here, at the call, not at the first event.
         """
+        one_context("complete_incremental_async", context)
         return self._events(template, context, stream, self._checked("complete_incremental_async", options))
 
     async def _events(
@@ -294,6 +296,7 @@ class Environment:
         from .sync import run_sync
 
         options = self._checked("complete", options)
+        one_context("complete", context)
         return run_sync(lambda: self.complete_async(template, context, **options))
 
     def complete_incremental(
@@ -309,6 +312,7 @@ class Environment:
         from .sync import iterate_sync
 
         options = self._checked("complete_incremental", options)
+        one_context("complete_incremental", context)
         return iterate_sync(lambda: self.complete_incremental_async(template, context, stream=stream, **options))
 
     # -- resuming a paused run (SPEC §12) ----------------------------------------------
@@ -537,3 +541,11 @@ async def _ending_at_error(stream_of_events: AsyncGenerator[Any, None]) -> Async
             raise
     finally:
         await stream_of_events.aclose()
+
+
+def one_context(function: str, context: Any) -> None:
+    """A list of contexts is a TypeError naming complete_batch() (0.x's habit, SPEC §11)."""
+    if context is not None and not isinstance(context, Mapping):
+        from .compat import one_context as check
+
+        check(function, context)

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .compat_options import TypeFileOpt
 from .errors import reporting_errors
 from .options import McpConfigOpt, McpOpt
 
@@ -209,10 +210,14 @@ def run(
     prices: PricesOpt = None,
     max_cost: MaxCostOpt = None,
     otel: OtelOpt = False,
+    type_files: TypeFileOpt = None,
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
+        from .compat_options import load_type_files
         from .run_cmd import RunRequest, run_command
+
+        load_type_files(type_files)
 
         code = run_command(
             RunRequest(
@@ -499,6 +504,7 @@ def batch(
     ] = None,
     max_tokens: MaxTokensOpt = None,
     fallback: FallbackOpt = None,
+    type_files: TypeFileOpt = None,
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -508,7 +514,10 @@ def batch(
     """  # noqa: E501 - typer keeps line breaks inside a paragraph
     with reporting_errors():
         from .batch import BatchRequest, batch_command
+        from .compat_options import load_type_files
         from .errors import CliError
+
+        load_type_files(type_files)
 
         if engine not in ("local", "dask"):
             raise CliError(f"--engine must be local or dask, not {engine!r}")

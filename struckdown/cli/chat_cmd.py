@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .compat_options import TypeFileOpt
 from .errors import CliError, reporting_errors
 from .options import McpConfigOpt, McpOpt
 
@@ -94,10 +95,14 @@ def command(
     ] = None,
     mcp: McpOpt = None,
     mcp_config: McpConfigOpt = None,
+    type_files: TypeFileOpt = None,
 ) -> None:
     """Chat with a model: an inline prompt ("Tell me a joke [[joke]]"), a template on stdin, or a template file."""
     with reporting_errors():
+        from .compat_options import load_type_files
         from .run_cmd import RunRequest, run_command
+
+        load_type_files(type_files)
 
         path, text = prompt_source(list(prompt or ()), prompt_file, None if prompt or prompt_file else _stdin())
         pairs = list(set_ or ())

@@ -431,9 +431,13 @@ def slot_run_defaults(
     type's default temperature (SPEC §11) when no one set a temperature (the slot, the
     caller's settings, the model object's own settings), nothing asks the model to
     reason, and the model takes one."""
-    from ..types.temperatures import default_temperature
+    from ..types.temperatures import default_temperature, type_settings
 
     defaults: Mapping[str, Any] = environment.models.defaults(model)
+    own_type = type_settings(type_name, environment.types)  # a 0.x YAML type's llm_config
+    if own_type:
+        given = {**(caller or {}), **slot}
+        defaults = {**defaults, **{k: v for k, v in own_type.items() if k not in given}}
     if "temperature" in slot or (caller and "temperature" in caller):
         return defaults
     temperature = default_temperature(type_name, environment.types)
