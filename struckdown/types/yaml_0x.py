@@ -68,10 +68,14 @@ def read_0x(data: Mapping[str, Any], known: MutableMapping[str, dict[str, Any]])
         raise TypeBuildError("llm_config must be a mapping (temperature, max_tokens, seed, thinking)")
     if "model" in config:
         raise TypeBuildError("llm_config: model is not a type's setting; name the model on the slot: [[type:x|model=…]]")
+    from pydantic import ValidationError
+
     try:
         settings = LLMConfig(**config).settings()
-    except ValueError as exc:
-        raise TypeBuildError(f"llm_config: {exc}") from None
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(p) for p in problem["loc"])
+        raise TypeBuildError(f"llm_config: {where}: {problem['msg']}") from None
     known[name] = fields
     definition: dict[str, Any] = {"fields": dict(fields)}
     if data.get("description") is not None:
