@@ -180,19 +180,53 @@ FETCH_TIMEOUT_S = 10.0
 FETCH_MAX_BYTES = 1_000_000
 
 
-def _fetch(url: str) -> str:
-    """HTTP GET a page and return it as plain markdown-ish text (opt-in). The time and
-    size caps are the host's (FETCH_TIMEOUT_S, FETCH_MAX_BYTES): a template cannot raise them."""
+FETCH_MAX_CHARS = 64_000  # 0.18's default max_chars
+
+
+def _fetch(
+    url: str, raw: bool = False, timeout: float | None = None, max_chars: int | None = None, playwright: bool = False
+) -> str:
+    """HTTP GET a page and return it as markdown (opt-in). The time and size caps are the
+    host's (FETCH_TIMEOUT_S, FETCH_MAX_BYTES): 0.18's `timeout=` and `max_chars=` may only
+    lower them; `raw=true` keeps the HTML; `playwright=` is accepted and does nothing
+    (a warning says so: no browser runs here)."""
     if os.environ.get("STRUCKDOWN_ALLOW_FETCH") != "1":
         raise PermissionError("@fetch is disabled; set STRUCKDOWN_ALLOW_FETCH=1 to allow it")
     if not re.match(r"https?://", url):
         raise ValueError("@fetch takes http:// or https:// URLs only")
+    if playwright:
+        import warnings
+
+        warnings.warn("@fetch: playwright= is accepted for 0.18's templates but no browser runs; fetched directly",
+                      stacklevel=2)
+    wait = FETCH_TIMEOUT_S if timeout is None else min(max(float(timeout), 0.001), FETCH_TIMEOUT_S)
     import urllib.request
 
-    with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310 - scheme checked above
-        raw = response.read(FETCH_MAX_BYTES + 1)[:FETCH_MAX_BYTES]
+    with urllib.request.urlopen(url, timeout=wait) as response:  # noqa: S310 - scheme checked above
+        body = response.read(FETCH_MAX_BYTES + 1)[:FETCH_MAX_BYTES]
         charset = response.headers.get_content_charset() or "utf-8"
-    return html_to_text(raw.decode(charset, errors="replace"))
+    page = body.decode(charset, errors="replace")
+    text = page if raw else page_to_markdown(page)
+    return text[: FETCH_MAX_CHARS if max_chars is None else max(0, min(int(max_chars), FETCH_MAX_BYTES))]
+
+
+def page_to_markdown(html: str, extract_content: bool = True) -> str:
+    """A page as markdown that keeps links and emphasis (the `markdownify` library, in the
+    `search` extra); without it, the readable text of `html_to_text`. `extract_content`
+    drops navigation, headers, footers, asides and forms first, as 0.18 kept the content."""
+    try:
+        from bs4 import BeautifulSoup
+        from markdownify import markdownify
+    except ImportError:
+        return html_to_text(html)
+    soup = BeautifulSoup(html, "html.parser")
+    dropped = ["script", "style", "noscript", "template"]
+    if extract_content:
+        dropped += ["nav", "header", "footer", "aside", "form"]
+    for tag in soup(dropped):
+        tag.decompose()
+    text: str = markdownify(str(soup), heading_style="ATX", bullets="-")
+    return re.sub(r"\n\s*\n+", "\n\n", text).strip()
 
 
 def html_to_text(html: str) -> str:
@@ -237,16 +271,28 @@ _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _BLOCKS = frozenset({"p", "div", "li", "tr"})
 
 
+_FETCH_KEYS = ("url", "raw", "timeout", "max_chars", "playwright")
+
+
 def _check_fetch(node: Action) -> None:
     if not node.options:
         raise ValueError('needs a URL: [[@fetch:page|url="https://…"]]')
-    if any(o.key not in (None, "url") for o in node.options):
-        raise ValueError('takes only a URL: [[@fetch:page|url="https://…"]] (its time and size caps are the host\'s)')
+    unknown = [o.key for o in node.options if o.key not in (None, *_FETCH_KEYS)]
+    if unknown:
+        raise ValueError(
+            f"unknown option {unknown[0]!r} (it takes url=, raw=, timeout=, max_chars=, playwright=; "
+            'its time and size caps are the host\'s): [[@fetch:page|url="https://…"]]'
+        )
 
 
-def _markdownify(html: str) -> str:
-    """HTML → readable markdown-ish text (`html_to_text`), e.g. a page held in a context value."""
-    return html_to_text(str(html))
+def _markdownify(html: str, extract_content: bool = True) -> str:
+    """HTML → markdown with links and emphasis (needs the `search` extra), e.g. a page held
+    in a context value."""
+    try:
+        import markdownify  # noqa: F401 - only to say what is missing
+    except ImportError:
+        raise ImportError("@markdownify needs the markdownify library: pip install 'struckdown[search]'") from None
+    return page_to_markdown(str(html), extract_content)
 
 
 def _noop(*args: Any, **kwargs: Any) -> str:
@@ -282,7 +328,8 @@ def builtin_actions() -> ActionRegistry:
     registry.register("evidence", action_evidence.evidence, validate=action_evidence.check)
     registry.register("search", action_search.builtin_search, validate=action_search.check)
     registry.register(
-        "markdownify", _markdownify, validate=takes_only("html", usage="[[@markdownify:text|html=page]]", needs_value=True)
+        "markdownify", _markdownify,
+        validate=takes_only("html", "extract_content", usage="[[@markdownify:text|html=page]]", needs_value=True),
     )
     registry.register("noop", _noop)
     return registry

@@ -32,6 +32,8 @@ def load_beside(template: Path | None) -> None:
     from ..tools.files import module_from_source
 
     folders = [Path.cwd()] + ([template.resolve().parent] if template is not None else [])
+    for base in reversed(dict.fromkeys(f.resolve() for f in folders)):  # the template's folder first
+        read_dotenv(base / ".env")
     for base in dict.fromkeys(f.resolve() for f in folders):
         for file in sorted((base / "actions").glob("*.py")) if (base / "actions").is_dir() else []:
             if file in _LOADED or file.name.startswith("_"):
@@ -118,3 +120,20 @@ def load_mcp(servers: Sequence[str], config: Path | None) -> list[str] | None:
     except (ValueError, TypeError) as exc:
         raise CliError(f"--mcp: {exc}" if config is None or servers else f"--mcp-config: {exc}") from None
     return specs
+
+
+def read_dotenv(path: Path) -> None:
+    """A `.env` file's settings (DEFAULT_LLM, LLM_API_BASE, keys, ...) join the environment,
+    as 0.18 read them; a variable already set wins. It needs python-dotenv (the `dotenv`
+    extra): without it, a `.env` that is there is a warning, never silently ignored."""
+    if path in _LOADED or not path.is_file():
+        return
+    _LOADED.add(path)
+    try:
+        from dotenv import load_dotenv
+    except ImportError:
+        import warnings
+
+        warnings.warn(f"{path} is not read: pip install 'struckdown[dotenv]' to read .env files", stacklevel=2)
+        return
+    load_dotenv(path, override=False)

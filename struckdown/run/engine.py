@@ -311,9 +311,12 @@ class Run:
 
     def _render(self, source: str) -> str:
         try:
-            return self.renderer.render_text(source, self.variables, self.program.compiled)
+            defined: dict[str, Any] = {}
+            text = self.renderer.render_text(source, self.variables, self.program.compiled, defined)
         except Exception as exc:
             raise TemplateRuntimeError(f"rendering failed: {type(exc).__name__}: {exc}") from exc
+        self.variables.update(defined)  # {% set %} values and macros carry to later text (0.18)
+        return text
 
     def _render_body(self, body: Sequence[Node]) -> str:
         return "".join(self._render(n.source) for n in body if isinstance(n, Text)).strip()
