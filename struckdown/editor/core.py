@@ -113,15 +113,15 @@ def check_source(
     source: str, path: Path | None, *, context_names: set[str] | None, tools_given: bool
 ) -> tuple[Any | None, list[Problem]]:
     """What `sd check` reports for this text: a parse error, or the linter's findings."""
-    from ..cli.check import _Linter
     from ..errors import TemplateSyntaxError
+    from ..lint import Linter
 
     try:
         program = compile_source(source, path)
     except TemplateSyntaxError as exc:
         elsewhere = exc.filename if exc.filename and path and Path(exc.filename).resolve() != path.resolve() else None
         return None, [Problem(exc.line, exc.column, "error", exc.message, exc.hint, elsewhere)]
-    linter = _Linter(str(path) if path else "<template>", program, source)
+    linter = Linter(str(path) if path else "<template>", program, source)
     if context_names is not None:
         linter.undefined_variables(context_names)
     for segment in program.segments:
@@ -283,7 +283,7 @@ def ceiling() -> Limits:
 
 
 def guard_joins() -> str:
-    from ..cli.explain import GUARD_JOINS
+    from ..explain import GUARD_JOINS
 
     return GUARD_JOINS
 
