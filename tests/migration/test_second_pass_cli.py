@@ -130,3 +130,46 @@ def test_batch_fetches_url_inputs(texts: Path, use_model: Any, monkeypatch: pyte
     assert result.exit_code == 0, result.output
     assert asked == ["https://example.org/rows"]
     assert json.loads((texts / "out.json").read_text())[0]["a"] == "from the web"
+
+
+# -- 7. sd chat ---------------------------------------------------------------------------------
+
+
+def test_chat_source_data_and_attach(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_model: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    seen: list[str] = []
+    use_model(scripted(lambda prompt, info: seen.append(prompt) or "ok"))
+    (tmp_path / "notes.txt").write_text("The meeting is on Friday.", encoding="utf-8")
+    (tmp_path / "d.json").write_text('{"who": "Ann"}', encoding="utf-8")
+    (tmp_path / "extra.json").write_text("[1, 2]", encoding="utf-8")
+    (tmp_path / "pic.png").write_bytes(_PNG)
+    result = cli("chat", "From {{ basename }} ({{ filename }}): {{ input }} for {{ data.who }} {{ extra }} [[a]]",
+                 "-s", "notes.txt", "-d", "d.json", "-d", "extra=extra.json", "--attach", "photo=pic.png", "--json")
+    assert result.exit_code == 0, result.output
+    assert seen == ["From notes (notes.txt): The meeting is on Friday. for Ann [1, 2]"]
+    photo = cli("chat", "Look {{ photo }} [[a]]", "--attach", "photo=pic.png", "--json")
+    assert photo.exit_code == 0, photo.output
+    bad = cli("chat", "Q [[a]]", "--attach", "pic.png")
+    assert bad.exit_code == 2 and "--attach expects name=PATH" in bad.output
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--seed", "3"], "--seed is not a flag any more: write the seed in the template: [[answer|seed=1]]"),
+    (["--thinking", "high"], "--thinking is not a flag any more: write it in the template: [[answer|thinking=high]]"),
+    (["-i"], "-i/--interactive is not a flag any more: run sd chat once per turn with --history FILE"),
+    (["--dump", "d"], "--dump is not a flag any more: use -o FILE"),
+    (["-vv"], "-v/--verbose is not a flag any more"),
+    (["--debug-api"], "--debug-api is not a flag any more: use --otel"),
+    (["--show-context"], "--show-context is not a flag any more: use --json"),
+])
+def test_chat_refuses_0_18_flags_naming_the_new_spelling(args: list[str], says: str, use_model: Any) -> None:
+    calls: list[str] = []
+    use_model(scripted(lambda prompt, info: calls.append(prompt) or "x"))
+    result = cli("chat", "Q [[a]]", *args)
+    assert result.exit_code == 2 and says in " ".join(result.output.split()) and calls == []
+
+
+_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
