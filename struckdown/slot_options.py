@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .syntax.nodes import JinjaValue
+from .types.table import names as _type_names
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")  # pydantic-ai's levels (0.x's too)
 
@@ -227,7 +228,7 @@ DEFAULT_MAX_TOKENS: Mapping[str, int] = {"text": 4096, "structured": 4096, "valu
 #: The default cap when the slot or the call turns thinking on: reasoning tokens count too.
 THINKING_MAX_TOKENS = 16384
 #: Types whose answer is one short value (a list of them is "structured").
-VALUE_TYPES = frozenset({"bool", "int", "number", "pick", "date", "datetime", "time", "duration", "score", "halt"})
+VALUE_TYPES = _type_names(family="value")
 
 
 def type_family(type_name: str, quantifier: Any, is_text: bool) -> str:

@@ -18,28 +18,12 @@ from typing import Any
 
 from .. import slot_options as opts
 from ..describe import limit_text, quantity
+from ..types.table import TYPES
 from . import core
 from .pygments_lexer import scan
 from .roles import ROLES, SEMANTIC_TYPES
 
-TYPE_DOCS: dict[str, str] = {
-    "respond": "Free text (the default type: `[[name]]`).",
-    "extract": "Text copied verbatim from the input.",
-    "think": "Free text for reasoning; later text can use it.",
-    "speak": "Free text meant to be said to the user.",
-    "pick": "One of the positional choices: `[[pick:colour|red, green, blue]]`.",
-    "bool": "`true` or `false`.",
-    "int": "A whole number; `min=` / `max=` bound it.",
-    "number": "A number; `min=` / `max=` bound it.",
-    "date": "A `datetime.date` (ISO 8601 on the wire).",
-    "datetime": "A `datetime.datetime` (ISO 8601 on the wire).",
-    "time": "A `datetime.time` (ISO 8601 on the wire).",
-    "duration": "A `datetime.timedelta` (ISO 8601 duration on the wire).",
-    "json": "Any JSON value.",
-    "record": "A JSON object.",
-    "score": "The index of one of the ordered positional levels: `[[score:urgency|low, high]]`.",
-    "halt": "A guard: the run halts when the verdict `{triggered, reason}` has `triggered` equal to `when`.",
-}
+TYPE_DOCS: dict[str, str] = {t.name: t.doc for t in TYPES.values() if not t.legacy}  # types/table.py's rows
 
 # ---------------------------------------------------------------------------
 # the text as tokens
