@@ -17,8 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from .llm_config import LLMConfig
 from .results import Result
 from .safe import Safe
 
@@ -157,28 +156,6 @@ class _ActionLookup(Mapping[str, Callable[..., Any]]):
 
 
 ACTION_LOOKUP: Mapping[str, Callable[..., Any]] = _ActionLookup()
-
-
-# -- model settings -----------------------------------------------------------------------------
-
-
-class LLMConfig(BaseModel):
-    """0.x's per-slot model settings (a slot's options, a YAML type's `llm_config:`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    model: str | None = None
-    max_tokens: int | None = Field(default=None, gt=0)
-    seed: int | None = Field(default=None, ge=0)
-    thinking: Literal["off", "minimal", "low", "medium", "high", "xhigh"] | bool | None = None
-
-    def settings(self) -> dict[str, Any]:
-        """The pydantic-ai model settings these stand for (`model` is not a setting)."""
-        out = self.model_dump(exclude_none=True, exclude={"model"})
-        if out.get("thinking") == "off":
-            out["thinking"] = False
-        return out
 
 
 # -- option words -------------------------------------------------------------------------------
