@@ -112,10 +112,18 @@ class SlotResult:
     tool_calls: tuple[ToolCall, ...] = ()
     truncated: bool = False  # the answer's last response stopped at its token limit (SPEC §14)
     fallback_used: str | None = None  # the fallback model that answered (its pydantic-ai model_name)
-    response_schema: dict[str, Any] | None = None  # the JSON schema the answer was asked for in (0.x's name)
+    # the JSON schema the answer was asked for in (0.x's name); None once pickled to another process
+    response_schema: dict[str, Any] | None = None
 
     def __str__(self) -> str:
         return str(self.output)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the schema stays in the process that ran the slot (a batch row's result crossing to
+        # another process would carry it once per row); there `response_schema` is None
+        state = dict(self.__dict__)
+        state.pop("response_schema", None)
+        return state
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SlotResult):
