@@ -119,6 +119,10 @@ def test_result_and_slot_result_read_as_0x_did() -> None:
     assert summary.format_summary() == (
         f"Total cost: ${2 * result.total_cost:.4f} ({2 * usage.input_tokens} in / {2 * usage.output_tokens} out)"
     )
+    import pickle
+
+    shipped = pickle.loads(pickle.dumps(result))  # as a --workers batch row crosses processes
+    assert shipped.results["a"].response_schema is None and shipped.results["a"] == slot and dict(shipped) == {"a": "yes"}
     for name in ("total_cost", "outputs", "prompt_tokens"):
         with pytest.raises(AttributeError):
             setattr(result, name, 1)
