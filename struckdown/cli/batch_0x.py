@@ -1,8 +1,8 @@
 """`sd batch` as 0.18 ran it (issue 32): its flags read into today's `BatchRequest`.
 
 * `sd batch TEMPLATE INPUT…` (today's form) still works. With `-p FILE` every
-  positional argument is an input; with `-i`, the first positional argument is the
-  template: a file, or an inline prompt (`sd batch "Summarise: [[s]]" -i 'docs/*.txt'`);
+  positional argument is an input; otherwise the first is the template: a file, or an
+  inline prompt holding a slot (`sd batch "Summarise: [[s]]" -i 'docs/*.txt'`);
   an inline prompt that reads no variable reads `{{ input }}` first, as 0.18 did.
 * `-i PATTERN` (repeatable): a recursive glob (`'data/**/*.txt'`), a file, `-` (stdin)
   or an `http(s)://` URL (fetched once; JSON, JSONL and CSV by content type or suffix,
@@ -44,8 +44,8 @@ def template_and_inputs(
             raise CliError("no template: sd batch TEMPLATE INPUT…, sd batch -p FILE -i INPUT, "
                            "or sd batch \"inline prompt [[x]]\" -i INPUT")
         first = rest.pop(0)
-        if Path(first).is_file() or not patterns or ("[[" not in first and " " not in first):
-            path = Path(first)
+        if Path(first).is_file() or "[[" not in first:
+            path = Path(first)  # a missing file is reported by name when it is read
         else:
             text = first
     inputs = rest + [spec for pattern in patterns for spec in expand(pattern)]
