@@ -47,9 +47,7 @@ class RunSettings:
     image_max_side: int | None = DEFAULT_MAX_SIDE  # larger images are shrunk (None: sent as they are)
     max_images: int | None = DEFAULT_MAX_IMAGES  # per request (None: no limit)
     resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
-    #: the plain form of the options a paused state records, computed when a run pauses (not
-    #: for every row of a batch)
-    recorded: Callable[[], Mapping[str, Any]] | None = None
+    recorded: Callable[[], Mapping[str, Any]] | None = None  # the plain options a paused state records (made at a pause)
     spent: Any = None  # a resumed run: the Usage its earlier part spent (counts against run_limits and max_cost)
 
 
@@ -107,7 +105,7 @@ def build_settings(
             value("retries"), value("retry_base_delay"), value("retry_max_delay"), value("fallback"),
             value("on_truncate"), value("on_retry"),
         ),
-        recorded=partial(recorded_options, dict(options), dict(defaults)),  # as the run began
+        recorded=partial(recorded_options, options, defaults),
         spent=spent,
     )
 
