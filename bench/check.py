@@ -45,6 +45,10 @@ def recorded_ratios(path: Path = PERFORMANCE_MD) -> dict[str, float]:
     return out
 
 
+def shown(ratio: float) -> str:
+    return f"{ratio:.3f}x" if ratio < 0.1 else f"{ratio:.2f}x"
+
+
 @dataclass
 class Verdict:
     case: str
@@ -70,7 +74,7 @@ def judge(rows: Sequence[Row], recorded: dict[str, float], tolerance: float = TO
             continue
         worse = row.ratio < limit if higher_is_better else row.ratio > limit
         relation = ("<" if worse else ">=") if higher_is_better else (">" if worse else "<=")
-        out.append(Verdict(row.case, was, row.ratio, limit, not worse, f"{row.ratio:.2f}x {relation} {limit:.2f}x"))
+        out.append(Verdict(row.case, was, row.ratio, limit, not worse, f"{shown(row.ratio)} {relation} {shown(limit)}"))
     return out
 
 
@@ -78,7 +82,7 @@ def report(verdicts: Sequence[Verdict]) -> bool:
     """Print the verdicts; True when none failed."""
     print(f"bench --check: each ratio against docs/performance.md ({SECTION}), {TOLERANCE:.0%} tolerance")
     for v in verdicts:
-        was = "-" if v.recorded is None else f"{v.recorded:.2f}x"
+        was = "-" if v.recorded is None else shown(v.recorded)
         status = "ok" if v.passed else "WORSE"
         if v.why == "not recorded":
             status = "new"
