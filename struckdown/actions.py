@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .html_text import html_to_text
 from .syntax.nodes import Action, Option
 
 
@@ -157,48 +158,6 @@ def _fetch(url: str) -> str:
         raw = response.read(FETCH_MAX_BYTES + 1)[:FETCH_MAX_BYTES]
         charset = response.headers.get_content_charset() or "utf-8"
     return html_to_text(raw.decode(charset, errors="replace"))
-
-
-def html_to_text(html: str) -> str:
-    """Readable text of a page, in one pass (Python's HTMLParser, linear in the page):
-    headings as `#`, list items as `- `, block ends as line breaks; script and style dropped."""
-    from html.parser import HTMLParser
-
-    class _Text(HTMLParser):
-        def __init__(self) -> None:
-            super().__init__(convert_charrefs=True)
-            self.parts: list[str] = []
-            self.hidden = 0  # inside <script>, <style>, <noscript>
-
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            if tag in _HIDDEN:
-                self.hidden += 1
-            elif tag in _HEADINGS:
-                self.parts.append("\n" + "#" * int(tag[1]) + " ")
-            elif tag == "li":
-                self.parts.append("- ")
-            elif tag == "br":
-                self.parts.append("\n")
-
-        def handle_endtag(self, tag: str) -> None:
-            if tag in _HIDDEN:
-                self.hidden = max(0, self.hidden - 1)
-            elif tag in _BLOCKS or tag in _HEADINGS:
-                self.parts.append("\n")
-
-        def handle_data(self, data: str) -> None:
-            if not self.hidden:
-                self.parts.append(data)
-
-    parser = _Text()
-    parser.feed(html)
-    parser.close()
-    return re.sub(r"\n\s*\n+", "\n\n", "".join(parser.parts)).strip()
-
-
-_HIDDEN = frozenset({"script", "style", "noscript"})
-_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-_BLOCKS = frozenset({"p", "div", "li", "tr"})
 
 
 def _check_fetch(node: Action) -> None:
