@@ -39,6 +39,8 @@ _PROGRAM_CACHE_SIZE = 256
 
 #: Seconds one tool call may take unless the host says otherwise (None: no limit).
 DEFAULT_TOOL_TIMEOUT = 60.0
+#: Characters of one tool result the model reads unless the host says otherwise (None: no limit).
+DEFAULT_MAX_TOOL_RESULT = 100_000
 
 
 class Environment:
@@ -55,6 +57,7 @@ class Environment:
         cache: ResponseCache | bool | str | None = None,
         include_paths: Sequence[PathLike] = (),
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        max_tool_result: int | None = DEFAULT_MAX_TOOL_RESULT,
         mcp: Any = None,
         approve: Approver = None,
         prices: Mapping[str, Mapping[str, float]] | None = None,
@@ -73,7 +76,7 @@ class Environment:
         self.settings = settings
         self.cache = cache
         self.include_paths = tuple(include_paths)
-        self.tool_timeout = tool_timeout
+        self.tool_timeout, self.max_tool_result = tool_timeout, max_tool_result
         self.mcp = mcp
         if mcp is not None:  # a bad server spec fails here, not at the first run
             from .mcp_tools import resolve_servers
@@ -245,6 +248,7 @@ class Environment:
             strict_undefined=bool(options.get("strict_undefined", False)),
             stream=stream,
             tool_timeout=options.get("tool_timeout", self.tool_timeout),
+            max_tool_result=options.get("max_tool_result", self.max_tool_result),
             requests=requests if requests is not None else request_limiter(options.get("max_requests")),
             mcp=mcp,
             approve=options.get("approve", self.approve),

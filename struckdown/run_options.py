@@ -46,6 +46,7 @@ class RunOptions(TypedDict, total=False):
     deps_type: type[Any] | None
     limits: UsageLimits | None  # the per-slot ceiling
     tool_timeout: float | None  # seconds one tool call may take (the ceiling `tool_timeout=` options lower)
+    max_tool_result: int | None  # characters of one tool result the model reads; longer ones are cut with a note
     max_requests: int | None  # most model requests in flight at once, across the run (or the whole batch)
     on_halt: OnHalt
     settings: Mapping[str, Any] | None  # pydantic_ai ModelSettings for every request

@@ -74,6 +74,7 @@ class RunSettings:
     strict_undefined: bool = False
     stream: bool = True
     tool_timeout: float | None = None
+    max_tool_result: int | None = None  # characters of one tool result (longer: cut with a note)
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
     provider_batch: Any = None  # a struckdown.ProviderBatch: requests go through the provider's batch API
     mcp: Any = None  # the MCPSessions of this run (or batch), None without MCP servers
@@ -145,6 +146,7 @@ class Run:
             settings=self.options.settings,
             stream=self.options.stream,
             tool_timeout=self.options.tool_timeout,
+            max_tool_result=self.options.max_tool_result,
             environment=environment,
             # the "second model call after a guard started" join point, for every slot but a guard
             capabilities=(
