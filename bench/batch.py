@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .common import Row, target_row, best, interleaved, last_user_prompt, median, ratio_of, scripted_model, secs
+from .common import Row, best, interleaved, last_user_prompt, median, ratio_of, scripted_model, secs, target_row
 
 TARGET = 1.15
 LATENCY = 0.050
@@ -53,8 +53,9 @@ def _order_problem(results: list[Any], n: int) -> str:
 
 
 async def run(quick: bool = False) -> list[Row]:
-    import struckdown
     from pydantic_ai import Agent
+
+    import struckdown
 
     n = 100 if quick else 1000
     repeats = 2 if quick else 5

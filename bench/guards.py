@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .common import Row, target_row, interleaved, median, ms, ratio_of, scripted_model
+from .common import Row, interleaved, median, ms, ratio_of, scripted_model, target_row
 
 TARGET = 1.05
 LATENCY = 0.100
@@ -30,8 +30,9 @@ def verdict_type() -> Any:
 
 
 async def run(quick: bool = False) -> list[Row]:
-    import struckdown
     from pydantic_ai import Agent
+
+    import struckdown
 
     repeats = 3 if quick else 9
     program = struckdown.parse(TEMPLATE)

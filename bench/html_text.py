@@ -37,7 +37,7 @@ def _timed(work: Callable[[], object]) -> float:
 
 
 async def run(quick: bool = False) -> list[Row]:
-    from struckdown import html_text
+    from struckdown.actions import html_text
 
     size = 20_000 if quick else 80_000
     rows: list[Row] = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import Row, target_row, best, interleaved, median, ms, ratio_of, scripted_model, transcript
+from .common import Row, best, interleaved, median, ms, ratio_of, scripted_model, target_row, transcript
 
 TARGET = 1.10
 SLOTS = 10
@@ -61,8 +61,9 @@ async def bare_conversation(agent: Any, prompts: list[str], output_type: Any) ->
 
 
 async def _check_same_conversation(kind: str, output_type: Any) -> str:
-    import struckdown
     from pydantic_ai import Agent
+
+    import struckdown
 
     sd_model, sd_seen = _spy(scripted_model())
     bare_model, bare_seen = _spy(scripted_model())
@@ -76,8 +77,9 @@ async def _check_same_conversation(kind: str, output_type: Any) -> str:
 
 
 async def measure(kind: str, repeats: int) -> list[Row]:
-    import struckdown
     from pydantic_ai import Agent
+
+    import struckdown
 
     output_type: Any = int if kind == "int" else str
     problem = await _check_same_conversation(kind, output_type)

@@ -37,7 +37,7 @@ def _model() -> Any:
 
 
 def _list_cost(results: list[Any]) -> float:
-    from struckdown.provider_batch import batch_prices
+    from struckdown.batch.provider import batch_prices
 
     total = 0.0
     for result in results:
@@ -49,8 +49,9 @@ def _list_cost(results: list[Any]) -> float:
 
 
 async def run(quick: bool = False) -> list[Row]:
-    import struckdown
     from pydantic_ai.capabilities import BatchModelRequests
+
+    import struckdown
 
     n, size = (100, 50) if quick else (500, 250)
     repeats = 2 if quick else 3

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .common import Row, target_row, best, interleaved, median, ms, ratio_of
+from .common import Row, best, interleaved, median, ms, ratio_of, target_row
 
 CALLS = 5
 TARGET = 1.10
@@ -77,8 +77,9 @@ async def _executions(parallel: bool) -> tuple[int, str]:
 async def _times(
     latency: float, repeats: int, cpu: dict[str, list[float]] | None = None
 ) -> tuple[list[float], list[float], int]:
-    import struckdown
     from pydantic_ai import Agent
+
+    import struckdown
 
     program = struckdown.parse(TEMPLATE)
     sd_tool, bare_tool = Lookup(latency), Lookup(latency)

@@ -38,14 +38,14 @@ _EXPORTS = {
     "TemplateSyntaxError": "errors",
     "ToolLimitExceeded": "run.tools",
     "BadModelOutput": "run.tools",
-    "ModelError": "model_errors",
-    "RateLimitError": "model_errors",
-    "AuthenticationError": "model_errors",
-    "ContextWindowError": "model_errors",
-    "ContentFilterError": "model_errors",
-    "ModelConnectionError": "model_errors",
-    "BadRequestError": "model_errors",
-    "TruncatedError": "model_errors",
+    "ModelError": "models.errors",
+    "RateLimitError": "models.errors",
+    "AuthenticationError": "models.errors",
+    "ContextWindowError": "models.errors",
+    "ContentFilterError": "models.errors",
+    "ModelConnectionError": "models.errors",
+    "BadRequestError": "models.errors",
+    "TruncatedError": "models.errors",
     "Result": "results",
     "SlotResult": "results",
     "ToolCall": "results",
@@ -53,10 +53,10 @@ _EXPORTS = {
     "readonly": "run.tools",
     "sequential": "run.tools",
     "Safe": "safe",
-    "ProviderBatch": "provider_batch",
-    "BatchCounts": "provider_batch",
+    "ProviderBatch": "batch.provider",
+    "BatchCounts": "batch.provider",
     "MCPServerError": "errors",
-    "MCPSessions": "mcp_tools",
+    "MCPSessions": "tools.mcp",
     "resume": "api",
     "resume_async": "api",
     "resume_incremental_async": "api",
@@ -73,7 +73,7 @@ _EXPORTS = {
     "LLMError": "compat",
     "OnHalt": "run_options",
     "LLMCredentials": "models",
-    "make_search": "action_search",
+    "make_search": "actions.search",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -93,7 +93,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .action_search import make_search as make_search
+    from .actions.search import make_search as make_search
     from .api import (
         complete as complete,
     )
@@ -131,6 +131,8 @@ if TYPE_CHECKING:
     from .api import resume_async as resume_async
     from .api import resume_incremental_async as resume_incremental_async
     from .approval_state import ApprovalRequest as ApprovalRequest
+    from .batch.provider import BatchCounts as BatchCounts
+    from .batch.provider import ProviderBatch as ProviderBatch
     from .compat import LLMError as LLMError
     from .compat import StruckdownResult as StruckdownResult
     from .compat import TemplateError as TemplateError
@@ -160,38 +162,35 @@ if TYPE_CHECKING:
     from .errors import (
         TemplateSyntaxError as TemplateSyntaxError,
     )
-    from .mcp_tools import MCPSessions as MCPSessions
     from .media import File as File
     from .media import Image as Image
     from .media import attach as attach
-    from .model_errors import (
+    from .models import LLMCredentials as LLMCredentials
+    from .models.errors import (
         AuthenticationError as AuthenticationError,
     )
-    from .model_errors import (
+    from .models.errors import (
         BadRequestError as BadRequestError,
     )
-    from .model_errors import (
+    from .models.errors import (
         ContentFilterError as ContentFilterError,
     )
-    from .model_errors import (
+    from .models.errors import (
         ContextWindowError as ContextWindowError,
     )
-    from .model_errors import (
+    from .models.errors import (
         ModelConnectionError as ModelConnectionError,
     )
-    from .model_errors import (
+    from .models.errors import (
         ModelError as ModelError,
     )
-    from .model_errors import (
+    from .models.errors import (
         RateLimitError as RateLimitError,
     )
-    from .model_errors import (
+    from .models.errors import (
         TruncatedError as TruncatedError,
     )
-    from .models import LLMCredentials as LLMCredentials
     from .plan import Program as Program
-    from .provider_batch import BatchCounts as BatchCounts
-    from .provider_batch import ProviderBatch as ProviderBatch
     from .results import Result as Result
     from .results import SlotResult as SlotResult
     from .results import ToolCall as ToolCall
@@ -203,3 +202,4 @@ if TYPE_CHECKING:
     from .run.tools import sequential as sequential
     from .run_options import OnHalt as OnHalt
     from .safe import Safe as Safe
+    from .tools.mcp import MCPSessions as MCPSessions

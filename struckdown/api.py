@@ -14,7 +14,7 @@ from .types import TypeFactory
 if TYPE_CHECKING:
     from pydantic_ai.capabilities import BatchModelRequests
 
-    from .provider_batch import ProviderBatch
+    from .batch.provider import ProviderBatch
 
 __all__ = [
     "complete",

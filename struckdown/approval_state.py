@@ -116,6 +116,7 @@ def build_state(
     actions: Mapping[str, list[Any]],
     paused: Sequence[PausedSlot],
     tools: Sequence[str],
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     from . import __version__
 
@@ -131,6 +132,7 @@ def build_state(
         "actions": {where: jsonable(values) for where, values in actions.items()},
         "paused": [_paused_to_json(slot) for slot in paused],
         "requests": [request.to_dict() for slot in paused for request, _ in slot.requests],
+        "options": dict(options or {}),  # the recorded run options, plain (run_options.OPTIONS[…].recorded)
         "extra": {},
     }
 

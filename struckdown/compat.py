@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import TemplateSyntaxError
-from .model_errors import ModelError
 from .models import LLMCredentials
+from .models.errors import ModelError
 from .results import Result
 
 __all__ = [

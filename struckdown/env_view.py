@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .actions import ActionRegistry
-    from .model_store import ModelStore
+    from .models.store import ModelStore
     from .render import Renderer
     from .types import TypeRegistry
 
@@ -23,6 +23,9 @@ class EnvironmentView(Protocol):
     renderer: Renderer
     models: ModelStore
     response_caches: dict[Path, Any]
-    limits: Any  # the per-slot ceiling (pydantic_ai UsageLimits or None)
+    defaults: dict[str, Any]  # the run keywords' defaults (run_options.OPTIONS)
+
+    @property
+    def limits(self) -> Any: ...  # the per-slot ceiling (pydantic_ai UsageLimits or None)
 
     def engine_caches(self) -> Any: ...

@@ -18,76 +18,44 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from .actions import ActionRegistry, builtin_actions
 from .lru import LRU
-from .media_scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE
-from .model_store import ModelStore
+from .models.store import ModelStore
 from .plan import Program
 from .render import Renderer
 from .run_options import EXECUTOR_OPTIONS as _EXECUTOR_OPTIONS
 from .run_options import RUN_OPTIONS as _RUN_OPTIONS
-from .run_options import BatchExecutor, PathLike, ResponseCache, RunOptions
+from .run_options import BatchExecutor, PathLike, RunOptions, checked_options, option_value
 from .types import TypeFactory, TypeRegistry
 
 if TYPE_CHECKING:
     from pydantic_ai.capabilities import BatchModelRequests
     from pydantic_ai.usage import UsageLimits
 
-    from .provider_batch import ProviderBatch
+    from .batch.provider import ProviderBatch
     from .results import Result
-    from .run_options import Approver, ModelLike, ToolLike
+    from .run_options import ModelLike
 
 _PROGRAM_CACHE_SIZE = 256
 
 #: Seconds one tool call may take unless the host says otherwise (None: no limit).
-DEFAULT_TOOL_TIMEOUT = 60.0
-#: Characters of one tool result the model reads unless the host says otherwise (None: no limit).
-DEFAULT_MAX_TOOL_RESULT = 100_000
+DEFAULT_TOOL_TIMEOUT = 60.0  # run_options.OPTIONS["tool_timeout"].default
 
 
 class Environment:
     """Registries, sandbox, caches and run defaults for the templates it parses and runs."""
 
-    def __init__(
-        self,
-        *,
-        model: ModelLike = None,
-        tools: Sequence[ToolLike] = (),
-        deps: Any = None,
-        limits: UsageLimits | None = None,
-        settings: Mapping[str, Any] | None = None,
-        cache: ResponseCache | bool | str | None = None,
-        include_paths: Sequence[PathLike] = (),
-        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
-        max_tool_result: int | None = DEFAULT_MAX_TOOL_RESULT,
-        mcp: Any = None,
-        approve: Approver = None,
-        prices: Mapping[str, Mapping[str, float]] | None = None,
-        instrument: Any = False,
-        tool_limits: Mapping[str, int] | None = None,
-        retries: int | None = None,
-        retry_base_delay: float | None = None,
-        retry_max_delay: float | None = None,
-        fallback: ModelLike | Sequence[ModelLike] = None,
-        on_truncate: Literal["keep", "error"] = "keep",
-    ) -> None:
-        self.model = model
-        self.tools = tuple(tools)
-        self.deps = deps
-        self.limits = limits
-        self.settings = settings
-        self.cache = cache
-        self.include_paths = tuple(include_paths)
-        self.tool_timeout, self.max_tool_result = tool_timeout, max_tool_result
-        self.mcp = mcp
-        if mcp is not None:  # a bad server spec fails here, not at the first run
-            from .mcp_tools import resolve_servers
+    def __init__(self, **defaults: Unpack[RunOptions]) -> None:
+        """`defaults`: any run keyword that is not per call only (`run_options.OPTIONS`), the
+        default of every run of this Environment; a keyword given to a call overrides it."""
+        unknown = set(defaults) - _RUN_OPTIONS
+        if unknown:
+            from .compat import call_options
 
-            resolve_servers(mcp)
-        self.approve = approve
-        self.prices = prices
-        self.instrument = instrument
-        self.tool_limits = tool_limits
-        self.retries, self.retry_base_delay, self.retry_max_delay = retries, retry_base_delay, retry_max_delay
-        self.fallback, self.on_truncate = fallback, on_truncate
+            call_options("Environment", defaults, self, _RUN_OPTIONS)  # the TypeError with a close match
+        self.defaults: dict[str, Any] = checked_options(defaults, environment=True)
+        if defaults.get("mcp") is not None:  # a bad server spec fails here, not at the first run
+            from .tools.mcp import resolve_servers
+
+            resolve_servers(defaults["mcp"])
         self.types = TypeRegistry()
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
@@ -96,6 +64,24 @@ class Environment:
         self._programs: LRU[Program] = LRU(_PROGRAM_CACHE_SIZE)
         self._engine_caches: Any = None
         self._lock = threading.Lock()
+
+    def default(self, name: str) -> Any:
+        """This Environment's default for a run keyword (the table's when it holds none)."""
+        return option_value(name, {}, self.defaults)
+
+    @property
+    def model(self) -> Any:
+        return self.default("model")
+
+    @property
+    def limits(self) -> Any:
+        return self.default("limits")
+
+    def __getattr__(self, name: str) -> Any:
+        """`env.tool_timeout`, `env.retries`, …: the defaults read as attributes, as before."""
+        if name in _RUN_OPTIONS:
+            return self.default(name)
+        raise AttributeError(f"'Environment' object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return f"<struckdown.Environment at {id(self):#x}>"
@@ -151,7 +137,7 @@ class Environment:
         Raises TemplateSyntaxError, with line and column, for anything wrong with it.
         """
         path = str(template_path) if template_path is not None else None
-        roots = tuple(str(p) for p in (self.include_paths if include_paths is None else include_paths))
+        roots = tuple(str(p) for p in (self.default("include_paths") if include_paths is None else include_paths))
         # a relative path (or none) resolves against the working directory; an absolute one
         # names its folder already (a changed include is caught by its mtime on a hit)
         base = "" if path is not None and os.path.isabs(path) else os.getcwd()
@@ -205,7 +191,8 @@ class Environment:
         """The call's keywords with 0.x's names mapped; an unknown one is a TypeError now."""
         from .compat import call_options
 
-        return call_options(function, options, self, _RUN_OPTIONS)
+        out = call_options(function, options, self, _RUN_OPTIONS)
+        return checked_options(out)
 
     def _checked_batch(
         self, function: str, concurrency: int, on_result: Any, options: Any, executor: Any = None
@@ -214,7 +201,9 @@ class Environment:
 
         # an executor (Dask) also takes its workers' factories (model_factory=, deps_factory=)
         valid = _RUN_OPTIONS if executor is None else _RUN_OPTIONS | _EXECUTOR_OPTIONS
-        return batch_options(function, concurrency, on_result, options, self, valid)
+        concurrency, on_result, out = batch_options(function, concurrency, on_result, options, self, valid)
+        own = {k: v for k, v in out.items() if k in _RUN_OPTIONS}
+        return concurrency, on_result, {**out, **checked_options(own)}
 
     def engine_caches(self) -> Any:
         """The agents, tool boxes and output wrappers runs of this Environment reuse
@@ -227,49 +216,12 @@ class Environment:
                     self._engine_caches = EngineCaches()
         return self._engine_caches
 
-    def run_settings(self, options: RunOptions, *, stream: bool, requests: Any = None, mcp: Any = None) -> Any:
-        """The call's options over this Environment's defaults, as the engine takes them."""
-        from .batching import request_limiter
-        from .run import RunSettings
-        from .run.accounting import budget_settings
+    def run_settings(self, options: RunOptions, *, stream: bool, **path: Any) -> Any:
+        """The call's options over this Environment's defaults, as the engine takes them
+        (`path`: what the entry path adds: requests, mcp, provider_batch, batch, resume)."""
+        from .run.settings import build_settings
 
-        on_halt = options.get("on_halt", "raise")
-        if on_halt not in ("raise", "return"):
-            raise ValueError(f"on_halt must be 'raise' or 'return', not {on_halt!r}")
-        return RunSettings(
-            model=options.get("model", self.model),
-            tools=tuple(options.get("tools", self.tools)),
-            deps=options.get("deps", self.deps),
-            limits=options.get("limits", self.limits),
-            on_halt=on_halt,
-            settings=options.get("settings", self.settings),
-            cache=options.get("cache", self.cache),
-            stop_at=options.get("stop_at"),
-            strict_undefined=bool(options.get("strict_undefined", False)),
-            stream=stream,
-            tool_timeout=options.get("tool_timeout", self.tool_timeout),
-            max_tool_result=options.get("max_tool_result", self.max_tool_result),
-            requests=requests if requests is not None else request_limiter(options.get("max_requests")),
-            mcp=mcp,
-            approve=options.get("approve", self.approve),
-            **budget_settings(self, options),
-            image_max_side=options.get("image_max_side", DEFAULT_MAX_SIDE),
-            max_images=options.get("max_images", DEFAULT_MAX_IMAGES),
-            resilience=self._resilience(options),
-        )
-
-    def _resilience(self, options: RunOptions) -> Any:
-        """Retries, fallback and truncation (SPEC §14): the call's over this Environment's."""
-        from .run.resilience import Resilience
-
-        return Resilience.of(
-            options.get("retries", self.retries),
-            options.get("retry_base_delay", self.retry_base_delay),
-            options.get("retry_max_delay", self.retry_max_delay),
-            options.get("fallback", self.fallback),
-            options.get("on_truncate", self.on_truncate),
-            options.get("on_retry"),
-        )
+        return build_settings(self, options, stream=stream, **path)
 
     async def complete_async(
         self, template: str | Program, context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions]
@@ -294,23 +246,17 @@ class Environment:
     ) -> Result:
         """One batch row: its requests share the batch's limiter (and provider batching),
         its MCP servers the batch's sessions, its spending the batch's account."""
-        from dataclasses import replace
-
         from .run import run_to_result
 
-        settings = self.run_settings(options, stream=False, requests=requests, mcp=mcp)
-        if batching is not None:
-            settings = replace(settings, provider_batch=batching)
-        if batch is not None:
-            settings = replace(settings, batch=batch)
+        settings = self.run_settings(options, stream=False, requests=requests, mcp=mcp, provider_batch=batching, batch=batch)
         return await run_to_result(program, context, settings)
 
     def _mcp_sessions(self, program: Program, options: RunOptions) -> AbstractAsyncContextManager[Any]:
         """The MCP sessions of one run or batch (None inside without servers): opened as
         slots first need them, closed when the block ends (SPEC §16)."""
-        from .mcp_tools import run_sessions
+        from .tools.mcp import run_sessions
 
-        return run_sessions(options.get("mcp", self.mcp), program)
+        return run_sessions(option_value("mcp", options, self.defaults), program)
 
     def complete_incremental_async(
         self,
@@ -369,19 +315,30 @@ class Environment:
     # -- resuming a paused run (SPEC §12) ----------------------------------------------
     def _resumed(
         self, state: Mapping[str, Any] | str, decisions: Mapping[str, Any], template: str | None,
-        options: RunOptions, *, stream: bool,
-    ) -> tuple[Program, dict[str, Any], Any]:
-        """The paused run's Program, its context and the settings that continue it; a
-        state or decisions that do not fit are a ValueError before any model call."""
-        from dataclasses import replace
+        options: RunOptions,
+    ) -> tuple[Program, dict[str, Any], RunOptions, Any]:
+        """The paused run's Program, its context, its options (those its state recorded, under
+        the call's) and its resume point; a state or decisions that do not fit are a
+        ValueError before any model call."""
+        import json
 
         from .approval_state import read_state
+        from .distributed.shipping import restored_option
 
-        tools = self.engine_caches().toolbox(tuple(options.get("tools", self.tools)))
+        if isinstance(state, str):
+            try:
+                state = json.loads(state)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"the paused state is not JSON: {exc}") from None
+        recorded = state.get("options") if isinstance(state, Mapping) else None
+        if isinstance(recorded, Mapping):
+            kept = {k: restored_option(k, v) for k, v in recorded.items() if k in _RUN_OPTIONS and k not in options}
+            options = {**checked_options(kept), **options}  # type: ignore[typeddict-item]
+        tools = self.engine_caches().toolbox(tuple(option_value("tools", options, self.defaults)))
         point = read_state(state, decisions, template=template, tools=tools.names)
         path = options.get("template_path", point.template_path)  # where its includes resolve
         program = self.parse(point.template, template_path=path, include_paths=options.get("include_paths"))
-        return program, point.context, replace(self.run_settings(options, stream=stream), resume=point)
+        return program, point.context, options, point
 
     async def resume_async(
         self,
@@ -397,12 +354,16 @@ class Environment:
         Slots that finished before the pause are not run again, the paused slot does not
         resend the request that asked for the calls, and the calls of that response that
         needed no approval are not run again. The run may pause again (`Paused`).
-        `context=` replaces the stored one (JSON) for values JSON cannot hold.
+        `context=` replaces the stored one (JSON) for values JSON cannot hold. The options
+        the state recorded (`run_options.OPTIONS[...].recorded`) apply unless given again.
         """
         from .run import run_to_result
 
-        program, stored, settings = self._resumed(state, decisions, template, options, stream=False)
-        return await run_to_result(program, stored if context is None else context, settings)
+        options = self._checked("resume_async", options)
+        program, stored, options, point = self._resumed(state, decisions, template, options)
+        async with self._mcp_sessions(program, options) as sessions:
+            settings = self.run_settings(options, stream=False, mcp=sessions, resume=point)
+            return await run_to_result(program, stored if context is None else context, settings)
 
     def resume(
         self,
@@ -416,9 +377,10 @@ class Environment:
         """Sync `resume_async`."""
         from .sync import run_sync
 
+        options = self._checked("resume", options)
         return run_sync(lambda: self.resume_async(state, decisions, template=template, context=context, **options))
 
-    async def resume_incremental_async(
+    def resume_incremental_async(
         self,
         state: Mapping[str, Any] | str,
         decisions: Mapping[str, Any],
@@ -428,16 +390,26 @@ class Environment:
         stream: bool = True,
         **options: Unpack[RunOptions],
     ) -> AsyncGenerator[Any, None]:
-        """`resume_async` as events (a pause again ends with `ProcessingComplete(paused=True)`)."""
+        """`resume_async` as events (a pause again ends with `ProcessingComplete(paused=True)`).
+        A bad keyword is a TypeError here, at the call."""
+        options = self._checked("resume_incremental_async", options)
+        return self._resumed_events(state, decisions, template, context, stream, options)
+
+    async def _resumed_events(
+        self, state: Mapping[str, Any] | str, decisions: Mapping[str, Any], template: str | None,
+        context: Mapping[str, Any] | None, stream: bool, options: RunOptions,
+    ) -> AsyncGenerator[Any, None]:
         from .run import events
 
-        program, stored, settings = self._resumed(state, decisions, template, options, stream=stream)
-        stream_of_events = events(program, stored if context is None else context, settings)
-        try:
-            async for event in stream_of_events:
-                yield event
-        finally:
-            await stream_of_events.aclose()
+        program, stored, options, point = self._resumed(state, decisions, template, options)
+        async with self._mcp_sessions(program, options) as sessions:
+            settings = self.run_settings(options, stream=stream, mcp=sessions, resume=point)
+            stream_of_events = events(program, stored if context is None else context, settings)
+            try:
+                async for event in stream_of_events:
+                    yield event
+            finally:
+                await stream_of_events.aclose()
 
     async def complete_batch_async(
         self,
@@ -466,7 +438,7 @@ class Environment:
         requests through the provider's batch API (docs/batch.md). The returned list
         holds every row; `complete_batch_iter_async` is the form that holds none.
         """
-        from .batching import BatchCall, collected
+        from .batch import BatchCall, collected
 
         concurrency, on_result, options = self._checked_batch(
             "complete_batch_async", concurrency, on_result, options, executor
@@ -492,7 +464,7 @@ class Environment:
         (an async iterable too, without an executor). Closing the generator cancels
         the rows in flight; a slow consumer holds the batch back. The other keywords
         are `complete_batch_async`'s."""
-        from .batching import BatchCall, outcomes
+        from .batch import BatchCall, outcomes
 
         concurrency, _, options = self._checked_batch(
             "complete_batch_iter_async", concurrency, None, options, executor

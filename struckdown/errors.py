@@ -7,7 +7,7 @@ the message from the data.
 
 Nothing here imports pydantic-ai, so `sd check` and `parse()` stay fast; the one
 error that must also be a pydantic-ai class, `ToolLimitExceeded` (a
-`UsageLimitExceeded`), lives in run/tools.py, and provider errors in model_errors.py.
+`UsageLimitExceeded`), lives in run/tools.py, and provider errors in models/errors.py.
 """
 
 from __future__ import annotations

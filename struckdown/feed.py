@@ -5,7 +5,7 @@ resume it from another task), so the work that produces the items runs as the on
 task the generator owns. The bounded stream between them lets a slow consumer hold
 the producer back instead of letting items pile up; closing the generator cancels the
 task and everything it started. Used for a run's events (`run.events`) and a batch's
-outcomes (`batching.outcomes`).
+outcomes (`batch.outcomes`).
 """
 
 from __future__ import annotations

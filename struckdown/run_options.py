@@ -1,7 +1,10 @@
-"""The keywords a run takes, declared once (SPEC §5), and the protocols a host plugs in.
+"""The keywords a run takes, each declared once (SPEC §5, §22), and the protocols a host plugs in.
 
-`RunOptions` is the TypedDict every entry point unpacks (`**options: Unpack[RunOptions]`),
-so a type checker knows each keyword; `RUN_OPTIONS` is the set of its names that
+`OPTIONS` holds every fact of each keyword: its default, whether the Environment may hold
+one, the CLI flags that set it, how it travels to a Dask worker, whether a paused run
+records it, and its check. `RunOptions` is the same list as a TypedDict, which every entry
+point unpacks (`**options: Unpack[RunOptions]`) so that a type checker knows each keyword;
+import fails if the two differ. `RUN_OPTIONS` is the set of names that
 `compat.call_options` checks calls against. `ResponseCache` and `BatchExecutor` are what
 `cache=` and `executor=` accept besides the built-in ones.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 if TYPE_CHECKING:
@@ -73,10 +77,162 @@ class RunOptions(TypedDict, total=False):
     on_retry: Callable[[Any], Any] | None  # called with every SlotRetry and SlotFallback event (also in complete())
 
 
-#: The keywords every entry point takes (others are a TypeError at the call; see compat.py).
-RUN_OPTIONS = frozenset(RunOptions.__annotations__)
 #: What a batch executor's workers take besides (struckdown/distributed/shipping.py).
 EXECUTOR_OPTIONS = frozenset({"model_factory", "deps_factory"})
+
+#: How an option travels to a Dask worker (distributed/shipping.py reads this column):
+#: "data" JSON-able plain data; "model" a model string; "models" model strings; "tools" importable
+#: names or .py files; "mcp" server specs; "cache" True/False/a directory; "limits" a UsageLimits;
+#: "decision" True/False only; "caller" used by the caller's process (the job carries it);
+#: "no" cannot travel: the pair is refused before any row starts.
+Shipping = Literal["data", "model", "models", "tools", "mcp", "cache", "limits", "decision", "caller", "no"]
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """Every fact of one run keyword (SPEC §22): a new option is one row of `OPTIONS` (and one
+    line of `RunOptions` for type checkers); every entry point, the Dask shipping, the paused
+    state and the CLI read it from here."""
+
+    name: str
+    feature: str  # the SPEC §22 feature it belongs to (the pairwise matrix, tests/run/test_pairs.py)
+    default: Any = None  # when neither the call nor the Environment gives it
+    environment: bool = True  # the Environment may hold a default for it
+    flags: tuple[str, ...] = ()  # the CLI flags that set it (cli/options.py RUN_FLAGS declares them)
+    ships: Shipping = "data"
+    recorded: bool = False  # a paused run's state records it; resume uses it unless given again
+    check: Callable[[Any], Any] | None = None  # the value checked (and normalised) at the call, before any work
+
+
+def _choice(name: str, *allowed: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value not in allowed:
+            raise ValueError(f"{name} must be {' or '.join(repr(a) for a in allowed)}, not {value!r}")
+        return value
+    return check
+
+
+def _whole(name: str, least: int, *, none: bool = True) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None and none:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be a whole number of at least {least}, not {value!r}")
+        return value
+    return check
+
+
+def _seconds(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name} must be a number of seconds above 0 (or None), not {value!r}")
+        return value
+    return check
+
+
+def _usage_limits(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is not None and not hasattr(value, "request_limit"):
+            raise ValueError(f"{name}= must be a pydantic_ai.usage.UsageLimits, not {type(value).__name__}")
+        return value
+    return check
+
+
+def _mapping(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(f"{name}= must be a mapping, not {type(value).__name__}")
+        return value
+    return check
+
+
+def _flag(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}= must be True or False, not {value!r}")
+        return value
+    return check
+
+
+def _cost(value: Any) -> Any:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+        raise ValueError(f"max_cost= must be a number of US dollars of at least 0, not {value!r}")
+    return value
+
+
+def _paths(value: Any) -> Any:
+    if isinstance(value, (str, os.PathLike)):
+        raise ValueError("include_paths= takes a list of directories, not one string")
+    return tuple(value or ())
+
+
+_O = RunOption
+#: The run keywords, each declared once (SPEC §22). Read by `Environment` (defaults, checks),
+#: `run/settings.py` (the one RunSettings builder), `distributed/shipping.py` (what a Dask
+#: worker gets), `approval_state.py` (what a paused run records) and `cli/options.py` (flags).
+OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
+    _O("model", "model", flags=("--model",), ships="model", recorded=True),
+    _O("tools", "function tools", default=(), flags=("--tools",), ships="tools"),
+    _O("deps", "function tools"),
+    _O("deps_type", "function tools", ships="caller"),  # 0.x's; accepted, nothing reads it (docs/migration.md)
+    _O("limits", "budgets", ships="limits", recorded=True, check=_usage_limits("limits")),
+    _O("tool_timeout", "tool_timeout", default=60.0, flags=("--tool-timeout",), recorded=True,
+       check=_seconds("tool_timeout")),
+    _O("max_tool_result", "tool results", default=100_000, recorded=True, check=_whole("max_tool_result", 1)),
+    _O("max_requests", "concurrency", environment=False, flags=("--max-requests",), ships="caller",
+       check=_whole("max_requests", 1)),
+    _O("on_halt", "guards", default="raise", check=_choice("on_halt", "raise", "return")),
+    _O("settings", "model settings", flags=("--max-tokens",), recorded=True, check=_mapping("settings")),
+    _O("cache", "response cache", flags=("--no-cache",), ships="cache", recorded=True),
+    _O("template_path", "templates", environment=False, ships="caller"),
+    _O("include_paths", "templates", default=(), flags=("--include-path",), ships="caller", recorded=True,
+       check=_paths),
+    _O("stop_at", "templates", environment=False, flags=("--stop-at",), recorded=True),
+    _O("strict_undefined", "strict_undefined", default=False, flags=("--strict",), recorded=True,
+       check=_flag("strict_undefined")),
+    _O("mcp", "MCP tools", flags=("--mcp", "--mcp-config"), ships="mcp", recorded=True),
+    _O("approve", "approval", flags=("--approve",), ships="decision"),
+    _O("run_limits", "budgets", environment=False, ships="limits", recorded=True, check=_usage_limits("run_limits")),
+    _O("max_cost", "max_cost", environment=False, flags=("--max-cost",), ships="caller", recorded=True, check=_cost),
+    _O("prices", "prices", flags=("--prices",), recorded=True, check=_mapping("prices")),
+    _O("tool_limits", "budgets", recorded=True, check=_mapping("tool_limits")),
+    _O("instrument", "instrument", default=False, flags=("--otel",), ships="decision"),
+    _O("image_max_side", "images", default=2048, recorded=True, check=_whole("image_max_side", 1)),
+    _O("max_images", "images", default=50, recorded=True, check=_whole("max_images", 0)),
+    _O("retries", "retries", flags=("--retries",), recorded=True, check=_whole("retries", 0)),
+    _O("retry_base_delay", "retries", recorded=True),
+    _O("retry_max_delay", "retries", recorded=True),
+    _O("fallback", "fallback", flags=("--fallback",), ships="models", recorded=True),
+    _O("on_truncate", "on_truncate", default="keep", flags=("--on-truncate",), recorded=True,
+       check=_choice("on_truncate", "keep", "error")),
+    _O("on_retry", "retries", environment=False, ships="no"),
+)}
+
+#: The keywords every entry point takes (others are a TypeError at the call; see compat.py).
+RUN_OPTIONS = frozenset(OPTIONS)
+if RUN_OPTIONS != frozenset(RunOptions.__annotations__):  # the TypedDict is the same list, for type checkers
+    raise RuntimeError(f"RunOptions and OPTIONS differ: {sorted(RUN_OPTIONS ^ set(RunOptions.__annotations__))}")
+
+
+def option_value(name: str, call: Mapping[str, Any], defaults: Mapping[str, Any]) -> Any:
+    """A keyword's value for a run: the call's, else the Environment's default, else the table's."""
+    if name in call:
+        return call[name]
+    return defaults.get(name, OPTIONS[name].default)
+
+
+def checked_options(options: Mapping[str, Any], *, environment: bool = False) -> dict[str, Any]:
+    """Every value checked by its row (a bad one is a ValueError naming the keyword, before any work);
+    `environment=True`: also refuse keywords that are per call only."""
+    out: dict[str, Any] = {}
+    for name, value in options.items():
+        option = OPTIONS[name]
+        if environment and not option.environment:
+            raise TypeError(f"{name}= is given per call (complete(…, {name}=…)), not as an Environment default")
+        out[name] = option.check(value) if option.check is not None else value
+    return out
 
 
 class BatchExecutor(Protocol):

@@ -7,12 +7,12 @@ Nothing heavy is imported here, so `sd --help` stays fast: the command modules
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from .errors import reporting_errors
-from .options import McpConfigOpt, McpOpt
+from .options import RUN_COMMAND_FLAGS, IncludeOpt, TemplateArg, ToolsOpt, run_flags
 
 app = typer.Typer(
     name="sd",
@@ -29,7 +29,6 @@ EXIT_CODES = (
     "4 awaiting approval (--pause-to)."
 )
 
-TemplateArg = Annotated[Path, typer.Argument(help="The .sd template.", show_default=False)]
 ContextOpt = Annotated[
     Optional[Path], typer.Option("--context", help="Context variables from a JSON or YAML file.", show_default=False)
 ]
@@ -44,23 +43,6 @@ SetOpt = Annotated[
         show_default=False,
     ),
 ]
-ModelOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--model",
-        "-m",
-        help="pydantic-ai model string (openai-chat:gpt-4o-mini, ollama:…) or 'test' for a dry run. "
-        "Default: STRUCKDOWN_MODEL / DEFAULT_LLM, or LLM_API_BASE (+ LLM_API_KEY).",
-        show_default=False,
-    ),
-]
-ToolsOpt = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--tools", "-t", help="Python file whose public functions are the agent tools.", show_default=False
-    ),
-]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")]
 ApproveOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -70,58 +52,6 @@ ApproveOpt = Annotated[
         "Default: ask on a terminal, else none (with a note).",
         show_default=False,
     ),
-]
-PricesOpt = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--prices", metavar="FILE",
-        help='Model prices, JSON or YAML: {"model-name": {"input": USD, "output": USD}} per million tokens '
-        "(keys: the model name, or provider:name). Overrides and adds to genai-prices.",
-        show_default=False,
-    ),
-]
-MaxCostOpt = Annotated[
-    Optional[float],
-    typer.Option("--max-cost", metavar="USD", help="Stop once this many US dollars are spent.", show_default=False),
-]
-OtelOpt = Annotated[
-    bool,
-    typer.Option(
-        "--otel", help="Export OpenTelemetry traces over OTLP (OTEL_EXPORTER_OTLP_* variables; needs struckdown[otel])."
-    ),
-]
-RetriesOpt = Annotated[
-    Optional[int],
-    typer.Option(
-        "--retries",
-        min=0,
-        help="Retries of a transient provider failure (rate limit, connection error, timeout, 5xx) per request, "
-        "with exponential backoff. Default: STRUCKDOWN_MAX_RETRIES, else 3.",
-        show_default=False,
-    ),
-]
-MaxTokensOpt = Annotated[
-    Optional[int],
-    typer.Option(
-        "--max-tokens",
-        min=1,
-        help="Output cap of every request (a slot's own max_tokens= wins). Default: 4096 for text and structured "
-        "answers, 1024 for single values, 16384 with thinking.",
-        show_default=False,
-    ),
-]
-FallbackOpt = Annotated[
-    Optional[list[str]],
-    typer.Option(
-        "--fallback",
-        metavar="MODEL",
-        help="A model a slot starts again on when it cannot finish on its own (repeatable, tried in order).",
-        show_default=False,
-    ),
-]
-IncludeOpt = Annotated[
-    Optional[list[Path]],
-    typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
 ]
 
 
@@ -163,12 +93,11 @@ def _plain_warnings() -> None:
 
 
 @app.command(epilog=EXIT_CODES)
+@run_flags(*RUN_COMMAND_FLAGS, "stop_at")
 def run(
     template: TemplateArg,
     context: ContextOpt = None,
     set_: SetOpt = None,
-    model: ModelOpt = None,
-    tools: ToolsOpt = None,
     output: Annotated[
         Optional[Path],
         typer.Option("--output", "-o", help="Write {answers, usage, halted} to this JSON file.", show_default=False),
@@ -177,24 +106,6 @@ def run(
         bool, typer.Option("--json", help="Print only the answers as JSON on stdout (the display goes to stderr).")
     ] = False,
     stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream tokens as they arrive.")] = True,
-    no_cache: NoCacheOpt = False,
-    stop_at: Annotated[
-        Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
-    ] = None,
-    retries: RetriesOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    fallback: FallbackOpt = None,
-    include_path: IncludeOpt = None,
-    strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict",
-            help="A variable the template reads that is neither in the context nor answered before is an error "
-            "(before any model call), not a warning.",
-        ),
-    ] = False,
-    mcp: McpOpt = None,
-    mcp_config: McpConfigOpt = None,
     approve: ApproveOpt = None,
     pause_to: Annotated[
         Optional[Path],
@@ -206,9 +117,8 @@ def run(
             show_default=False,
         ),
     ] = None,
-    prices: PricesOpt = None,
-    max_cost: MaxCostOpt = None,
-    otel: OtelOpt = False,
+    *,
+    flags: dict[str, Any],
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
@@ -216,36 +126,15 @@ def run(
 
         code = run_command(
             RunRequest(
-                template=template,
-                context_file=context,
-                pairs=set_ or (),
-                model=model,
-                tools_file=tools,
-                output=output,
-                as_json=as_json,
-                stream=stream,
-                cache=not no_cache,
-                stop_at=stop_at,
-                include_paths=include_path or (),
-                strict=strict,
-                mcp=mcp or (),
-                mcp_config=mcp_config,
-                approve=approve,
-                pause_to=pause_to,
-                prices_file=prices,
-                max_cost=max_cost,
-                otel=otel,
-                retries=retries,
-                max_tokens=max_tokens,
-                fallback=tuple(fallback or ()),
+                template=template, context_file=context, pairs=set_ or (), flags=flags, output=output,
+                as_json=as_json, stream=stream, approve=approve, pause_to=pause_to,
             )
         )
     raise typer.Exit(code)
 
 
-
-
 @app.command("resume", epilog=EXIT_CODES)
+@run_flags(*RUN_COMMAND_FLAGS)
 def resume_(
     state_file: Annotated[Path, typer.Argument(help="The state `sd run --pause-to FILE` wrote.", show_default=False)],
     approve: Annotated[
@@ -261,8 +150,6 @@ def resume_(
     ] = None,
     approve_all: Annotated[bool, typer.Option("--approve-all", help="Allow every call that needs approval.")] = False,
     deny_all: Annotated[bool, typer.Option("--deny-all", help="Deny every call that needs approval.")] = False,
-    model: ModelOpt = None,
-    tools: ToolsOpt = None,
     output: Annotated[
         Optional[Path],
         typer.Option("--output", "-o", help="Write {answers, usage, halted} to this JSON file.", show_default=False),
@@ -275,10 +162,12 @@ def resume_(
         typer.Option("--pause-to", metavar="FILE", help="Where a new pause goes. Default: STATE_FILE.",
                      show_default=False),
     ] = None,
+    *,
+    flags: dict[str, Any],
 ) -> None:
     """Continue a run paused for approval: decide its calls, then run the rest.
 
-    The model and tools file are the paused run's unless --model / --tools say otherwise. Calls left undecided are asked on a terminal. A later call that needs approval pauses the run again (exit 4), unless --approve-all or --deny-all decides it.
+    The run's options (model, tools file, MCP servers, retries, fallback, budgets, prices, …) are the paused run's unless a flag says otherwise. Calls left undecided are asked on a terminal. A later call that needs approval pauses the run again (exit 4), unless --approve-all or --deny-all decides it.
     """  # noqa: E501 - typer keeps line breaks inside a paragraph
     with reporting_errors():
         from .resume_cmd import ResumeRequest, resume_command
@@ -290,8 +179,7 @@ def resume_(
                 deny=deny or (),
                 approve_all=approve_all,
                 deny_all=deny_all,
-                model=model,
-                tools_file=tools,
+                flags=flags,
                 output=output,
                 as_json=as_json,
                 pause_to=pause_to,
@@ -337,6 +225,7 @@ def explain(
     epilog="Exit codes: 0 every row ok, 1 a row failed (or a model error), 2 template or input error, "
     "3 no row failed but a guard halted some, 130 interrupted (finished rows are in the journal)."
 )
+@run_flags(*RUN_COMMAND_FLAGS, "max_requests")
 def batch(
     template: TemplateArg,
     inputs: Annotated[
@@ -375,26 +264,12 @@ def batch(
             show_default=False,
         ),
     ] = None,
-    max_requests: Annotated[
-        Optional[int],
-        typer.Option(
-            "--max-requests",
-            min=1,
-            help="Most model requests in flight at once across all rows (a row's independent segments, "
-            "<together> members and guards run beside each other). Default: 2 x -j.",
-            show_default=False,
-        ),
-    ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue from OUTPUT's journal: rows it holds as done are not run again.")
     ] = False,
-    model: ModelOpt = None,
-    tools: ToolsOpt = None,
-    no_cache: NoCacheOpt = False,
     keep_journal: Annotated[
         bool, typer.Option("--keep-journal", help="Keep the journal even when every row succeeded.")
     ] = False,
-    include_path: IncludeOpt = None,
     approve: Annotated[
         str,
         typer.Option(
@@ -431,17 +306,6 @@ def batch(
             show_default=False,
         ),
     ] = None,
-    retries: Annotated[
-        Optional[int],
-        typer.Option(
-            "--retries",
-            min=0,
-            help="Retries of a transient provider failure (rate limit, connection error, timeout, 5xx) per request, "
-            "with exponential backoff (default: STRUCKDOWN_MAX_RETRIES, else 3). With --engine dask also how many "
-            "times a row runs again after such a failure remains (default 2).",
-            show_default=False,
-        ),
-    ] = None,
     provider_batch: Annotated[
         bool,
         typer.Option(
@@ -473,19 +337,6 @@ def batch(
             show_default=False,
         ),
     ] = None,
-    mcp: McpOpt = None,
-    mcp_config: McpConfigOpt = None,
-    prices: PricesOpt = None,
-    max_cost: Annotated[
-        Optional[float],
-        typer.Option(
-            "--max-cost", metavar="USD",
-            help="The whole batch's budget: once spent no new row starts (rows running finish); rows not run "
-            "are recorded as such and --resume runs them later.",
-            show_default=False,
-        ),
-    ] = None,
-    otel: OtelOpt = False,
     head: Annotated[
         Optional[int],
         typer.Option("--head", min=1, metavar="N", help="Run only the first N rows, then project time, tokens and "
@@ -497,8 +348,8 @@ def batch(
                      "accuracy, per-class precision/recall/F1, Cohen's kappa (needs struckdown[stats]; repeatable).",
                      show_default=False),
     ] = None,
-    max_tokens: MaxTokensOpt = None,
-    fallback: FallbackOpt = None,
+ *,
+    flags: dict[str, Any],
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
 
@@ -522,31 +373,19 @@ def batch(
                 inputs=inputs,
                 output=output,
                 jobs=jobs or ((batch_size or 1000) if provider_batch else 8),
-                max_requests=max_requests,
                 resume=resume,
-                model=model,
-                tools_file=tools,
-                cache=not no_cache,
+                flags=flags,
                 keep_journal=keep_journal,
-                include_paths=include_path or (),
                 engine=engine,
                 address=address,
-                retries=retries,
                 workers=workers,
                 provider_batch=provider_batch,
                 batch_wait=batch_wait,
                 batch_size=batch_size,
-                mcp=mcp or (),
-                mcp_config=mcp_config,
                 approve=approve,
-                prices_file=prices,
-                max_cost=max_cost,
-                otel=otel,
                 file_columns=file_columns or (),
                 head=head,
                 compare=compare or (),
-                max_tokens=max_tokens,
-                fallback=tuple(fallback or ()),
             )
         )
     raise typer.Exit(code)

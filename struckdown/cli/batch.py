@@ -6,7 +6,7 @@ import asyncio
 import gc
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +18,11 @@ from .batch_rows import Hashes as _Hashes
 from .batch_rows import InOrder as _InOrder
 from .batch_rows import Pending as _Pending
 from .batch_rows import Tally as _Tally
-from .costs import budget_options, not_run, otel, row_usage
+from .costs import not_run, otel, row_usage
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe, interrupts_end_the_process
 from .journal import Journal, JournalIndex, JournalLock, JournalReader, content_hash, journal_path
+from .keywords import run_keywords
 from .loading import load_program, load_tools
 from .model_notes import show_config_models
 from .progress import BatchProgress
@@ -41,33 +42,58 @@ class BatchRequest:
     inputs: Sequence[str]
     output: Path | None = None
     jobs: int = 8
-    max_requests: int | None = None  # None: 2 x jobs
     resume: bool = False
-    model: str | None = None
-    tools_file: Path | None = None
-    cache: bool = True
+    flags: Mapping[str, Any] = field(default_factory=dict)  # the RUN_FLAGS given (cli/options.py)
     keep_journal: bool = False
-    include_paths: Sequence[Path] = field(default_factory=tuple)
     engine: str = "local"  # "local" (this process) or "dask" (struckdown.distributed)
     address: str | None = None  # the Dask scheduler; None: a private local cluster
     workers: int | None = None  # processes of a private local cluster (--workers); None: 1, or 2 with --engine dask
     provider_batch: bool = False  # requests through the provider's batch API (cli/provider_batch.py)
     batch_wait: float | None = None  # seconds a queued request waits for others (None: 30, 0: no timer)
     batch_size: int | None = None  # requests per provider batch (None: 1,000)
-    mcp: Sequence[str] = ()  # --mcp servers
-    mcp_config: Path | None = None  # --mcp-config FILE
     approve: str = "none"  # SPEC §12: all | none decides every tool call that needs approval
-    prices_file: Path | None = None  # --prices FILE
-    max_cost: float | None = None  # --max-cost USD: the whole batch's budget
-    otel: bool = False  # --otel
     instrument: Any = None  # the tracer provider --otel made
     file_columns: Sequence[str] = ()  # columns of paths sent as images or files (cli/attachments.py)
     head: int | None = None  # only the first N rows, then a projection for all (batch_report)
     compare: Sequence[str] = ()  # COLUMN[=SLOT]: score answers against ground truth (compare.py)
-    retries: int | None = None  # per request (SPEC §14); Dask: also runs of a row again (None: 2)
-    max_tokens: int | None = None
-    fallback: Sequence[str] = ()
     options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for every row's run
+
+    # the flags batch reads for its own work besides passing them on (journal, engines, caps)
+    @property
+    def model(self) -> str | None:
+        return self.flags.get("model")
+
+    @property
+    def tools_file(self) -> Path | None:
+        return self.flags.get("tools")
+
+    @property
+    def include_paths(self) -> Sequence[Path]:
+        return tuple(self.flags.get("include_path") or ())
+
+    @property
+    def max_requests(self) -> int | None:  # None: 2 x jobs
+        return self.flags.get("max_requests")
+
+    @property
+    def retries(self) -> int | None:  # per request (SPEC §14); Dask: also runs of a row again (None: 2)
+        return self.flags.get("retries")
+
+    @property
+    def mcp(self) -> Sequence[str]:
+        return tuple(self.flags.get("mcp") or ())
+
+    @property
+    def mcp_config(self) -> Path | None:
+        return self.flags.get("mcp_config")
+
+    @property
+    def otel(self) -> bool:
+        return bool(self.flags.get("otel"))
+
+    @property
+    def cache(self) -> bool:
+        return not self.flags.get("no_cache")
 
 
 def batch_command(request: BatchRequest) -> int:
@@ -80,6 +106,10 @@ def batch_command(request: BatchRequest) -> int:
         output_format(request.output)
     elif request.resume:
         raise CliError("--resume needs -o OUTPUT: the journal lives beside the output file")
+    if request.provider_batch and (request.engine != "local" or (request.workers or 1) > 1):
+        flag = "--workers" if request.engine == "local" else "--engine dask"
+        raise CliError(f"--provider-batch and {flag} cannot be combined: a provider batch gathers the rows' requests "
+                       "in one process (the provider runs them); drop one of the two")
     if request.otel and (request.engine != "local" or (request.workers or 1) > 1):
         raise CliError("--otel is for this process's rows (the Dask workers export their own traces)")
     inputs = InputRows(request.inputs)
@@ -388,7 +418,6 @@ class BatchRun:
         """Keyword arguments every row's run gets, on either engine."""
         request = self.request
         return {
-            "cache": request.cache,
             "on_halt": "return",
             "max_requests": request.max_requests or 2 * request.jobs,
             "approve": request.approve == "all",
@@ -439,21 +468,17 @@ def _model(name: str | None, program: Any) -> Any:
 
 def _local_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
     """The rows run on this process's event loop."""
-    from .run_cmd import resilience_options
-
     tools = load_tools(request.tools_file)
-    mcp = loading.load_mcp(request.mcp, request.mcp_config)
     model = _model(request.model, program)
     provider = job.provider
     if provider is not None and program.slots():
         provider.batch.wrap(model)  # a model without a batch API: one error, before any row
     options = {
+        **run_keywords(request.flags, instrument=request.instrument, tools=tools),
         **job.run_options(),
-        "mcp": mcp,
-        **budget_options(request.prices_file, request.max_cost, request.instrument),
         "on_retry": job.progress_event,
-        **resilience_options(request.retries, request.max_tokens, request.fallback),
     }
+    options.pop("model", None), options.pop("tools", None)  # resolved once, above
 
     async def run(contexts: Iterator[dict[str, Any]]) -> None:
         from .. import api
@@ -487,17 +512,10 @@ def _dask_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
     except ImportError as exc:
         flag = "--workers" if request.engine == "local" else "--engine dask"
         raise CliError(f"{flag}: {exc}") from None
-    kwargs: dict[str, Any] = {"model": request.model, "tools": _dask_tools(request.tools_file)}
-    mcp = loading.load_mcp(request.mcp, request.mcp_config)
-    if mcp is not None:
-        kwargs["mcp"] = mcp
-    kwargs.update(budget_options(request.prices_file, request.max_cost, None))
-    if request.retries is not None:  # per request on the workers too (and row re-runs, in the executor)
-        kwargs["retries"] = request.retries
-    if request.fallback:
-        raise CliError("--fallback is not available with --workers or --engine dask: the workers use their own model only")
-    if request.max_tokens is not None:
-        kwargs["settings"] = {"max_tokens": request.max_tokens}
+    # the same keywords as on this process, in the form that travels (names, not objects)
+    kwargs = run_keywords(request.flags, tools=_dask_tools(request.tools_file))
+    kwargs["model"] = request.model
+    kwargs.pop("include_paths", None)  # the job carries them
     options = job.run_options()
     try:
         from ..distributed import ship_kwargs

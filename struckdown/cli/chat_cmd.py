@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from .errors import CliError, reporting_errors
-from .options import McpConfigOpt, McpOpt
+from .options import RUN_COMMAND_FLAGS, run_flags
 
 DEFAULT_SLOT = "[[response]]"
 
@@ -52,6 +52,7 @@ def _stdin() -> str | None:
     return sys.stdin.read()
 
 
+@run_flags(*RUN_COMMAND_FLAGS, "stop_at")
 def command(
     prompt: Annotated[
         Optional[list[str]],
@@ -67,15 +68,6 @@ def command(
         Optional[list[str]],
         typer.Option("-c", "--set", metavar="KEY=VALUE", help="Set a context variable (repeatable).", show_default=False),
     ] = None,
-    model: Annotated[
-        Optional[str],
-        typer.Option("--model", "-m", "--model-name", help="Model string, alias or 'test'. Default: STRUCKDOWN_MODEL / "
-                     "DEFAULT_LLM, or LLM_API_BASE.", show_default=False),
-    ] = None,
-    tools: Annotated[
-        Optional[Path], typer.Option("--tools", "-t", help="Python file whose public functions are the agent tools.",
-                                     show_default=False)
-    ] = None,
     history: Annotated[
         Optional[Path], typer.Option("--history", help="A conversation file for [[@history]].", show_default=False)
     ] = None,
@@ -85,13 +77,8 @@ def command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the answers as JSON on stdout.")] = False,
     stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream tokens as they arrive.")] = True,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")] = False,
-    include_path: Annotated[
-        Optional[list[Path]],
-        typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
-    ] = None,
-    mcp: McpOpt = None,
-    mcp_config: McpConfigOpt = None,
+ *,
+    flags: dict[str, Any],
 ) -> None:
     """Chat with a model: an inline prompt ("Tell me a joke [[joke]]"), a template on stdin, or a template file."""
     with reporting_errors():
@@ -109,15 +96,10 @@ def command(
                 source=None if text is None else with_a_slot(text),
                 context_file=context,
                 pairs=pairs,
-                model=model,
-                tools_file=tools,
+                flags=flags,
                 output=output,
                 as_json=as_json,
                 stream=stream,
-                cache=not no_cache,
-                include_paths=include_path or (),
-                mcp=mcp or (),
-                mcp_config=mcp_config,
             )
         )
     raise typer.Exit(code)

@@ -5,30 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from .errors import CliError
-
-
-def budget_options(prices_file: Path | None, max_cost: float | None, instrument: Any) -> dict[str, Any]:
-    """The keyword arguments `--prices`, `--max-cost` and `--otel` give a run or a batch."""
-    options: dict[str, Any] = {}
-    if prices_file is not None:
-        from ..errors import ConfigurationError
-        from ..pricing import load_prices_file
-
-        try:
-            options["prices"] = load_prices_file(prices_file)
-        except ConfigurationError as exc:
-            raise CliError(f"--prices: {exc}") from None
-    if max_cost is not None:
-        if not max_cost >= 0:
-            raise CliError(f"--max-cost must be a number of US dollars of at least 0, not {max_cost}")
-        options["max_cost"] = max_cost
-    if instrument is not None:
-        options["instrument"] = instrument
-    return options
 
 
 @contextmanager
@@ -52,7 +31,7 @@ def otel(enabled: bool) -> Iterator[Any]:
 
 def cost_part(usage: Mapping[str, Any] | Any) -> str | None:
     """`$0.0123` for a summary line, or None when the cost is unknown."""
-    from ..pricing import format_cost
+    from ..models.pricing import format_cost
 
     cost = usage.get("cost") if isinstance(usage, Mapping) else getattr(usage, "cost", None)
     return format_cost(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None

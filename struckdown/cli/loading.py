@@ -28,7 +28,7 @@ def resolve_cli_model(name: str | None) -> Any:
 def load_tools(path: Path | None) -> list[Any]:
     """Every public function defined in a Python file (imported names are skipped), plus
     `pydantic_ai.Tool` objects built there. `@struckdown.readonly` marks stay on them."""
-    from ..toolfiles import module_from_source, public_tools
+    from ..tools.files import module_from_source, public_tools
 
     if path is None:
         return []
@@ -69,7 +69,7 @@ def load_mcp(servers: Sequence[str], config: Path | None) -> list[str] | None:
     checked now (a missing script, program or config is an input error, exit 2)."""
     if not servers and config is None:
         return None
-    from ..mcp_tools import resolve_servers
+    from ..tools.mcp import resolve_servers
 
     specs = [*servers, *([str(config)] if config is not None else [])]
     try:

@@ -1,11 +1,31 @@
-"""Command-line options that more than one command takes (so each defines them once)."""
+"""Command-line flags: every flag that sets a run keyword is declared once here (SPEC §22).
+
+`RUN_FLAGS` is the one flag table: each flag's typer declaration and the run keyword it
+sets (`run_options.OPTIONS[...].flags` names the same flags; a test holds the two
+together). A command takes the flags it wants with `@run_flags("model", "retries", …)`,
+which adds them to its signature and hands it their values as `flags=`; `run_keywords`
+(cli/keywords.py) turns those values into the `complete…` keywords, in one place, for
+`sd run`, `sd chat`, `sd batch` and `sd resume` alike.
+"""
 
 from __future__ import annotations
 
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
+
+
+@dataclass(frozen=True)
+class Flag:
+    option: str  # the run keyword it sets (a row of run_options.OPTIONS)
+    annotation: Any  # typer's declaration: Annotated[type, typer.Option(...)]
+    default: Any = None
+
 
 McpOpt = Annotated[
     Optional[list[str]],
@@ -29,3 +49,149 @@ IncludeOpt = Annotated[
     Optional[list[Path]],
     typer.Option("--include-path", "-I", help="Extra directory for <include src=…/> (repeatable).", show_default=False),
 ]
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        "-m",
+        "--model-name",  # 0.x's spelling of sd chat
+        help="pydantic-ai model string (openai-chat:gpt-4o-mini, ollama:…) or 'test' for a dry run. "
+        "Default: STRUCKDOWN_MODEL / DEFAULT_LLM, or LLM_API_BASE (+ LLM_API_KEY).",
+        show_default=False,
+    ),
+]
+ToolsOpt = Annotated[
+    Optional[Path],
+    typer.Option("--tools", "-t", help="Python file whose public functions are the agent tools.", show_default=False),
+]
+
+#: The one flag table: parameter name → the flag. Adding a flag that reaches the engine is
+#: a row here plus its name in the option's `flags=` (docs/architecture.md shows it).
+RUN_FLAGS: Mapping[str, Flag] = {
+    "model": Flag("model", ModelOpt),
+    "tools": Flag("tools", ToolsOpt),
+    "no_cache": Flag("cache", Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")], False),
+    "stop_at": Flag("stop_at", Annotated[
+        Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
+    ]),
+    "retries": Flag("retries", Annotated[
+        Optional[int],
+        typer.Option(
+            "--retries", min=0,
+            help="Retries of a transient provider failure (rate limit, connection error, timeout, 5xx) per request, "
+            "with exponential backoff. Default: STRUCKDOWN_MAX_RETRIES, else 3. With --engine dask or --workers "
+            "also how many times a row runs again after such a failure remains (default 2).",
+            show_default=False,
+        ),
+    ]),
+    "max_tokens": Flag("settings", Annotated[
+        Optional[int],
+        typer.Option(
+            "--max-tokens", min=1,
+            help="Output cap of every request (a slot's own max_tokens= wins). Default: 4096 for text and structured "
+            "answers, 1024 for single values, 16384 with thinking.",
+            show_default=False,
+        ),
+    ]),
+    "fallback": Flag("fallback", Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--fallback", metavar="MODEL",
+            help="A model a slot starts again on when it cannot finish on its own (repeatable, tried in order).",
+            show_default=False,
+        ),
+    ]),
+    "tool_timeout": Flag("tool_timeout", Annotated[
+        Optional[float],
+        typer.Option(
+            "--tool-timeout", metavar="SECONDS", min=0.001,
+            help="Seconds one tool call may take; the model reads a timeout message instead (default 60). "
+            "A slot's tool_timeout= may only lower it.",
+            show_default=False,
+        ),
+    ]),
+    "on_truncate": Flag("on_truncate", Annotated[
+        Optional[str],
+        typer.Option(
+            "--on-truncate", metavar="keep|error",
+            help="An answer cut at its token limit: keep it (flagged truncated; the default) or fail the slot.",
+            show_default=False,
+        ),
+    ]),
+    "include_path": Flag("include_paths", IncludeOpt),
+    "strict": Flag("strict_undefined", Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="A variable the template reads that is neither in the context nor answered before is an error "
+            "(before any model call), not a warning.",
+        ),
+    ], False),
+    "mcp": Flag("mcp", McpOpt),
+    "mcp_config": Flag("mcp", McpConfigOpt),
+    "prices": Flag("prices", Annotated[
+        Optional[Path],
+        typer.Option(
+            "--prices", metavar="FILE",
+            help='Model prices, JSON or YAML: {"model-name": {"input": USD, "output": USD}} per million tokens '
+            "(keys: the model name, or provider:name). Overrides and adds to genai-prices.",
+            show_default=False,
+        ),
+    ]),
+    "max_cost": Flag("max_cost", Annotated[
+        Optional[float],
+        typer.Option(
+            "--max-cost", metavar="USD",
+            help="Stop once this many US dollars are spent (sd batch: the whole batch's budget; rows not run are "
+            "recorded as such and --resume runs them later).",
+            show_default=False,
+        ),
+    ]),
+    "otel": Flag("instrument", Annotated[
+        bool,
+        typer.Option(
+            "--otel",
+            help="Export OpenTelemetry traces over OTLP (OTEL_EXPORTER_OTLP_* variables; needs struckdown[otel]).",
+        ),
+    ], False),
+    "max_requests": Flag("max_requests", Annotated[
+        Optional[int],
+        typer.Option(
+            "--max-requests", min=1,
+            help="Most model requests in flight at once (sd batch: across all rows; a row's independent segments, "
+            "<together> members and guards run beside each other). Default for sd batch: 2 x -j.",
+            show_default=False,
+        ),
+    ]),
+}
+
+#: The flags every command that runs a template takes (sd run, sd batch, sd resume, sd chat).
+RUN_COMMAND_FLAGS = (
+    "model", "tools", "no_cache", "retries", "max_tokens", "fallback", "tool_timeout", "on_truncate", "include_path",
+    "strict", "mcp", "mcp_config", "prices", "max_cost", "otel",
+)
+
+
+def run_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add these flags of `RUN_FLAGS` to a command: typer sees them in its signature, and the
+    command receives their values together as `flags=` (a dict by parameter name)."""
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        own = inspect.signature(command)
+        hints = {k: v for k, v in typing.get_type_hints(command, include_extras=True).items() if k != "flags"}
+        params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in own.parameters.values()
+                  if p.name != "flags"]
+        for name in names:
+            flag = RUN_FLAGS[name]
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=flag.default,
+                                            annotation=flag.annotation))
+            hints[name] = flag.annotation
+
+        def wrapper(**kwargs: Any) -> Any:
+            flags = {name: kwargs.pop(name) for name in names}
+            return command(flags=flags, **kwargs)
+
+        wrapper.__name__, wrapper.__doc__, wrapper.__module__ = command.__name__, command.__doc__, command.__module__
+        wrapper.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = hints
+        return wrapper
+    return decorate

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import EXIT_ERROR, CliError
 
 if TYPE_CHECKING:
-    from ..provider_batch import BatchCounts, ProviderBatch, RowRecords
+    from ..batch.provider import BatchCounts, ProviderBatch, RowRecords
     from .journal import Journal
 
 
@@ -36,7 +36,7 @@ class ProviderBatchJob:
         batch_size: int | None,
         batch_wait: float | None,
     ) -> None:
-        from ..provider_batch import DEFAULT_MAX_WAIT, ProviderBatch
+        from ..batch.provider import DEFAULT_MAX_WAIT, ProviderBatch
 
         self.journal = journal
         self.pending = pending

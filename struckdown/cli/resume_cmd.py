@@ -11,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .approval_cmd import decisions_from_flags, read_state_file, report_pause, write_pause
+from .costs import otel
 from .display import RunDisplay, make_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, write_json
+from .keywords import run_keywords
 from .loading import load_tools
 from .run_cmd import run_record
 
@@ -31,13 +33,11 @@ class ResumeRequest:
     deny: Sequence[str] = ()
     approve_all: bool = False
     deny_all: bool = False
-    model: str | None = None
-    tools_file: Path | None = None
+    flags: Mapping[str, Any] = field(default_factory=dict)  # the RUN_FLAGS given: they override the paused run's
     output: Path | None = None
     as_json: bool = False
     stream: bool | None = None
     pause_to: Path | None = None
-    include_paths: Sequence[Path] = field(default_factory=tuple)
 
 
 
@@ -47,9 +47,10 @@ def resume_command(request: ResumeRequest) -> int:
 
     state = read_state_file(request.state_file)
     cli = dict((state.get("extra") or {}).get("cli") or {})
-    tools_file = request.tools_file or (Path(cli["tools"]) if cli.get("tools") else None)
+    flags = request.flags
+    tools_file = flags.get("tools") or (Path(cli["tools"]) if cli.get("tools") else None)
     tools = load_tools(tools_file)
-    model = request.model if request.model is not None else cli.get("model")
+    model = flags.get("model") if flags.get("model") is not None else cli.get("model")
     requests = [ApprovalRequest(r["id"], r["slot"], r["tool_name"], dict(r["arguments"])) for r in state["requests"]]
     console = make_console(sys.stderr if request.as_json else sys.stdout)
     display = RunDisplay(console, {}, ())
@@ -61,7 +62,7 @@ def resume_command(request: ResumeRequest) -> int:
         raise CliError(str(exc)) from None
     later: Any = True if request.approve_all else False if request.deny_all else None
     pause_to = request.pause_to or request.state_file
-    include_paths = request.include_paths or tuple(Path(p) for p in cli.get("include_paths") or ())
+    include_paths = tuple(flags.get("include_path") or ()) or tuple(Path(p) for p in cli.get("include_paths") or ())
     stream = request.stream if request.stream is not None else bool(cli.get("stream", True))
     program = default_environment().parse(
         str(state["template"]), template_path=state.get("template_path"), include_paths=include_paths
@@ -71,9 +72,16 @@ def resume_command(request: ResumeRequest) -> int:
     guards = {s.key: program.plans[s].when for s in program.slots() if s.is_guard and s.key not in finished}
     display = RunDisplay(console, guards, [k for k in program.keys if k not in finished])  # restored: not shown again
     started = time.perf_counter()
-    options = {"model": model, "tools": tools, "approve": later, "on_halt": "return", "cache": cli.get("cache", True),
-               "stop_at": cli.get("stop_at"), "include_paths": include_paths}
-    result = asyncio.run(_drive_resume(state, decisions, display, stream, options))
+    # the options the state recorded stand unless a flag gives them again (Environment.resume)
+    given = {k: v for k, v in flags.items() if k not in ("tools", "model", "include_path") and not (k == "no_cache" and not v)}
+    with otel(bool(flags.get("otel"))) as provider:
+        options = {**run_keywords(given, instrument=provider), "model": model, "tools": tools, "approve": later,
+                   "on_halt": "return", "include_paths": include_paths}
+        if not flags.get("no_cache") and "cache" not in (state.get("options") or {}):
+            options["cache"] = cli.get("cache", True)  # a state written before options were recorded
+        if "stop_at" not in (state.get("options") or {}) and cli.get("stop_at") is not None:
+            options["stop_at"] = cli["stop_at"]  # a state written before options were recorded
+        result = asyncio.run(_drive_resume(state, decisions, display, stream, options))
     display.summary(result, time.perf_counter() - started)
     if request.output is not None:
         write_json(request.output, run_record(result))

@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import approval_cmd, loading
-from .costs import RunRecorder, budget_options, otel
+from .costs import RunRecorder, otel
 from .display import RunDisplay, answer_order, make_console, stats_line
 from .errors import EXIT_HALTED, EXIT_OK, CliError, interrupts_end_the_process
 from .io import dumps, load_context, write_json
-from .loading import load_program, load_tools
+from .keywords import run_keywords
+from .loading import load_program
 from .model_notes import show_config_models
 
 
@@ -24,50 +25,28 @@ class RunRequest:
     template: Path
     context_file: Path | None = None
     pairs: Sequence[str] = ()
-    model: str | None = None
-    tools_file: Path | None = None
+    flags: Mapping[str, Any] = field(default_factory=dict)  # the RUN_FLAGS given (cli/options.py)
     output: Path | None = None
     as_json: bool = False
     stream: bool = True
-    cache: bool = True
-    stop_at: str | None = None
-    include_paths: Sequence[Path] = field(default_factory=tuple)
-    strict: bool = False  # undefined variables are an error, not a warning
-    mcp: Sequence[str] = ()  # --mcp servers
-    mcp_config: Path | None = None  # --mcp-config FILE
     approve: str | None = None  # SPEC §12: all | none decides every call that needs approval
     pause_to: Path | None = None  # pause instead: the state goes to this file, exit code 4
-    prices_file: Path | None = None  # --prices FILE
-    max_cost: float | None = None  # --max-cost USD
-    otel: bool = False  # --otel
     source: str | None = None  # the template's text itself (`sd chat "… [[x]]"`); `template` then only names it
-    retries: int | None = None  # SPEC §14; None: STRUCKDOWN_MAX_RETRIES or 3
-    max_tokens: int | None = None  # the output cap of every request (a slot's own max_tokens= wins)
-    fallback: Sequence[str] = ()
 
-
-def resilience_options(retries: int | None, max_tokens: int | None, fallback: Sequence[str]) -> dict[str, Any]:
-    """The `complete…` keywords of --retries, --max-tokens and --fallback (none when not given)."""
-    options: dict[str, Any] = {}
-    if retries is not None:
-        options["retries"] = retries
-    if max_tokens is not None:
-        options["settings"] = {"max_tokens": max_tokens}
-    if fallback:
-        options["fallback"] = list(fallback)
-    return options
+    @property
+    def include_paths(self) -> Sequence[Path]:
+        return tuple(self.flags.get("include_path") or ())
 
 
 def run_command(request: RunRequest) -> int:
     """Run the template; return the exit code (errors propagate to `reporting_errors`)."""
     program = load_program(request.template, request.include_paths) if request.source is None else load_text(request)
     context = load_context(request.context_file, request.pairs)
-    if request.stop_at is not None and request.stop_at not in program.keys:
+    stop_at = request.flags.get("stop_at")
+    if stop_at is not None and stop_at not in program.keys:
         known = ", ".join(program.keys) or "none"
-        raise CliError(f"--stop-at {request.stop_at!r} is not a slot of {request.template} (slots: {known})")
-    tools = load_tools(request.tools_file)
-    mcp = loading.load_mcp(request.mcp, request.mcp_config)
-    model = loading.resolve_cli_model(request.model)  # via the module: tests patch it
+        raise CliError(f"--stop-at {stop_at!r} is not a slot of {request.template} (slots: {known})")
+    model = loading.resolve_cli_model(request.flags.get("model"))  # via the module: tests patch it
     if program.slots():
         show_config_models(program, model)
     # --json keeps stdout for the answers alone; the live display moves to stderr.
@@ -77,15 +56,10 @@ def run_command(request: RunRequest) -> int:
     approve = approval_cmd.decider(request.approve, request.pause_to, display)
     started = time.perf_counter()
     recorder = RunRecorder()
-    with otel(request.otel) as provider:
-        extra = budget_options(request.prices_file, request.max_cost, provider)
+    with otel(bool(request.flags.get("otel"))) as provider:
+        keywords = {**run_keywords(request.flags, instrument=provider), "model": model}
         try:
-            result = asyncio.run(
-                _drive(
-                    program, context, display, request, model=model, tools=tools, recorder=recorder,
-                    mcp=mcp, approve=approve, **extra,
-                )
-            )
+            result = asyncio.run(_drive(program, context, display, request, recorder=recorder, approve=approve, **keywords))
         except BaseException as exc:
             failed_summary(display, recorder, time.perf_counter() - started)
             if request.output is not None:  # the answers so far, every request made, and the error
@@ -104,14 +78,16 @@ def run_command(request: RunRequest) -> int:
 
 
 def _resume_flags(request: RunRequest, model: Any) -> dict[str, Any]:
-    """What `sd resume` needs to run the paused template again as this run did."""
+    """What `sd resume` needs besides the options the state records: the tools file (its
+    functions cannot be recorded), the model string as given, and how the run was shown."""
+    tools = request.flags.get("tools")
     return {
-        "model": model if isinstance(model, str) else request.model,
-        "tools": str(request.tools_file.resolve()) if request.tools_file is not None else None,
+        "model": model if isinstance(model, str) else request.flags.get("model"),
+        "tools": str(Path(tools).resolve()) if tools is not None else None,
         "include_paths": [str(p) for p in request.include_paths],
         "stream": request.stream,
-        "cache": request.cache,
-        "stop_at": request.stop_at,
+        "cache": not request.flags.get("no_cache"),
+        "stop_at": request.flags.get("stop_at"),
     }
 
 
@@ -124,8 +100,8 @@ def load_text(request: RunRequest) -> Any:
 
 
 async def _drive(
-    program: Any, context: dict[str, Any], display: RunDisplay, request: RunRequest, *, model: Any, tools: list[Any],
-    mcp: list[str] | None = None, approve: Any = None, recorder: RunRecorder | None = None, **extra: Any,
+    program: Any, context: dict[str, Any], display: RunDisplay, request: RunRequest, *,
+    approve: Any = None, recorder: RunRecorder | None = None, **keywords: Any,
 ) -> Any:
     from ..api import complete_incremental_async
 
@@ -135,16 +111,9 @@ async def _drive(
             program,
             context,
             stream=request.stream,
-            model=model,
-            tools=tools,
             on_halt="return",
-            cache=request.cache,
-            stop_at=request.stop_at,
-            strict_undefined=request.strict,
-            mcp=mcp,
             approve=approve,
-            **extra,
-            **resilience_options(request.retries, request.max_tokens, request.fallback),
+            **keywords,
         ):
             display.handle(event)
             if recorder is not None:

@@ -16,85 +16,124 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-#: Keyword arguments of `complete_async` that a Dask batch accepts, plus the two
-#: factory names resolved on the workers.
-_KWARGS = frozenset({
-    "model", "tools", "deps", "deps_type", "limits", "on_halt", "settings", "cache", "stop_at",
-    "model_factory", "deps_factory", "max_requests", "mcp", "approve", "retries",
-})  # fmt: skip
+from ..run_options import EXECUTOR_OPTIONS, OPTIONS, RUN_OPTIONS, checked_options
 
 
 def ship_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Check that every keyword argument is plain data and return what the workers get.
+    """Check that every keyword argument can travel and return what the workers get: each
+    run option as its row in `run_options.OPTIONS` says it ships.
 
-    Raises ValueError for anything that is code or holds live state (a Model
-    object, a function, a cache object), naming the importable form to pass instead.
+    Raises ValueError for anything that is code or holds live state (a Model object, a
+    function, a cache object), naming the importable form to pass instead, and for an
+    option that cannot travel at all (one line naming it and the Dask batch).
     """
-    unknown = set(kwargs) - _KWARGS
+    unknown = set(kwargs) - RUN_OPTIONS - EXECUTOR_OPTIONS
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) for a Dask batch: {', '.join(sorted(unknown))}")
-    out: dict[str, Any] = {}
-    model = kwargs.get("model")
-    if model is not None and not isinstance(model, str):
-        raise ValueError(
-            f"model= must be a model string for a Dask batch (e.g. 'openai-chat:gpt-4o-mini', or None for "
-            f"the workers' STRUCKDOWN_MODEL / LLM_API_BASE), not a {type(model).__name__} object: a Model "
-            "cannot be shipped to workers. For a custom Model, pass model_factory='package.module:function', "
-            "a function importable on the workers that returns it"
-        )
-    out["model"] = model
+    kwargs = {**checked_options({k: v for k, v in kwargs.items() if k in RUN_OPTIONS}),
+              **{k: v for k, v in kwargs.items() if k in EXECUTOR_OPTIONS}}
+    out: dict[str, Any] = {"model": None, "tools": (), "deps": None, "cache": None, "mcp": None}
     for name in ("model_factory", "deps_factory"):
         value = kwargs.get(name)
         if value is not None:
             _check_importable_name(name, value)
         out[name] = value
-    if model is not None and out["model_factory"] is not None:
+    if kwargs.get("model") is not None and out["model_factory"] is not None:
         raise ValueError("pass model= or model_factory=, not both")
-    out["tools"] = tuple(_tool_spec(tool) for tool in kwargs.get("tools") or ())
-    deps = kwargs.get("deps")
-    if deps is not None:
-        if out["deps_factory"] is not None:
-            raise ValueError("pass deps= or deps_factory=, not both")
-        _check_json("deps", deps, hint="for live objects pass deps_factory='package.module:function'")
-    out["deps"] = deps
-    limits = kwargs.get("limits")
-    if limits is not None:
+    if kwargs.get("deps") is not None and out["deps_factory"] is not None:
+        raise ValueError("pass deps= or deps_factory=, not both")
+    for name, value in kwargs.items():
+        if name in RUN_OPTIONS:
+            out[name] = _ship(name, value)
+    return out
+
+
+def plain_option(name: str, value: Any) -> tuple[Any] | None:
+    """A run option's plain (JSON) form, as a paused state records it: `(plain,)`, or None
+    when the value has none (a Model object, a function) and so is not recorded."""
+    if value is None:
+        return None
+    kind = OPTIONS[name].ships
+    if name == "mcp":
+        specs = _mcp_spec(value) if not _live(value) else None
+        if specs is None or any(s.get("env") or s.get("headers") for s in specs):
+            return None  # a server's env and headers may hold secrets: a state file does not keep them
+        return (list(specs),)
+    if kind == "limits":
+        from dataclasses import asdict
+
+        return ({k: v for k, v in asdict(value).items() if v is not None},)
+    try:
+        shipped = _ship(name, value)
+        json.dumps(shipped)
+    except (TypeError, ValueError):
+        return None
+    return (list(shipped) if isinstance(shipped, tuple) else shipped,)
+
+
+def restored_option(name: str, plain: Any) -> Any:
+    """A recorded option back in the form the entry points take (the inverse of `plain_option`)."""
+    kind = OPTIONS[name].ships
+    if kind == "limits":
         from pydantic_ai.usage import UsageLimits
 
-        if not isinstance(limits, UsageLimits):
-            raise ValueError(f"limits= must be a pydantic_ai.usage.UsageLimits, not {type(limits).__name__}")
-    out["limits"] = limits
-    settings = kwargs.get("settings")
-    if settings is not None:
-        _check_json("settings", dict(settings))
-        settings = dict(settings)
-    out["settings"] = settings
-    out["cache"] = _cache_spec(kwargs.get("cache"))
-    on_halt = kwargs.get("on_halt", "raise")
-    if on_halt not in ("raise", "return"):
-        raise ValueError(f"on_halt must be 'raise' or 'return', not {on_halt!r}")
-    out["on_halt"] = on_halt
-    stop_at = kwargs.get("stop_at")
-    if stop_at is not None and not isinstance(stop_at, str):
-        raise ValueError(f"stop_at= must be a slot key (str), not {type(stop_at).__name__}")
-    out["stop_at"] = stop_at
-    max_requests = kwargs.get("max_requests")
-    if max_requests is not None and (isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1):
-        raise ValueError(f"max_requests must be a whole number of at least 1, not {max_requests!r}")
-    out["max_requests"] = max_requests
-    out["mcp"] = _mcp_spec(kwargs.get("mcp"))
-    if "approve" in kwargs:  # SPEC §12: a decision for every call; a function cannot travel
-        approve = kwargs["approve"]
-        if approve is not None and not isinstance(approve, bool):
-            raise ValueError("approve= must be True or False for a Dask batch: a function cannot be shipped to workers")
-        out["approve"] = approve
-    if kwargs.get("retries") is not None:  # SPEC §14: per-request retries on the workers too
-        retries = kwargs["retries"]
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"retries= must be a whole number of at least 0, not {retries!r}")
-        out["retries"] = retries
-    # deps_type is accepted for compatibility; the engine does not use it, so it stays here.
-    return out
+        return UsageLimits(**plain)
+    if name == "mcp":
+        from ..tools.mcp import ServerSpec
+
+        return tuple(ServerSpec.from_plain(item) for item in plain)
+    if kind == "models" and isinstance(plain, list):
+        return tuple(plain)
+    return plain
+
+
+def _live(value: Any) -> bool:
+    from ..tools.mcp import MCPSessions
+
+    return isinstance(value, MCPSessions)
+
+
+def _ship(name: str, value: Any) -> Any:
+    kind = OPTIONS[name].ships
+    if kind == "no":
+        if value is None:
+            return None
+        raise ValueError(f"{name}= and a Dask batch (--workers, --engine dask) cannot be combined: "
+                         "a function cannot be shipped to workers")
+    if kind == "model":
+        if value is not None and not isinstance(value, str):
+            raise ValueError(
+                f"model= must be a model string for a Dask batch (e.g. 'openai-chat:gpt-4o-mini', or None for "
+                f"the workers' STRUCKDOWN_MODEL / LLM_API_BASE), not a {type(value).__name__} object: a Model "
+                "cannot be shipped to workers. For a custom Model, pass model_factory='package.module:function', "
+                "a function importable on the workers that returns it"
+            )
+        return value
+    if kind == "models":
+        models = (value,) if isinstance(value, str) or value is None else tuple(value)
+        if not all(isinstance(m, str) for m in models if m is not None):
+            raise ValueError(f"{name}= must be model strings for a Dask batch (a Model object cannot be shipped)")
+        return value if isinstance(value, str) or value is None else tuple(models)
+    if kind == "tools":
+        return tuple(_tool_spec(tool) for tool in value or ())
+    if kind == "mcp":
+        return _mcp_spec(value)
+    if kind == "cache":
+        return _cache_spec(value)
+    if kind == "decision":
+        if value is not None and not isinstance(value, bool):
+            raise ValueError(f"{name}= must be True or False for a Dask batch: a function or object cannot be "
+                             "shipped to workers")
+        return value
+    if kind == "limits" or kind == "caller":
+        return value
+    if isinstance(value, Mapping):
+        value = dict(value)
+    if name == "deps":
+        _check_json("deps", value, hint="for live objects pass deps_factory='package.module:function'")
+    else:
+        _check_json(name, value)
+    return value
 
 
 def _check_importable_name(what: str, value: Any) -> None:
@@ -141,7 +180,7 @@ def _mcp_spec(mcp: Any) -> tuple[dict[str, Any], ...] | None:
     """MCP servers as plain data; each worker opens one session per server for the batch."""
     if mcp is None:
         return None
-    from ..mcp_tools import resolve_servers
+    from ..tools.mcp import resolve_servers
 
     plain = [spec.plain() for spec in resolve_servers(mcp)]
     if any(p is None for p in plain):

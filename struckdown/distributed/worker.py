@@ -29,7 +29,7 @@ import anyio
 import distributed
 
 from ..run.accounting import usage_of
-from ..toolfiles import import_name, module_from_source, public_tools
+from ..tools.files import import_name, module_from_source, public_tools
 from .budget import row_may_start, row_spent
 from .packing import pack_error, pack_outcomes
 
@@ -53,7 +53,7 @@ def is_transient(exc: BaseException) -> bool:
     exhausted quota), a connection error or timeout, or a server error (5xx or an
     unclassified `ModelError`). Template, configuration, authentication, bad-request,
     context-window and content-filter errors are permanent."""
-    from .. import model_errors as me
+    from ..models import errors as me
 
     error = _model_error_in(exc)
     if error is None:
@@ -68,7 +68,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def _model_error_in(exc: BaseException) -> Any:
-    from ..model_errors import ModelError
+    from ..models.errors import ModelError
 
     seen: set[int] = set()
     todo: list[BaseException] = [exc]
@@ -217,7 +217,7 @@ def _row_runner(job: dict[str, Any], spent: list[float]) -> Callable[[dict[str, 
 def _sessions(job: dict[str, Any]) -> Any:
     """One session per MCP server on this worker for the rows of one batch (SPEC §16),
     opened by the first row that needs it, closed by `close_mcp_sessions` at the batch's end."""
-    from ..mcp_tools import MCPSessions, ServerSpec
+    from ..tools.mcp import MCPSessions, ServerSpec
 
     batch = job.get("batch") or ""
     sessions = _mcp_sessions.get(batch)
@@ -290,7 +290,11 @@ async def _semaphore(name: str, max_leases: int) -> Any:
 
 
 def _worker_kwargs(shipped: dict[str, Any]) -> dict[str, Any]:
-    kwargs = {k: v for k, v in shipped.items() if k not in ("model_factory", "deps_factory", "tools", "max_requests")}
+    from ..run_options import EXECUTOR_OPTIONS, OPTIONS
+
+    # what the caller's process keeps (max_requests: the job's caps; paths: the job's own fields)
+    kept = EXECUTOR_OPTIONS | {"tools"} | {name for name, option in OPTIONS.items() if option.ships == "caller"}
+    kwargs = {k: v for k, v in shipped.items() if k not in kept}
     if shipped["model_factory"] is not None:
         kwargs["model"] = _once(("model", shipped["model_factory"]), lambda: import_name(shipped["model_factory"])())
     if shipped["deps_factory"] is not None:

@@ -7,6 +7,7 @@ verdicts), `conversation` (turns and instructions), `caches` (agents reused
 across runs of one Environment).
 """
 
-from .engine import RunSettings, events, run_to_result
+from .engine import events, run_to_result
+from .settings import RunSettings
 
 __all__ = ["RunSettings", "events", "run_to_result"]

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import BudgetExceeded, StruckdownError
 from ..results import Result, Usage
+from ..run_options import option_value
 from ..syntax.nodes import JinjaValue
 from .budgets import budget_option, check_budget_names
 
@@ -55,40 +56,11 @@ def usage_of(outcome: Any) -> Usage | None:
     return usage if isinstance(usage, Usage) else None
 
 
-def budget_settings(environment: Any, options: Any) -> dict[str, Any]:
-    """The RunSettings fields of budgets, cost and tracing: the call's keywords over the
-    Environment's defaults (prices, tool_limits and instrument; run_limits and max_cost
-    are per call only)."""
-    from ..observe import tracing_for
-    from ..pricing import Pricing
-    from .budgets import check_tool_limits
-    from .ledger import Budget
-
-    prices = options.get("prices", environment.prices)
-    instrument = options.get("instrument", environment.instrument)
-    return {
-        "budget": Budget.of(options.get("run_limits"), options.get("max_cost"), "run_limits"),
-        "pricing": _remembered(environment, "_struckdown_pricing", prices, Pricing) if prices else None,
-        "tool_limits": check_tool_limits(options.get("tool_limits", environment.tool_limits)),
-        "tracing": _remembered(environment, "_struckdown_tracing", instrument, tracing_for) if instrument else None,
-    }
-
-
-def _remembered(holder: Any, attribute: str, key: Any, make: Any) -> Any:
-    """`make(key)` once per key object (a batch passes the same prices to every row)."""
-    held = getattr(holder, attribute, None)
-    if held is not None and held[0] is key:
-        return held[1]
-    value = make(key)
-    setattr(holder, attribute, (key, value))
-    return value
-
-
 def batch_budget(environment: Any, program: Any, options: Any, batch_limits: Any) -> tuple[Any, Any]:
     """A local batch's shared account (None without a batch budget) and the options its rows
     get: `max_cost` of `complete_batch` is the whole batch's, not each row's. With
     `max_cost`, every model the batch may use must have a known price (before any row)."""
-    from ..pricing import Pricing
+    from ..models.pricing import Pricing
     from .ledger import BatchLedger, Budget, RunLedger
 
     budget = Budget.of(batch_limits, options.get("max_cost"), "batch_limits")
@@ -96,9 +68,9 @@ def batch_budget(environment: Any, program: Any, options: Any, batch_limits: Any
         return None, options
     rows = {k: v for k, v in options.items() if k != "max_cost"}
     if budget.max_cost is not None and program.needs_model:
-        prices = options.get("prices", environment.prices)
+        prices = option_value("prices", options, environment.defaults)
         ledger = RunLedger(_no_events, budget=budget, pricing=Pricing(prices))
-        models = [options.get("model", environment.model)]
+        models = [option_value("model", options, environment.defaults)]
         models += [p.settings["model"] for p in program.plans.values() if isinstance(p.settings.get("model"), str)]
         ledger.check_prices([environment.resolve_model(m) for m in _distinct(models)])
     return BatchLedger(budget), rows

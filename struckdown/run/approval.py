@@ -233,7 +233,10 @@ class ApprovalRun:
     def blocks(self, waits_for: Sequence[str]) -> bool:
         return any(key in self.held for key in waits_for)
 
-    def pause(self, program: Program, context: Mapping[str, Any], results: Mapping[str, SlotResult]) -> Paused:
+    def pause(
+        self, program: Program, context: Mapping[str, Any], results: Mapping[str, SlotResult],
+        options: Mapping[str, Any] | None = None,
+    ) -> Paused:
         """The run ends paused: the requests, the finished slots and a JSON state."""
         template = program.template
         state = build_state(
@@ -245,6 +248,7 @@ class ApprovalRun:
             actions=self.actions,
             paused=self.paused,
             tools=self.toolbox.names,
+            options=options,
         )
         requests = [request for slot in self.paused for request, _ in slot.requests]
         paused = Paused(requests, state)

@@ -17,10 +17,10 @@ from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.output import TextOutput
 
 from ..types import OutputSpec
-from .cached_model import CachedModel
 from .ledger import MeteredModel
 from .resilience import RetryingModel
 from .tools import ToolBox, WrapSlotTools
+from .wrappers.cached import CachedModel
 
 _MAX_AGENTS = 4096
 _MAX_TOOLBOXES = 256

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from ..media_scope import MARK
-from .media_turns import refuse_media, user_content
+from ..media.scope import MARK
+from ..media.turns import refuse_media, user_content
 
 
 def user_turn(text: str) -> ModelRequest:

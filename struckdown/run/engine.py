@@ -39,7 +39,7 @@ from ..incremental import (
     SlotCompleted,
     SlotRetracted,
 )
-from ..media_scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE, media_scope
+from ..media.scope import media_scope
 from ..models import resolve_model
 from ..observe import run_span, slot_span
 from ..plan import Program, Segment
@@ -52,42 +52,12 @@ from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .ledger import RunLedger
 from .resilience import check_tool_choices
+from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tools import ModelCallHook, RequestLimit
 
 #: Events a run may have produced ahead of a slow consumer before it waits for it.
 EVENT_BUFFER = 256
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """One run's settings: the call's keywords over its Environment's defaults."""
-
-    model: Any = None
-    tools: tuple[Any, ...] = ()
-    deps: Any = None
-    limits: Any = None
-    on_halt: str = "raise"
-    settings: Mapping[str, Any] | None = None
-    cache: Any = None
-    stop_at: str | None = None
-    strict_undefined: bool = False
-    stream: bool = True
-    tool_timeout: float | None = None
-    max_tool_result: int | None = None  # characters of one tool result (longer: cut with a note)
-    requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
-    provider_batch: Any = None  # a struckdown.ProviderBatch: requests go through the provider's batch API
-    mcp: Any = None  # the MCPSessions of this run (or batch), None without MCP servers
-    approve: Any = None  # SPEC §12: who decides calls that need approval (None: the run pauses)
-    resume: Any = None  # a ResumePoint (struckdown/approval_state.py): the paused run this one continues
-    budget: Any = None  # run-wide limits (run/ledger.py Budget: run_limits= and max_cost=), or None
-    pricing: Any = None  # prices for Usage.cost (pricing.Pricing), or None: genai-prices only
-    tool_limits: Mapping[str, int] | None = None  # the host's per-tool call ceilings (per slot)
-    batch: Any = None  # the batch's shared account (run/ledger.py BatchLedger) for a batch row
-    tracing: Any = None  # observe.Tracing (instrument=), or None
-    image_max_side: int | None = DEFAULT_MAX_SIDE  # larger images are shrunk (None: sent as they are)
-    max_images: int | None = DEFAULT_MAX_IMAGES  # per request (None: no limit)
-    resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
 
 
 @dataclass
@@ -115,6 +85,8 @@ class Run:
         self.renderer = environment.renderer
         batching = self.options.provider_batch  # holds the request cap around batch API calls instead
         self.ledger = RunLedger(self.emit, budget=self.options.budget, pricing=self.options.pricing, batch=self.options.batch)
+        if self.options.spent is not None:
+            self.ledger.carry(self.options.spent)
         tracing = self.options.tracing
         self._limit: tuple[Any, ...] = (
             *((RequestLimit(self.options.requests),) if self.options.requests and batching is None else ()),
@@ -199,7 +171,7 @@ class Run:
             error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
             raise error
         if self.approval.paused:  # SPEC §12: calls wait for decisions; the state resumes the run
-            paused = self.approval.pause(self.program, self.context, self.results)
+            paused = self.approval.pause(self.program, self.context, self.results, self.options.recorded)
             await self.emit(ProcessingComplete(paused.results, early_termination=False, paused=True))
             return
         result = Result(self.results, self.program.keys)

@@ -30,9 +30,9 @@ from pydantic_ai.models import StreamedResponse
 
 from ..errors import BudgetExceeded, ConfigurationError
 from ..incremental import ModelResponded
-from ..pricing import Pricing, format_cost
+from ..models.pricing import Pricing, format_cost
 from ..results import Usage
-from .streams import Request, SlotRunWrapper
+from .wrappers.streams import Request, SlotRunWrapper
 
 Emit = Callable[[Any], Awaitable[None]]
 
@@ -166,6 +166,13 @@ class RunLedger:
         self.batch = batch
         self.total = Account()
         self.meters: list[SlotMeter] = []
+
+    def carry(self, spent: Usage) -> None:
+        """A resumed run: what its part before the pause spent counts against its budget."""
+        total = self.total
+        total.requests += spent.requests
+        total.tool_calls += spent.tool_calls
+        total.add(spent.input_tokens, spent.output_tokens, spent.cost if spent.requests else 0.0)
 
     def meter(self, slot: str) -> SlotMeter:
         meter = SlotMeter(self, slot)

@@ -4,7 +4,7 @@ Two layers, so that each does what it can see:
 
 * **Retries** live in a model wrapper, `RetryingModel`, around the model a slot runs on
   (below the response cache, above the budgets' per-request meter): a transient
-  provider failure (`model_errors.is_transient`) is sent again after an exponential
+  provider failure (`models.errors.is_transient`) is sent again after an exponential
   backoff with full jitter, honouring `Retry-After`, and yields `SlotRetry`. A stream
   that fails after it produced tokens is retracted (`SlotRetracted(slot, "retry")`) and
   started again, so the consumer's `accumulated` text begins from empty. pydantic-ai's
@@ -38,7 +38,7 @@ from pydantic_ai.settings import ModelSettings
 
 from ..errors import ConfigurationError, StruckdownError, TemplateRuntimeError
 from ..incremental import SlotFallback
-from ..model_errors import ModelError, TruncatedError, map_model_error
+from ..models.errors import ModelError, TruncatedError, map_model_error
 from ..slot_options import TOOL_CHOICES, default_max_tokens
 
 # with the names of resilience_settings.py and retries.py, split from this module, as before
@@ -50,13 +50,13 @@ from .resilience_settings import Emit as Emit
 from .resilience_settings import Resilience as Resilience
 from .resilience_settings import describe as describe
 from .resilience_settings import report as report
-from .retries import CLOCK as CLOCK
-from .retries import CURRENT_RETRIES as CURRENT_RETRIES
-from .retries import Clock as Clock
-from .retries import RetryingModel as RetryingModel
-from .retries import RetryRun as RetryRun
-from .retries import retry_after_of as retry_after_of
-from .retries import retry_delay as retry_delay
+from .wrappers.retries import CLOCK as CLOCK
+from .wrappers.retries import CURRENT_RETRIES as CURRENT_RETRIES
+from .wrappers.retries import Clock as Clock
+from .wrappers.retries import RetryingModel as RetryingModel
+from .wrappers.retries import RetryRun as RetryRun
+from .wrappers.retries import retry_after_of as retry_after_of
+from .wrappers.retries import retry_delay as retry_delay
 
 HINT_TURN = "A previous attempt could not finish: {reason}."
 

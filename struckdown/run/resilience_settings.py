@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model_errors import ModelError
+from ..models.errors import ModelError
 
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_BASE_DELAY = 1.0

@@ -25,6 +25,7 @@ from .. import slot_options as opts
 from ..errors import TemplateRuntimeError
 from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
+from ..media.turns import prepare_prompt, redact
 from ..models import slot_run_defaults
 from ..plan import SlotPlan
 from ..render import Renderer
@@ -32,11 +33,10 @@ from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from .budgets import slot_budget
-from .cached_model import CURRENT_CACHE_RUN, CacheRun, store_answer
 from .ledger import CURRENT_METER
-from .media_turns import prepare_prompt, redact
 from .resilience import SlotAttempts, is_truncated, slot_error
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
+from .wrappers.cached import CURRENT_CACHE_RUN, CacheRun, store_answer
 
 if TYPE_CHECKING:
     from ..env_view import EnvironmentView
@@ -330,7 +330,7 @@ async def _mcp_tools(env: SlotEnv, slot: str, control: Mapping[str, Any]) -> Any
     """The slot's MCP tools (struckdown.mcp_tools.SlotTools), or None: no MCP here."""
     if env.mcp is None and "mcp" not in control:
         return None
-    from ..mcp_tools import tools_for_slot
+    from ..tools.mcp import tools_for_slot
 
     return await tools_for_slot(env.mcp, slot, control)
 

@@ -109,12 +109,12 @@ def test_batch_counts_retries_and_fallbacks_in_its_progress(tmp_path: Path, use_
     assert "batch: 2/2 rows, 1 retry," in result.output
 
 
-def test_batch_fallback_is_not_for_dask(tmp_path: Path) -> None:
-    rows = tmp_path / "rows.jsonl"
-    rows.write_text('{"n": 1}\n', encoding="utf-8")
-    result = sd("batch", template(tmp_path), rows, "--engine", "dask", "--fallback", "test")
-    assert result.exit_code == 2
-    assert "--fallback is not available with --workers or --engine dask" in result.output
+def test_batch_fallback_travels_to_dask_workers() -> None:
+    from struckdown.distributed import ship_kwargs
+
+    shipped = ship_kwargs({"fallback": ["test", "openai-chat:gpt-4o-mini"], "tool_timeout": 5.0, "on_truncate": "error"})
+    assert shipped["fallback"] == ("test", "openai-chat:gpt-4o-mini")
+    assert (shipped["tool_timeout"], shipped["on_truncate"]) == (5.0, "error")
 
 
 def test_explain_shows_the_resilience_options_and_the_output_cap(tmp_path: Path) -> None:

@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import plain_environment, sd  # noqa: F401
+from http_support import http_serving
+from model_support import clear_model_cache
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from cli_support import plain_environment, sd  # noqa: F401
 from struckdown import complete
 from struckdown.errors import StruckdownError
-from struckdown.model_errors import ModelError
-from http_support import http_serving
-from model_support import clear_model_cache
+from struckdown.models.errors import ModelError
 
 EMPTY = {
     "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "fake", "choices": [],

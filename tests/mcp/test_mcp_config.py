@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import struckdown as sd
-from struckdown.mcp_tools import ServerSpec, resolve_servers
+from struckdown.tools.mcp import ServerSpec, resolve_servers
 
 SCRIPT = Path(__file__).parent / "notes_server.py"
 

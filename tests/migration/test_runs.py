@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from scripted import Script, auto_answer
 
 import struckdown as sd
-from scripted import Script, auto_answer
-from struckdown.action_search import make_search
+from struckdown.actions.search import make_search
 
 # -- per-type default temperatures -----------------------------------------------------------
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scripted import Call, Script, auto_answer
 
 import struckdown as sd
-from scripted import Call, Script, auto_answer
-from struckdown.action_search import make_search
+from struckdown.actions.search import make_search
 
 HERE = Path(__file__).parent / "templates_0x"
 TEMPLATES = sorted(p.name for p in HERE.glob("*.sd"))

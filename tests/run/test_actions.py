@@ -95,7 +95,7 @@ ORDINARY_PAGE = (
 @pytest.fixture(params=["lxml", "scanner"])
 def html_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways html_to_text reads a page: lxml (the search extra) and the scanner without it."""
-    import struckdown.html_text as html_text
+    import struckdown.actions.html_text as html_text
 
     if request.param == "scanner":
         monkeypatch.setattr(html_text, "_lxml_etree", lambda: None)
@@ -117,7 +117,7 @@ def test_a_long_numeric_character_reference_does_not_fail_the_action(html_path: 
 
 
 def test_html_past_the_cap_is_cut_with_a_note(html_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import struckdown.html_text as html_text
+    import struckdown.actions.html_text as html_text
 
     monkeypatch.setattr(html_text, "HTML_MAX_CHARS", 100)
     page = "<p>" + "word " * 100 + "</p>"
@@ -131,7 +131,7 @@ def test_pythons_quadratic_html_parser_never_reads_a_page(monkeypatch: pytest.Mo
     bench/html_text.py). Neither html_to_text path hands a page to it."""
     import html.parser
 
-    import struckdown.html_text as html_text
+    import struckdown.actions.html_text as html_text
 
     fed: list[int] = []
     monkeypatch.setattr(html.parser.HTMLParser, "feed", lambda self, data: fed.append(len(data)))

@@ -13,11 +13,14 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from http_support import http_serving
+from model_support import clear_model_cache, openai_compatible
 from pydantic_ai import Agent
 
 import struckdown as sd
 from struckdown.errors import StruckdownError
-from struckdown.model_errors import (
+from struckdown.models import model_label
+from struckdown.models.errors import (
     AuthenticationError,
     BadRequestError,
     ContentFilterError,
@@ -27,9 +30,6 @@ from struckdown.model_errors import (
     RateLimitError,
     map_model_error,
 )
-from http_support import http_serving
-from model_support import clear_model_cache, openai_compatible
-from struckdown.models import model_label
 
 
 def completion(text: str = "hello", finish_reason: str = "stop") -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Provider faults through scripted models: errors surface clearly once retries are spent.
 
 * HTTP errors (429/500/503) and timeouts raised by the model surface to the caller as
-  the mapped `struckdown.model_errors` type (`RateLimitError`, `ModelError`,
+  the mapped `struckdown.models.errors` type (`RateLimitError`, `ModelError`,
   `ModelConnectionError`), on the plain, streaming and guard paths, once struckdown's
   retries (SPEC §14, 3 by default; tests/test_resilience.py) are spent.
 * Malformed tool calls (unknown tool, arguments that are not JSON or have the wrong
@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from pydantic_ai.exceptions import ModelHTTPError, UnexpectedModelBehavior
 from pydantic_ai.messages import ModelResponse, ToolCallPart
+from scripted import Call, Script, Tools, answered_last
 
 import struckdown as sd
-from scripted import Call, Script, Tools, answered_last
-from struckdown.incremental import ProcessingError, SlotCompleted
-from struckdown.model_errors import ModelConnectionError, ModelError, RateLimitError
 from struckdown.codec import jsonable
+from struckdown.incremental import ProcessingError, SlotCompleted
+from struckdown.models.errors import ModelConnectionError, ModelError, RateLimitError
 
 TRIP = {"triggered": True, "reason": "bad"}
 PASS = {"triggered": False, "reason": "ok"}

@@ -27,7 +27,7 @@ from struckdown.incremental import (
     SlotStreamStart,
     TokenDelta,
 )
-from struckdown.model_errors import AuthenticationError, BadRequestError, ContentFilterError, ContextWindowError
+from struckdown.models.errors import AuthenticationError, BadRequestError, ContentFilterError, ContextWindowError
 from struckdown.run import resilience
 
 OVERLOADED = "the provider failed (HTTP 503): overloaded"

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
-from .errors import ConfigurationError, MCPServerError, StruckdownError, TemplateRuntimeError
+from ..errors import ConfigurationError, MCPServerError, StruckdownError, TemplateRuntimeError
 
 if TYPE_CHECKING:
-    from .plan import Program
+    from ..plan import Program
 
 log = logging.getLogger("struckdown")
 
@@ -331,7 +331,7 @@ def _expanded(value: Any, where: str) -> Any:
 
 def server_names(value: Any) -> tuple[str, ...]:
     """A slot's `mcp=` value ("a, b", or a list from `{{ }}`) as names."""
-    from .slot_options import server_names as check
+    from ..slot_options import server_names as check
 
     return check(value) if not isinstance(value, tuple) else value
 
@@ -339,8 +339,8 @@ def server_names(value: Any) -> tuple[str, ...]:
 def check_program(program: Program, servers: Sequence[ServerSpec]) -> None:
     """Every server a slot's `mcp=` names must be a server of the run: a positioned
     TemplateSyntaxError otherwise, before any model call. `{{ }}` values wait for the slot."""
-    from .syntax.nodes import JinjaValue
-    from .syntax.source import SourceMap
+    from ..syntax.nodes import JinjaValue
+    from ..syntax.source import SourceMap
 
     known = [s.name for s in servers]
     for slot, plan in program.plans.items():

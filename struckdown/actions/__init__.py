@@ -2,8 +2,8 @@
 
 Built-ins: `@timestamp`, `@set`, `@fetch` (opt-in: STRUCKDOWN_ALLOW_FETCH=1), and
 0.x's `@history`, `@evidence`, `@search` (opt-in: STRUCKDOWN_ALLOW_SEARCH=1),
-`@markdownify` and `@noop` (their own modules: `action_history`, `action_evidence`,
-`action_search`). Each Environment owns an `ActionRegistry` (`builtin_actions()`
+`@markdownify` and `@noop` (their own modules: `actions/history.py`, `actions/evidence.py`,
+`actions/search.py`). Each Environment owns an `ActionRegistry` (`builtin_actions()`
 plus what users add with `Environment.register_action`). An action marked
 `side_effects=True` is a join point for pending guards (SPEC §4); one with a
 `role` also becomes a conversation turn (`@history` adds the turns it read).
@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..syntax.nodes import Action, Option
 from .html_text import html_to_text
-from .syntax.nodes import Action, Option
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class ActionSpec:
     def add_to(self, conversation: Any, value: Any) -> None:
         """Add the result to the segment's conversation: as one turn of `role`, or (for an
         action of `turns`) as the turns it holds, in order."""
-        from .codec import as_text
+        from ..codec import as_text
 
         if not self.turns:
             conversation.add_turn(self.role, as_text(value))
@@ -193,7 +193,9 @@ def takes_only(*keys: str, usage: str, needs_value: bool = False) -> Callable[[A
 
 def builtin_actions() -> ActionRegistry:
     """A new registry holding the built-in actions (each Environment starts from one)."""
-    from . import action_evidence, action_history, action_search
+    from . import evidence as action_evidence
+    from . import history as action_history
+    from . import search as action_search
 
     registry = ActionRegistry()
     registry.register("timestamp", _timestamp, validate=_check_timestamp)

@@ -27,7 +27,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from pydantic_ai.models import CompletedStreamedResponse, StreamedResponse
 from pydantic_ai.usage import RequestUsage
 
-from .ledger import note_cache_hit
+from ..ledger import note_cache_hit
 from .streams import Request, SlotRunWrapper
 
 HIT_MARK = "struckdown_cache"
@@ -57,8 +57,8 @@ class CachedModel(SlotRunWrapper):
     current = CURRENT_CACHE_RUN
 
     def _key(self, run: CacheRun, request: Request) -> str:
-        from ..cache import cache_key
-        from .media_turns import for_cache_key
+        from ...cache import cache_key
+        from ...media.turns import for_cache_key
 
         params = request.params
         output = {

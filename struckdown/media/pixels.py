@@ -13,7 +13,7 @@ import json
 import struct
 from typing import Any
 
-from .errors import MediaError
+from ..errors import MediaError
 
 #: Image types every vision provider accepts; others are converted to PNG when Pillow can read them.
 WEB_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})

@@ -27,9 +27,9 @@ from pydantic_ai.messages import ModelResponse, ModelResponseStreamEvent
 from pydantic_ai.models import StreamedResponse
 from pydantic_ai.usage import RequestUsage
 
-from ..incremental import SlotRetry
-from ..model_errors import is_transient, map_model_error
-from .resilience_settings import Emit, Resilience, describe, report
+from ...incremental import SlotRetry
+from ...models.errors import is_transient, map_model_error
+from ..resilience_settings import Emit, Resilience, describe, report
 from .streams import Request, SlotRunWrapper, StreamContext
 
 T = TypeVar("T")
@@ -84,7 +84,7 @@ class RetryRun:
         """(delay, description) when the failure is worth retry number `retry`, else None."""
         if retry > self.settings.retries:
             return None
-        from ..models import model_label
+        from ...models import model_label
 
         mapped = map_model_error(exc, model_label(self.model))
         if mapped is None or not is_transient(mapped):

@@ -6,7 +6,7 @@ turn (pydantic-ai `BinaryContent`, or `ImageUrl` / `DocumentUrl` / `AudioUrl` /
 
 How it gets there. Inside a run (its `media_scope.MediaScope`), `str()` of a media
 value (what Jinja calls for `{{ photo }}`) is an unforgeable token; the conversation
-splits each user turn at the tokens into its content parts (`run/media_turns.py`),
+splits each user turn at the tokens into its content parts (`media/turns.py`),
 and a token in `<system>` or in an assistant turn is a `MediaError`. Outside a run a
 media value renders as its short placeholder
 (`<image receipt.png image/png 3 KB sha256:ab12cd34…>`), which is also its repr and
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import MediaError
-from .media_scope import CURRENT, DEFAULT_MAX_SIDE
+from ..errors import MediaError
+from .scope import CURRENT, DEFAULT_MAX_SIDE
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, UserContent
@@ -234,7 +234,7 @@ class Media:
         binary = m.BinaryContent(data, media_type=media_type, vendor_metadata=extra)
         parts: list[UserContent] = [m.BinaryContent.narrow_type(binary)]
         if self.metadata and self.is_image:
-            from .media_pixels import metadata_line
+            from .pixels import metadata_line
 
             parts.append(metadata_line(self.data, self.name))
         return parts
@@ -246,7 +246,7 @@ class Media:
             return self.data, self.media_type
         sent = self._sent.get(max_side)
         if sent is None:
-            from .media_pixels import fit
+            from .pixels import fit
 
             sent = self._sent[max_side] = fit(self.data, self.media_type, max_side, f"image {self._label()}")
         return sent

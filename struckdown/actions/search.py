@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .syntax.nodes import Action
+from ..syntax.nodes import Action
 
 SEARCH_TIMEOUT_S = 10
 MAX_RESULTS = 20

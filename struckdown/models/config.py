@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 CONFIG_FILE = "struckdown.toml"
 PYPROJECT = "pyproject.toml"

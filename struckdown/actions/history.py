@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .syntax.nodes import Action
+from ..syntax.nodes import Action
 
 MAX_BYTES = 2_000_000
 ROLES = ("user", "assistant")

@@ -18,7 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 #: The rates a `prices=` entry may give, USD per million tokens.
 RATE_KEYS = ("input", "output", "cache_read")

@@ -17,7 +17,7 @@ from a string, and `timeout` from `STRUCKDOWN_TIMEOUT` (default 120 s) on
 OpenAI-compatible endpoints; hosted providers keep their client's own timeout
 (600 s for OpenAI, which slow reasoning models need) unless the variable is
 set. pydantic-ai forwards both to the provider SDK client. Inside a struckdown run
-the retrying is struckdown's own (run/retries.py, SPEC §14), which sends
+the retrying is struckdown's own (run/wrappers/retries.py, SPEC §14), which sends
 `max_retries=0` per request so attempts are not multiplied; the model-level value
 matters when the model is used outside struckdown. A `Model` instance you pass in
 is never changed.
@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ..errors import ConfigurationError
+from ..tools.files import factory_reference
 from .config import EndpointAlias, load_config
-from .errors import ConfigurationError
-from .model_store import ModelStore
-from .toolfiles import factory_reference
+from .store import ModelStore
 
 MISSING_MODEL = (
     "no model configured: pass --model (or model= in Python), set STRUCKDOWN_MODEL "
@@ -276,7 +276,7 @@ def _strip_provider(name: str) -> str:
 
 def _from_factory(reference: str) -> Any:
     """`package.module:factory` → the Model it returns (called once per process)."""
-    from .toolfiles import import_name
+    from ..tools.files import import_name
 
     try:
         factory = import_name(reference)
@@ -431,7 +431,7 @@ def slot_run_defaults(
     type's default temperature (SPEC §11) when no one set a temperature (the slot, the
     caller's settings, the model object's own settings), nothing asks the model to
     reason, and the model takes one."""
-    from .types.temperatures import default_temperature
+    from ..types.temperatures import default_temperature
 
     defaults: Mapping[str, Any] = environment.models.defaults(model)
     if "temperature" in slot or (caller and "temperature" in caller):

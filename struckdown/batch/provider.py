@@ -55,14 +55,14 @@ from pydantic_ai.capabilities import BatchModelRequests
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models.batch import Batch, EncodedBatchRequest
 
-from .provider_batch_models import CountedModel, TrackedModel
-from .provider_batch_state import CURRENT_REQUEST, CURRENT_ROW, BatchedRequest, BatchedRow, OnRecord, State
+from .provider_models import CountedModel, TrackedModel
+from .provider_state import CURRENT_REQUEST, CURRENT_ROW, BatchedRequest, BatchedRow, OnRecord, State
 
 # the names of provider_batch_state.py, split from this module, importable from here as before
-from .provider_batch_state import DEFAULT_DISCOUNT as DEFAULT_DISCOUNT
-from .provider_batch_state import BatchCounts as BatchCounts
-from .provider_batch_state import RowRecords as RowRecords
-from .provider_batch_state import batch_prices as batch_prices
+from .provider_state import DEFAULT_DISCOUNT as DEFAULT_DISCOUNT
+from .provider_state import BatchCounts as BatchCounts
+from .provider_state import RowRecords as RowRecords
+from .provider_state import batch_prices as batch_prices
 
 log = logging.getLogger("struckdown")
 
@@ -151,8 +151,8 @@ class ProviderBatch:
         if hit is not None and hit[0] is model:
             return hit[1]
         if getattr(model, "batch_max_requests", None) is None:
-            from .errors import ConfigurationError
-            from .models import model_label
+            from ..errors import ConfigurationError
+            from ..models import model_label
 
             raise ConfigurationError(
                 f"provider batching needs a model with a batch API: OpenAI's Responses models "

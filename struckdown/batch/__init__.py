@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from .feed import fed
+from ..feed import fed
 
 Row = tuple[int, Mapping[str, Any]]
 NextRow = Callable[[], Awaitable[Row | None]]
@@ -162,7 +162,7 @@ class BatchCall:
         a model with a batch API; an executor takes a plain iterable."""
         batching = None
         if provider_batch is not None and provider_batch is not False:
-            from .provider_batch import provider_batch_of
+            from .provider import provider_batch_of
 
             batching = provider_batch_of(provider_batch)
         if batching is not None and executor is not None:
@@ -181,7 +181,7 @@ class BatchCall:
             await self._here(emit)
 
     async def _here(self, emit: Emit) -> None:
-        from .run.accounting import batch_budget
+        from ..run.accounting import batch_budget
 
         environment, program = self.environment, self.program
         requests = request_limiter(self.options.get("max_requests"))  # one cap for every row

@@ -22,7 +22,7 @@ from pydantic_ai.models.batch import Batch, BatchRequest, BatchResult, EncodedBa
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from .provider_batch_state import CURRENT_REQUEST, CURRENT_ROW, BatchCounts, BatchedRequest, BatchedRow, State
+from .provider_state import CURRENT_REQUEST, CURRENT_ROW, BatchCounts, BatchedRequest, BatchedRow, State
 
 log = logging.getLogger("struckdown")
 
@@ -67,7 +67,7 @@ def _suspended(entry: Mapping[str, Any], model: Any) -> ModelResponse | None:
 def _fingerprint(model: Any, messages: list[ModelMessage], settings: Any, params: ModelRequestParameters) -> str:
     """What decides a request's answer, without what changes between runs (timestamps,
     run and tool-call IDs): a rerun of a row makes the same requests with the same prints."""
-    from .cache import TRANSPORT_SETTINGS, normalise_messages
+    from ..cache import TRANSPORT_SETTINGS, normalise_messages
 
     payload = {
         "model": f"{model.system}:{model.model_name}",

@@ -6,7 +6,7 @@ turns them into one small hierarchy under `StruckdownError`, so the CLI can
 print one line with a hint and exit 1, and library users can catch
 `ModelError` without importing pydantic-ai.
 
-Retrying is not done here: struckdown's retry layer (`run/retries.py`, SPEC §14)
+Retrying is not done here: struckdown's retry layer (`run/wrappers/retries.py`, SPEC §14)
 asks `is_transient` which mapped errors are worth another attempt, and only a
 failure that remains after its retries reaches the caller.
 """
@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any
 
-from .errors import StruckdownError
+from ..errors import StruckdownError
 
 _CONTEXT_WORDS = (
     "context length", "context_length", "context size", "context window", "maximum context",

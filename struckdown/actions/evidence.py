@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .syntax.nodes import Action
+from ..syntax.nodes import Action
 
 SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst"})
 DEFAULT_FOLDER = "evidence"

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MediaError
-from ..media import PLACEHOLDER_KEY, human_size, kind_word
-from ..media_scope import MARK, TOKEN, active
+from . import PLACEHOLDER_KEY, human_size, kind_word
+from .scope import MARK, TOKEN, active
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, UserContent

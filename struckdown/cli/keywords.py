@@ -1,0 +1,62 @@
+"""Flags into keywords, in one place (SPEC §22): what `RUN_FLAGS` values give a run.
+
+Every command that runs a template (`sd run`, `sd chat`, `sd batch`, `sd resume`) passes
+its `flags=` through `run_keywords`; a flag left at its default gives no keyword, so the
+Environment's default (or a paused run's recorded option) stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import CliError
+from .options import RUN_FLAGS
+
+
+def run_keywords(flags: Mapping[str, Any], *, instrument: Any = None, tools: Any = None) -> dict[str, Any]:
+    """The `complete…` keywords of the given flags. `instrument`: the tracer provider `--otel`
+    made (cli/costs.otel); `tools`: the tools already loaded (a Dask batch ships names instead)."""
+    from . import loading
+
+    out: dict[str, Any] = {}
+    if "no_cache" in flags:  # the CLI's response cache is on unless --no-cache says otherwise
+        out["cache"] = not flags["no_cache"]
+    for name, value in flags.items():
+        if name == "no_cache" or value is None or value is False or value == [] or value == ():
+            continue
+        option = RUN_FLAGS[name].option
+        if name == "tools":
+            out["tools"] = tools if tools is not None else loading.load_tools(value)
+        elif name == "max_tokens":
+            out["settings"] = {"max_tokens": value}
+        elif name == "fallback":
+            out["fallback"] = list(value)
+        elif name == "include_path":
+            out["include_paths"] = tuple(value)
+        elif name == "otel":
+            out["instrument"] = instrument if instrument is not None else True
+        elif name == "prices":
+            out["prices"] = _prices(value)
+        elif name in ("mcp", "mcp_config"):
+            continue  # both at once, below
+        elif name == "on_truncate" and value not in ("keep", "error"):
+            raise CliError(f"--on-truncate must be keep or error, not {value!r}")
+        elif name == "max_cost" and not value >= 0:
+            raise CliError(f"--max-cost must be a number of US dollars of at least 0, not {value}")
+        else:
+            out[option] = value
+    mcp = loading.load_mcp(flags.get("mcp") or (), flags.get("mcp_config"))
+    if mcp is not None:
+        out["mcp"] = mcp
+    return out
+
+
+def _prices(path: Any) -> Any:
+    from ..errors import ConfigurationError
+    from ..models.pricing import load_prices_file
+
+    try:
+        return load_prices_file(path)
+    except ConfigurationError as exc:
+        raise CliError(f"--prices: {exc}") from None

@@ -1,0 +1,151 @@
+"""The one RunSettings builder (SPEC §22): every entry path builds a run's settings here.
+
+`complete*`, `complete_incremental*`, a batch row (local, `--workers`, Dask), `resume*`
+and the playground all call `build_settings` with the call's keywords and the
+Environment's defaults; which keyword is which, its default and its check are the rows of
+`run_options.OPTIONS`. What differs per path is passed in: the batch's request limiter,
+provider batching and shared account, the MCP sessions, and the paused run a resume
+continues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..media.scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE
+from ..run_options import OPTIONS, option_value
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """One run's settings: the call's keywords over its Environment's defaults."""
+
+    model: Any = None
+    tools: tuple[Any, ...] = ()
+    deps: Any = None
+    limits: Any = None
+    on_halt: str = "raise"
+    settings: Mapping[str, Any] | None = None
+    cache: Any = None
+    stop_at: str | None = None
+    strict_undefined: bool = False
+    stream: bool = True
+    tool_timeout: float | None = None
+    max_tool_result: int | None = None  # characters of one tool result the model reads (longer: cut with a note)
+    requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
+    provider_batch: Any = None  # a struckdown.ProviderBatch: requests go through the provider's batch API
+    mcp: Any = None  # the MCPSessions of this run (or batch), None without MCP servers
+    approve: Any = None  # SPEC §12: who decides calls that need approval (None: the run pauses)
+    resume: Any = None  # a ResumePoint (struckdown/approval_state.py): the paused run this one continues
+    budget: Any = None  # run-wide limits (run/ledger.py Budget: run_limits= and max_cost=), or None
+    pricing: Any = None  # prices for Usage.cost (pricing.Pricing), or None: genai-prices only
+    tool_limits: Mapping[str, int] | None = None  # the host's per-tool call ceilings (per slot)
+    batch: Any = None  # the batch's shared account (run/ledger.py BatchLedger) for a batch row
+    tracing: Any = None  # observe.Tracing (instrument=), or None
+    image_max_side: int | None = DEFAULT_MAX_SIDE  # larger images are shrunk (None: sent as they are)
+    max_images: int | None = DEFAULT_MAX_IMAGES  # per request (None: no limit)
+    resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
+    recorded: Mapping[str, Any] | None = None  # the plain form of the options a paused state records
+    spent: Any = None  # a resumed run: the Usage its earlier part spent (counts against run_limits and max_cost)
+
+
+def build_settings(
+    environment: Any,
+    options: Mapping[str, Any],
+    *,
+    stream: bool,
+    requests: Any = None,
+    mcp: Any = None,
+    provider_batch: Any = None,
+    batch: Any = None,
+    resume: Any = None,
+) -> RunSettings:
+    """The call's options over the Environment's defaults, as the engine takes them."""
+    from ..batch import request_limiter
+    from ..models.pricing import Pricing
+    from ..observe import tracing_for
+    from .budgets import check_tool_limits
+    from .ledger import Budget
+    from .resilience import Resilience
+
+    defaults = environment.defaults
+
+    def value(name: str) -> Any:
+        return option_value(name, options, defaults)
+
+    prices, instrument = value("prices"), value("instrument")
+    spent = spent_before(resume) if resume is not None else None
+    return RunSettings(
+        model=value("model"),
+        tools=tuple(value("tools")),
+        deps=value("deps"),
+        limits=value("limits"),
+        on_halt=value("on_halt"),
+        settings=value("settings"),
+        cache=value("cache"),
+        stop_at=value("stop_at"),
+        strict_undefined=bool(value("strict_undefined")),
+        stream=stream,
+        tool_timeout=value("tool_timeout"),
+        max_tool_result=value("max_tool_result"),
+        requests=requests if requests is not None else request_limiter(value("max_requests")),
+        provider_batch=provider_batch,
+        mcp=mcp,
+        approve=value("approve"),
+        resume=resume,
+        budget=Budget.of(value("run_limits"), value("max_cost"), "run_limits"),
+        pricing=_remembered(environment, "_struckdown_pricing", prices, Pricing) if prices else None,
+        tool_limits=check_tool_limits(value("tool_limits")),
+        batch=batch,
+        tracing=_remembered(environment, "_struckdown_tracing", instrument, tracing_for) if instrument else None,
+        image_max_side=value("image_max_side"),
+        max_images=value("max_images"),
+        resilience=Resilience.of(
+            value("retries"), value("retry_base_delay"), value("retry_max_delay"), value("fallback"),
+            value("on_truncate"), value("on_retry"),
+        ),
+        recorded=recorded_options(options, defaults),
+        spent=spent,
+    )
+
+
+def spent_before(point: Any) -> Any:
+    """What a paused run spent before its pause: its finished slots and its paused ones."""
+    from ..results import Usage
+
+    total = Usage()
+    for item in point.finished.values():
+        usage = item.get("usage") or {}
+        total = total + Usage(usage.get("requests", 0), usage.get("tool_calls", 0), usage.get("input_tokens", 0),
+                              usage.get("output_tokens", 0), usage.get("cost"))
+    for slot in point.paused.values():
+        usage = slot.usage
+        total = total + Usage(usage.requests, usage.tool_calls, usage.input_tokens or 0, usage.output_tokens or 0)
+    return total
+
+
+def recorded_options(options: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """What a paused run's state keeps of its options: each recorded option that has a plain
+    form (the form a Dask worker gets), so `resume` runs on as the run began."""
+    from ..distributed.shipping import plain_option
+
+    out: dict[str, Any] = {}
+    for name, option in OPTIONS.items():
+        if not option.recorded or (name not in options and name not in defaults):
+            continue
+        plain = plain_option(name, option_value(name, options, defaults))
+        if plain is not None:
+            out[name] = plain[0]
+    return out
+
+
+def _remembered(holder: Any, attribute: str, key: Any, make: Any) -> Any:
+    """`make(key)` once per key object (a batch passes the same prices to every row)."""
+    held = getattr(holder, attribute, None)
+    if held is not None and held[0] is key:
+        return held[1]
+    made = make(key)
+    setattr(holder, attribute, (key, made))
+    return made

@@ -1,0 +1,1 @@
+"""struckdown.run.wrappers"""
