@@ -21,7 +21,7 @@ from .batch_rows import Tally as _Tally
 from .costs import not_run, otel, row_usage
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe, interrupts_end_the_process
-from .journal import Journal, JournalIndex, JournalLock, JournalReader, content_hash, journal_path
+from .journal import Journal, JournalIndex, JournalLock, JournalReader, content_hash, journal_failure, journal_path
 from .keywords import run_keywords
 from .loading import load_program, load_tools
 from .model_notes import show_config_models
@@ -244,7 +244,7 @@ class BatchRun:
         finally:
             gc.unfreeze()
             if self.journal is not None:
-                self.journal.close()
+                self.close_journal(failing=sys.exc_info()[1] is not None)
         if request.output is not None and self.journal is not None:
             self.assemble(request.output, self.journal.path)
             if not self.tally.failures and not request.keep_journal:
@@ -313,7 +313,7 @@ class BatchRun:
             try:
                 offset = self.journal.record(entry)
             except OSError as exc:
-                raise CliError(f"cannot write journal {self.journal.path}: {exc}", code=EXIT_ERROR) from None
+                raise CliError(self.journal_failed(exc), code=EXIT_ERROR) from None
             self.index.note(index, offset, entry["ok"])
         self.tally.add(entry)
         if self.tally.rows % GC_EVERY_ROWS == 0:
@@ -423,6 +423,20 @@ class BatchRun:
             "approve": request.approve == "all",
             **request.options,
         }
+
+    def journal_failed(self, exc: OSError) -> str:
+        assert self.journal is not None
+        return journal_failure(self.journal.path, exc, self.done_before + self.journal.recorded, self.total)
+
+    def close_journal(self, *, failing: bool) -> None:
+        """Close the journal; a failure to (a full disk refusing the last flush) is the
+        batch's error, unless the batch is already failing, whose error then speaks."""
+        assert self.journal is not None
+        try:
+            self.journal.close()
+        except OSError as exc:
+            if not failing:
+                raise CliError(self.journal_failed(exc), code=EXIT_ERROR) from None
 
     def interrupted_note(self) -> str:
         done = self.done_before + self.tally.rows
