@@ -21,6 +21,7 @@ from .batch_rows import Tally as _Tally
 from .costs import not_run, otel, row_usage
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe, interrupts_end_the_process
+from .io import check_writable
 from .journal import Journal, JournalIndex, JournalLock, JournalReader, content_hash, journal_failure, journal_path
 from .keywords import run_keywords
 from .loading import load_program, load_tools
@@ -104,6 +105,7 @@ def batch_command(request: BatchRequest) -> int:
     program = load_program(request.template, request.include_paths)
     if request.output is not None:
         output_format(request.output)
+        check_writable(request.output)
     elif request.resume:
         raise CliError("--resume needs -o OUTPUT: the journal lives beside the output file")
     if request.provider_batch and (request.engine != "local" or (request.workers or 1) > 1):

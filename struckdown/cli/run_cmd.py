@@ -14,7 +14,7 @@ from . import approval_cmd, loading
 from .costs import RunRecorder, otel
 from .display import RunDisplay, answer_order, make_console, stats_line
 from .errors import EXIT_HALTED, EXIT_OK, CliError, interrupts_end_the_process
-from .io import dumps, load_context, write_json
+from .io import check_writable, dumps, load_context, write_json
 from .keywords import run_keywords
 from .loading import load_program
 from .model_notes import show_config_models
@@ -46,6 +46,8 @@ def run_command(request: RunRequest) -> int:
     if stop_at is not None and stop_at not in program.keys:
         known = ", ".join(program.keys) or "none"
         raise CliError(f"--stop-at {stop_at!r} is not a slot of {request.template} (slots: {known})")
+    if request.output is not None:
+        check_writable(request.output)  # before any paid request
     model = loading.resolve_cli_model(request.flags.get("model"))  # via the module: tests patch it
     if program.slots():
         show_config_models(program, model)
