@@ -149,7 +149,17 @@ def job_fingerprint(request: BatchRequest, program: Any) -> str:
         job["mcp"] = [*request.mcp, *_config_text(request.mcp_config)]
     if request.approve == "all":  # allowed calls give other answers than denied ones
         job["approve"] = "all"
+    aliases = _alias_targets(program, request.model)
+    if aliases:  # where config aliases lead: an alias pointed somewhere new gives other answers
+        job["aliases"] = aliases
     return content_hash(job)
+
+
+def _alias_targets(program: Any, model: Any) -> list[str]:
+    from ..models import config_origin
+    from .model_notes import model_names
+
+    return [note for name in model_names(program, model) if (note := config_origin(name)) is not None]
 
 
 def _config_text(config: Path | None) -> list[str]:
