@@ -281,12 +281,21 @@ def _paused_from_json(item: Mapping[str, Any], listed: Sequence[Mapping[str, Any
     return PausedSlot(
         slot=item["slot"],
         messages=list(messages),
-        usage=RunUsage(**{k: v for k, v in item["usage"].items() if k in known}),
+        usage=RunUsage(**{k: _usage_value(k, v) for k, v in item["usage"].items() if k in known}),
         tool_calls=[_call_from_json(c) for c in item["tool_calls"]],
         decided=[(d["tool_name"], dict(d["arguments"]), d["decision"]) for d in item["decided"]],
         requests=requests,
         asked=int(item.get("asked", len(requests))),
     )
+
+
+def _usage_value(name: str, value: Any) -> Any:
+    """JSON keeps a usage's cost (a Decimal) as text: read it back as a Decimal."""
+    if name == "cost" and value is not None:
+        from decimal import Decimal
+
+        return Decimal(str(value))
+    return value
 
 
 def _check_decisions(requests: Sequence[ApprovalRequest], decisions: Mapping[str, Any]) -> dict[str, Decision]:

@@ -59,3 +59,15 @@ def iso_duration(value: _dt.timedelta) -> str:
     elif seconds or not (days or hours or minutes):
         time_part += f"{seconds}S"
     return f"{sign}P{date_part}" + (f"T{time_part}" if time_part else "")
+
+
+_JSON_ESCAPES: dict[int, str] = {
+    code: f"\\u{code:04x}" for code in (0x7F, *range(0x80, 0xA0), *range(0xD800, 0xE000))
+}
+
+
+def json_text(encoded: str) -> str:
+    """JSON text (from `json.dumps(…, ensure_ascii=False)`) with DEL, C1 controls and lone
+    surrogates written as `\\uXXXX` escapes: the same JSON value, safe on a terminal and
+    always encodable as UTF-8 (json.dumps escapes C0 itself)."""
+    return encoded.translate(_JSON_ESCAPES)

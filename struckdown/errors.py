@@ -275,3 +275,46 @@ class MediaError(TemplateRuntimeError):
     """An image or file in the context cannot be sent as placed: in `<system>` or an
     assistant turn, more images than `max_images` in one request, an image larger
     than `image_max_side` without Pillow to shrink it, or bytes that are no image."""
+
+
+class InputError(StruckdownError):
+    """What the caller gave cannot be used: a table, a tools file, a journal. `message`
+    names the file (and the line, where there is one); `sd` exits with code 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class OutputError(StruckdownError):
+    """A file struckdown writes (an output table, a batch journal or its lock) cannot be
+    written, or changed under it; `sd` exits with code 1."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def describe_error(exc: BaseException) -> str:
+    """The one-line (or, for a syntax error, positioned multi-line) message for `exc`, as
+    `sd`, the playground and a batch journal show it: the slot it came from first."""
+    exc = first_error(exc)
+    if isinstance(exc, (InputError, OutputError)):
+        return exc.message  # it names the file already
+    if isinstance(exc, (TemplateSyntaxError, ConfigurationError)):
+        message = str(exc)  # positioned, with its source line and hint; or what to set
+    elif isinstance(exc, StruckdownError):
+        message = f"{type(exc).__name__}: {exc}"  # the class says what kind of failure it was
+    else:
+        text = str(exc).strip()
+        message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    slot = error_slot(exc)  # the slot it came from
+    if slot and repr(slot) not in message:
+        message = f"slot {slot!r}: {message}"
+    return message

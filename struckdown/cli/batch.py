@@ -12,23 +12,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..batch.journal import (
+    Journal,
+    JournalIndex,
+    JournalLock,
+    JournalReader,
+    content_hash,
+    journal_failure,
+    journal_path,
+)
+from ..batch.output import journal_entry, output_row
+from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
+from ..fileio import check_writable
 from . import batch_report, compare, loading
 from .attachments import file_row, files_base, split_columns
 from .batch_rows import Hashes as _Hashes
 from .batch_rows import InOrder as _InOrder
 from .batch_rows import Pending as _Pending
 from .batch_rows import Tally as _Tally
-from .costs import not_run, otel, row_usage
+from .costs import otel
 from .display import make_console
-from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, describe, interrupts_end_the_process
-from .io import check_writable
-from .journal import Journal, JournalIndex, JournalLock, JournalReader, content_hash, journal_failure, journal_path
+from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, interrupts_end_the_process
 from .keywords import run_keywords
 from .loading import load_program, load_tools
 from .model_notes import show_config_models
 from .progress import BatchProgress
 from .provider_batch import ProviderBatchJob, check_flags
-from .tables import InputRows, columns_of, output_format, warn_lone_surrogates, write_table
 from .text import visible
 
 #: A full garbage collection after every this many finished rows. After the start-up
@@ -601,43 +610,3 @@ def _not_tools(tools: Path) -> list[str]:
         f"--tools {tools}: with --workers or --engine dask give a .py file (shipped to the workers) "
         "or a module importable on the workers (package.module or package.module:function)"
     )
-
-
-def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str) -> dict[str, Any]:
-    """One journal line for a finished row (a Result, or the exception it failed with)."""
-    entry: dict[str, Any] = {"index": index, "ok": False, "answers": {}, "error": None, "usage": {}, "halted": None}
-    if isinstance(outcome, BaseException):
-        entry.update(error=describe(outcome), usage=row_usage(outcome))  # a failed row's requests count too
-        if not_run(outcome):
-            entry["not_run"] = True  # the batch budget kept it from starting: --resume runs it
-    else:
-        halted = outcome.halted
-        usage = outcome.usage.to_dict()
-        if getattr(outcome.usage, "cost", None) is not None:  # what --head projects (prices known)
-            usage.setdefault("cost", outcome.usage.cost)
-        entry.update(answers=outcome.to_dict(), usage=usage, ok=halted is None)
-        if halted is not None:
-            entry.update(error=describe(halted), halted={"slot": halted.slot, "reason": halted.reason})
-    entry.update(input_hash=input_hash, template_hash=template_hash)
-    return entry
-
-
-def output_row(row: dict[str, Any], entry: dict[str, Any], renames: dict[str, str] | None = None) -> dict[str, Any]:
-    out = {**row, **batch_report.renamed(entry["answers"], renames or {})}
-    if not entry["ok"]:
-        out["_error"] = entry["error"]
-    return out
-
-
-def output_columns(
-    rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str], renames: dict[str, str] | None = None
-) -> list[str]:
-    """Input columns, then answers in template order, then `_error` if a row failed
-    (for rows in memory: the playground's batch; `sd batch` counts them as it goes)."""
-    columns = columns_of(rows)
-    answered = columns_of(e["answers"] for e in entries)
-    ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
-    columns += [c for c in ((renames or {}).get(k, k) for k in ranked) if c not in columns]
-    if any(not e["ok"] for e in entries):
-        columns.append("_error")
-    return columns

@@ -42,10 +42,6 @@ def answer_columns(input_columns: Sequence[str], keys: Sequence[str], warn: Call
     return renames
 
 
-def renamed(answers: Mapping[str, Any], renames: Mapping[str, str]) -> dict[str, Any]:
-    return {renames.get(k, k): v for k, v in answers.items()}
-
-
 def projection(entries: Sequence[Mapping[str, Any]], elapsed: float, total: int, jobs: int) -> str | None:
     """`--head`: the rows that ran, and what all `total` rows would take, or None when none ran."""
     ran = len(entries)

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ..batch.tables import json_line
 from .costs import cost_part
-from .tables import json_line
 from .text import visible
 
 SHOWN_FAILURES = 5

@@ -53,21 +53,6 @@ def batch_cost(entries: Sequence[Mapping[str, Any]]) -> str | None:
     return cost_part({"cost": total})
 
 
-def row_usage(outcome: Any) -> dict[str, Any]:
-    """A batch row's usage for its journal line: a Result's, or what its error carries."""
-    from ..run.accounting import usage_of
-
-    usage = usage_of(outcome)
-    return usage.to_dict() if usage is not None else {}
-
-
-def not_run(outcome: Any) -> bool:
-    """A row the batch budget kept from starting (recorded as not run; --resume runs it)."""
-    from ..errors import BudgetExceeded
-
-    return isinstance(outcome, BudgetExceeded) and outcome.scope == "batch"
-
-
 class RunRecorder:
     """What `sd run -o` needs when a run does not end with a Result: the answers so far,
     every request made, and the error."""

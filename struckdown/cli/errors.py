@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from ..errors import InputError
+
 EXIT_OK = 0
 EXIT_ERROR = 1  # model or runtime error (also: `sd check` found errors, a batch row failed)
 EXIT_TEMPLATE = 2  # the template, a context/input/tools file or the command line is wrong
@@ -18,12 +20,12 @@ EXIT_PAUSED = 4  # tool calls await approval (`--pause-to FILE` wrote the run's 
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 
-class CliError(Exception):
-    """A problem with what the user gave us (files, flags); `code` is the exit code."""
+class CliError(InputError):
+    """A problem with what the user gave us (files, flags); `code` is the exit code.
+    The library's own `InputError` (exit 2) and `OutputError` (exit 1) map the same way."""
 
     def __init__(self, message: str, code: int = EXIT_TEMPLATE) -> None:
         super().__init__(message)
-        self.message = message
         self.code = code
 
 
@@ -36,24 +38,9 @@ def unwrap(exc: BaseException) -> BaseException:
 
 def describe(exc: BaseException) -> str:
     """The one-line (or, for a syntax error, positioned multi-line) message for `exc`."""
-    exc = unwrap(exc)
-    if isinstance(exc, CliError):
-        return exc.message
-    from ..errors import ConfigurationError, StruckdownError, TemplateSyntaxError
+    from ..errors import describe_error
 
-    if isinstance(exc, (TemplateSyntaxError, ConfigurationError)):
-        message = str(exc)  # positioned, with its source line and hint; or what to set
-    elif isinstance(exc, StruckdownError):
-        message = f"{type(exc).__name__}: {exc}"  # the class says what kind of failure it was
-    else:
-        text = str(exc).strip()
-        message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    from ..errors import error_slot
-
-    slot = error_slot(exc)  # the slot it came from
-    if slot and repr(slot) not in message:
-        message = f"slot {slot!r}: {message}"
-    return message
+    return describe_error(exc)
 
 
 def exit_code(exc: BaseException) -> int:
@@ -62,10 +49,12 @@ def exit_code(exc: BaseException) -> int:
         return exc.code
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
-    from ..errors import Halted, TemplateSyntaxError, UndefinedVariableError
+    from ..errors import Halted, InputError, OutputError, TemplateSyntaxError, UndefinedVariableError
 
-    if isinstance(exc, (TemplateSyntaxError, UndefinedVariableError)):
+    if isinstance(exc, (TemplateSyntaxError, UndefinedVariableError, InputError)):
         return EXIT_TEMPLATE
+    if isinstance(exc, OutputError):
+        return EXIT_ERROR
     if isinstance(exc, Halted):
         return EXIT_HALTED
     from ..errors import Paused

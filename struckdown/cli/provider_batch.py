@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import EXIT_ERROR, CliError
 
 if TYPE_CHECKING:
+    from ..batch.journal import Journal
     from ..batch.provider import BatchCounts, ProviderBatch, RowRecords
-    from .journal import Journal
 
 
 class ProviderBatchJob:

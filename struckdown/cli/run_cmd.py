@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..fileio import check_writable
 from . import approval_cmd, loading
 from .costs import RunRecorder, otel
 from .display import RunDisplay, answer_order, make_console, stats_line
 from .errors import EXIT_HALTED, EXIT_OK, CliError, interrupts_end_the_process
-from .io import check_writable, dumps, load_context, write_json
+from .io import dumps, load_context, write_json
 from .keywords import run_keywords
 from .loading import load_program
 from .model_notes import show_config_models

@@ -10,6 +10,8 @@ newline and tab), DEL and each lone surrogate as a backslash escape (`\\x1b`, `\
 
 from __future__ import annotations
 
+from ..codec import json_text as json_text  # the CLI's name for it (JSON safe on a terminal)
+
 _KEPT = ("\n", "\t")
 
 _ESCAPES: dict[int, str] = {
@@ -23,15 +25,3 @@ _ESCAPES.update({code: f"\\u{code:04x}" for code in range(0xD800, 0xE000)})
 def visible(text: str) -> str:
     """`text` with control characters (but newline and tab) and lone surrogates spelled out."""
     return text.translate(_ESCAPES)
-
-
-_JSON_ESCAPES: dict[int, str] = {
-    code: f"\\u{code:04x}" for code in (0x7F, *range(0x80, 0xA0), *range(0xD800, 0xE000))
-}
-
-
-def json_text(encoded: str) -> str:
-    """JSON text (from `json.dumps(…, ensure_ascii=False)`) with DEL, C1 controls and lone
-    surrogates written as `\\uXXXX` escapes: the same JSON value, safe on a terminal and
-    always encodable as UTF-8 (json.dumps escapes C0 itself)."""
-    return encoded.translate(_JSON_ESCAPES)

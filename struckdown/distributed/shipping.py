@@ -55,7 +55,10 @@ def plain_option(name: str, value: Any) -> tuple[Any] | None:
         return None
     kind = OPTIONS[name].ships
     if name == "mcp":
-        specs = _mcp_spec(value) if not _live(value) else None
+        try:
+            specs = _mcp_spec(value) if not _live(value) else None
+        except Exception:  # noqa: BLE001 - toolset objects have no plain form: not recorded, never a failed run
+            return None
         if specs is None or any(s.get("env") or s.get("headers") for s in specs):
             return None  # a server's env and headers may hold secrets: a state file does not keep them
         return (list(specs),)

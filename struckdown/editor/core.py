@@ -113,15 +113,15 @@ def check_source(
     source: str, path: Path | None, *, context_names: set[str] | None, tools_given: bool
 ) -> tuple[Any | None, list[Problem]]:
     """What `sd check` reports for this text: a parse error, or the linter's findings."""
-    from ..cli.check import _Linter
     from ..errors import TemplateSyntaxError
+    from ..lint import Linter
 
     try:
         program = compile_source(source, path)
     except TemplateSyntaxError as exc:
         elsewhere = exc.filename if exc.filename and path and Path(exc.filename).resolve() != path.resolve() else None
         return None, [Problem(exc.line, exc.column, "error", exc.message, exc.hint, elsewhere)]
-    linter = _Linter(str(path) if path else "<template>", program, source)
+    linter = Linter(str(path) if path else "<template>", program, source)
     if context_names is not None:
         linter.undefined_variables(context_names)
     for segment in program.segments:
@@ -240,17 +240,9 @@ def option_keys(type_name: str) -> list[str]:
 def option_family(key: str) -> str:
     from .. import slot_options as opts
 
-    if key in opts.MODEL_SETTINGS:
-        return "model setting"
-    if key in opts.TYPE_OPTIONS:
-        return "type option"
-    return "control option"
-
-
-def thinking_levels() -> tuple[str, ...]:
-    from ..slot_options import THINKING_LEVELS
-
-    return THINKING_LEVELS
+    option = opts.SLOT_OPTIONS.get(key)
+    family = option.family if option is not None else "control"
+    return {"settings": "model setting", "type": "type option"}.get(family, "control option")
 
 
 def action_names() -> list[str]:
@@ -283,7 +275,7 @@ def ceiling() -> Limits:
 
 
 def guard_joins() -> str:
-    from ..cli.explain import GUARD_JOINS
+    from ..explain import GUARD_JOINS
 
     return GUARD_JOINS
 

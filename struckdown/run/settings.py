@@ -122,7 +122,8 @@ def spent_before(point: Any) -> Any:
                               usage.get("output_tokens", 0), usage.get("cost"))
     for slot in point.paused.values():
         usage = slot.usage
-        total = total + Usage(usage.requests, usage.tool_calls, usage.input_tokens or 0, usage.output_tokens or 0)
+        cost = float(usage.cost) if getattr(usage, "cost", None) is not None else 0.0
+        total = total + Usage(usage.requests, usage.tool_calls, usage.input_tokens or 0, usage.output_tokens or 0, cost)
     return total
 
 

@@ -1,7 +1,8 @@
 """Loading the user's Python by name or by file: tools files, `module:factory` names.
 
-One loader for the CLI (`--tools FILE.py`, `--model module:factory`) and the Dask
-workers (which receive a tools file as text and names, never objects).
+One loader for the front ends (`sd --tools FILE.py`, `--model module:factory`, the
+playground's tools file) and the Dask workers (which receive a tools file as text and
+names, never objects).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import sys
 import types
 from pathlib import Path
 from typing import Any
+
+from ..errors import InputError
 
 
 def import_name(spec: str) -> Any:
@@ -92,3 +95,40 @@ def factory_reference(name: str) -> str | None:
     except (ImportError, ValueError):
         found = None
     return name if found is not None else None
+
+
+def load_tools(path: Path | None) -> list[Any]:
+    """Every public function defined in a Python file (imported names are skipped), plus
+    `pydantic_ai.Tool` objects built there. `@struckdown.readonly` marks stay on them."""
+    if path is None:
+        return []
+    if not path.is_file():
+        raise InputError(f"tools file {path} does not exist")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"tools file {path} cannot be read: {exc}") from None
+    try:
+        module = module_from_source(str(path.resolve()), source, "struckdown_cli_tools")
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit and other BaseExceptions too: never a traceback
+        raise InputError(f"tools file {path} failed to load: {type(exc).__name__}: {exc}") from None
+    tools = public_tools(module)
+    if not tools:
+        raise InputError(f"tools file {path} defines no public functions")
+    return tools
+
+
+def describe_tool(tool: Any) -> tuple[str, str, bool]:
+    """(name, signature + first docstring line, readonly) for `sd explain`."""
+    from ..run.tools import is_readonly, tool_name
+
+    function = getattr(tool, "function", tool)
+    try:
+        signature = str(inspect.signature(function))
+    except (TypeError, ValueError):
+        signature = "(…)"
+    doc = (inspect.getdoc(function) or "").strip().splitlines()
+    summary = f"{signature}  {doc[0]}" if doc else signature
+    return tool_name(tool), summary, is_readonly(tool)

@@ -1,5 +1,6 @@
 """The playground's one door into struckdown: every call the web app makes into the
-library or the CLI's helpers goes through a function here.
+library goes through a function here (never into `cli/`: what the front ends share is
+the library's).
 
 These functions run inside a worker process (see `worker.py`), never in the server
 itself. When the library's names move, this is the file to re-point.
@@ -7,7 +8,6 @@ itself. When the library's names move, this is the file to re-point.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
@@ -25,20 +25,18 @@ class Refused(Exception):
 def resolve_model(name: str | None) -> Any:
     """The `model=` a run gets for the name the page picked (None: the environment's
     default). The one place the playground turns a model name into a model; the CLI's
-    rule applies (a model string, an alias or `module:factory`)."""
-    from ..cli import loading
-
-    return loading.resolve_cli_model(name)
+    rule applies (a model string, an alias or `module:factory`, passed on as it is)."""
+    return name
 
 
 def load_tools(path: str | None) -> list[Any]:
-    from ..cli.loading import load_tools as load
+    from ..tools.files import load_tools as load
 
     return load(Path(path)) if path else []
 
 
 def tool_names(tools: Sequence[Any]) -> list[dict[str, Any]]:
-    from ..cli.loading import describe_tool
+    from ..tools.files import describe_tool
 
     out = []
     for tool in tools:
@@ -66,7 +64,7 @@ def parse_context(text: str | None, kind: str = "json") -> dict[str, Any]:
 
 def diagnostics(text: str, path: Path, context_names: set[str] | None, *, tools_given: bool) -> list[dict[str, Any]]:
     """What `sd check` says about the text, as dicts with line and column."""
-    from ..cli.check import check_source
+    from ..lint import check_source
 
     found = check_source(text, path, context_names, tools_given=tools_given)
     return [
@@ -128,14 +126,9 @@ def refuse_network_actions(program: Any) -> None:
 
 def explain(program: Any, tools: Sequence[Any], title: str) -> str:
     """The `sd explain` tree as plain text."""
-    from rich.console import Console
+    from ..explain import plan_text
 
-    from ..cli.explain import PlanTree
-
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=110, color_system=None, highlight=False, no_color=True)
-    console.print(PlanTree(program, list(tools)).build(title))
-    return buffer.getvalue()
+    return plan_text(program, tools, title, width=110)
 
 
 def event_dict(event: Any) -> dict[str, Any]:
@@ -203,7 +196,7 @@ async def run_batch(
     """Every row through the template, as `sd batch` runs it; `on_row(index, entry)` for
     each finished row. Returns the journal entries in input order."""
     from .. import complete_batch_async
-    from ..cli.batch import journal_entry
+    from ..batch.output import journal_entry
 
     entries: list[dict[str, Any]] = [{} for _ in rows]
 
@@ -219,15 +212,15 @@ async def run_batch(
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    from ..cli.tables import read_file
+    from ..batch.tables import read_file
 
     return read_file(path)
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str]) -> None:
     """The batch output as `sd batch -o path` writes it (format from the suffix)."""
-    from ..cli.batch import output_columns, output_row
-    from ..cli.tables import write_table
+    from ..batch.output import output_columns, output_row
+    from ..batch.tables import write_table
 
     out = [output_row(row, entry) for row, entry in zip(rows, entries)]
     write_table(path, out, output_columns(rows, entries, list(keys)))
@@ -243,6 +236,6 @@ def _caused_by(exc: BaseException | None, kind: type[BaseException]) -> bool:
 
 
 def describe_error(exc: BaseException) -> str:
-    from ..cli.errors import describe
+    from ..errors import describe_error
 
-    return str(describe(exc))
+    return describe_error(exc)

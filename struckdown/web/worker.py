@@ -62,10 +62,13 @@ def child_main(channel: socket.socket, memory_mb: int, shared: bool, env: dict[s
 def _warm_up() -> None:
     """Import what every job needs, so a job starts in milliseconds."""
     import pydantic_ai  # noqa: F401
+    import rich.console  # noqa: F401 - the plan view draws with rich (struckdown.explain.plan_text)
+    import rich.tree  # noqa: F401
 
-    from .. import api, plan, run  # noqa: F401
+    from .. import api, explain, lint, plan, run  # noqa: F401
     from .. import check as _check_stage  # noqa: F401
-    from ..cli import batch, check, explain, loading  # noqa: F401
+    from ..batch import output, tables  # noqa: F401
+    from ..tools import files  # noqa: F401
     from . import engine  # noqa: F401
 
     for optional in ("pydantic_ai.models.openai", "pydantic_ai.models.test", "pydantic_ai.models.function"):

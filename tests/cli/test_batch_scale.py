@@ -85,7 +85,7 @@ def test_a_json_list_is_read_item_by_item(
 ) -> None:
     """Read in chunks of 16 characters, items and numbers cut at every place still come
     out whole; a broken item is named by line and column in the whole file."""
-    from struckdown.cli.tables import JsonItems
+    from struckdown.batch.tables import JsonItems
 
     monkeypatch.setattr(JsonItems, "CHUNK", 16)
     use_model(scripted(answers_by_row))

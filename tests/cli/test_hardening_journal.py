@@ -144,7 +144,7 @@ class FullDisk:
 def test_a_full_disk_names_the_journal_and_exits_cleanly(tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 39 N19: ENOSPC while journaling is one `error:` line naming the journal and
     saying what is saved, exit 1, no traceback; the rows journaled before stay there."""
-    from struckdown.cli import journal as journal_module
+    from struckdown.batch import journal as journal_module
 
     opened = journal_module.Journal.__init__
 
@@ -157,7 +157,7 @@ def test_a_full_disk_names_the_journal_and_exits_cleanly(tmp_path: Path, use_mod
     template = write(tmp_path / "t.sd", "Row {{ n }} [[answer]]\n")
     rows = write(tmp_path / "rows.jsonl", "".join(f'{{"n": {n}}}\n' for n in range(5)))
     out = tmp_path / "out.csv"
-    result = sd("batch", template, rows, "-o", out, "-j", "1")
+    result = sd("batch", template, rows, "-o", out, "-j", "1", "--no-cache")
     journal = tmp_path / "out.journal.jsonl"
     assert result.exit_code == 1, result.output
     last = result.output.strip().splitlines()[-1]
@@ -171,6 +171,6 @@ def test_a_full_disk_names_the_journal_and_exits_cleanly(tmp_path: Path, use_mod
     monkeypatch.undo()  # space freed
     prompts: list[str] = []
     use_model(scripted(lambda prompt, info: prompts.append(prompt) or "fine"))
-    assert sd("batch", template, rows, "-o", out, "-j", "1", "--resume").exit_code == 0
+    assert sd("batch", template, rows, "-o", out, "-j", "1", "--resume", "--no-cache").exit_code == 0
     assert sorted(prompts) == ["Row 2", "Row 3", "Row 4"]
     assert out.read_text().count("fine") == 5

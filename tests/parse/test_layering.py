@@ -96,3 +96,51 @@ def test_the_walker_sees_imports_inside_functions() -> None:
     graph = _graph()
     assert "struckdown.check" in graph["struckdown.environment"]  # imported inside Environment._build
     assert "struckdown.run.caches" in graph["struckdown.environment"]
+
+
+FRONT_ENDS = ("struckdown.cli", "struckdown.web", "struckdown.editor")
+#: The CLI's launchers of the other front ends (`sd serve`, `sd edit`: web/; `sd lsp`:
+#: editor/), and `sd preview`, which highlights with the editor's Pygments lexer (the
+#: lexer is registered under that path as a `pygments.lexers` entry point).
+MAY_CROSS = {
+    ("struckdown.cli.web_cmd", "struckdown.web"),
+    ("struckdown.cli.lsp_cmd", "struckdown.editor"),
+    ("struckdown.cli.preview", "struckdown.editor"),
+}
+
+
+def _front_end(module: str) -> str | None:
+    return next((f for f in FRONT_ENDS if module == f or module.startswith(f + ".")), None)
+
+
+def test_front_ends_use_the_library_and_never_one_another() -> None:
+    """web/ and editor/ import no cli/ and not each other; cli/ imports them only where
+    MAY_CROSS says. What they share (lint, explain, batch tables, the journal, tools files)
+    is the library's."""
+    graph = _graph()
+    crossings = {
+        module: sorted(
+            t for t in targets
+            if _front_end(t) not in (None, _front_end(module)) and (module, _front_end(t)) not in MAY_CROSS
+        )
+        for module, targets in graph.items()
+        if _front_end(module) is not None
+    }
+    assert {m: t for m, t in crossings.items() if t} == {}
+
+
+def test_the_library_imports_no_front_end() -> None:
+    graph = _graph()
+    leaks = {
+        module: sorted(t for t in targets if _front_end(t) is not None)
+        for module, targets in graph.items()
+        if _front_end(module) is None
+    }
+    assert {m: t for m, t in leaks.items() if t} == {}
+
+
+def test_the_front_end_rule_sees_a_crossing() -> None:
+    """The rule can fail: the launcher `sd serve` imports web/, and it is the exception."""
+    graph = _graph()
+    assert any(_front_end(t) == "struckdown.web" for t in graph["struckdown.cli.web_cmd"])
+    assert _front_end("struckdown.cli.check") == "struckdown.cli" and _front_end("struckdown.lint") is None

@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import CliError
-from .text import json_text
+from ..codec import json_text
+from ..errors import InputError, OutputError
 
 
 def journal_path(output: Path) -> Path:
@@ -58,7 +58,7 @@ def _read_all(path: Path) -> tuple[dict[int, dict[str, Any]], int]:
     except FileNotFoundError:
         return entries, 0
     except OSError as exc:
-        raise CliError(f"cannot read journal {path}: {exc}") from None
+        raise InputError(f"cannot read journal {path}: {exc}") from None
     with handle:
         for line in handle:
             if not line.strip():
@@ -212,7 +212,7 @@ class JournalIndex:
         except FileNotFoundError:
             return index
         except OSError as exc:
-            raise CliError(f"cannot read journal {path}: {exc}") from None
+            raise InputError(f"cannot read journal {path}: {exc}") from None
         offset = 0
         with handle:
             for line in handle:
@@ -293,7 +293,7 @@ class JournalReader:
         try:
             entry: dict[str, Any] = json.loads(line)
         except ValueError:
-            raise CliError(f"journal {self.path} changed while the batch ran (offset {offset})", code=1) from None
+            raise OutputError(f"journal {self.path} changed while the batch ran (offset {offset})") from None
         return entry
 
     def close(self) -> None:
@@ -329,19 +329,19 @@ class JournalLock:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
             except OSError as exc:
-                raise CliError(f"cannot lock {self.path}: {exc.strerror or exc}", code=1) from None
+                raise OutputError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = _holder(fd)
                 os.close(fd)
-                raise CliError(
+                raise InputError(
                     f"{self.journal} is being written by another sd batch ({holder}): wait for it to "
                     "finish or stop it (two batches on one output would run every row twice)"
                 ) from None
             except OSError as exc:
                 os.close(fd)
-                raise CliError(f"cannot lock {self.path}: {exc.strerror or exc}", code=1) from None
+                raise OutputError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError:

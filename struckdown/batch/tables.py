@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from .errors import CliError
-from .io import BOM, parse_json, read_text, write_atomically, write_error
-from .text import json_text
+from ..codec import json_text
+from ..errors import InputError
+from ..fileio import BOM, parse_json, read_text, write_atomically, write_error
 
 OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".xlsx": "xlsx"}
 
@@ -57,7 +57,7 @@ class InputRows:
 
     def __init__(self, specs: Sequence[str]) -> None:
         if sum(spec == "-" for spec in specs) > 1:
-            raise CliError("'-' (stdin) can be given only once")
+            raise InputError("'-' (stdin) can be given only once")
         self.specs = list(specs)
         self._stdin_copy: Path | None = None
 
@@ -137,24 +137,24 @@ def iter_file(path: Path) -> Iterator[dict[str, Any]]:
 
 def _lines_of(path: Path, rows: Callable[[TextIO], Iterator[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
     """`rows(handle)` over the file opened as UTF-8 text (a byte order mark dropped);
-    a file that cannot be opened or decoded is a CliError naming it."""
+    a file that cannot be opened or decoded is a InputError naming it."""
     try:
         handle = path.open(encoding="utf-8-sig", newline="")
     except FileNotFoundError:
-        raise CliError(f"input {path} does not exist") from None
+        raise InputError(f"input {path} does not exist") from None
     except IsADirectoryError:
-        raise CliError(f"input {path} is a directory") from None
+        raise InputError(f"input {path} is a directory") from None
     except OSError as exc:
-        raise CliError(f"cannot read input {path}: {exc}") from None
+        raise InputError(f"cannot read input {path}: {exc}") from None
     with handle:
         try:
             yield from rows(handle)
         except UnicodeDecodeError as exc:
-            raise CliError(f"cannot read input {path}: {exc}") from None
+            raise InputError(f"cannot read input {path}: {exc}") from None
         except IsADirectoryError:
-            raise CliError(f"input {path} is a directory") from None
+            raise InputError(f"input {path} is a directory") from None
         except OSError as exc:
-            raise CliError(f"cannot read input {path}: {exc}") from None
+            raise InputError(f"cannot read input {path}: {exc}") from None
 
 
 def _csv(handle: TextIO, path: Path) -> Iterator[dict[str, Any]]:
@@ -168,13 +168,13 @@ def _csv(handle: TextIO, path: Path) -> Iterator[dict[str, Any]]:
         try:
             cells = next(reader, None)
         except csv.Error as exc:
-            raise CliError(f"{path}:{reader.line_num}: {exc}") from None
+            raise InputError(f"{path}:{reader.line_num}: {exc}") from None
         if cells is None:
             return
         if not cells:
             continue  # a blank line, as csv.DictReader skips it
         if len(cells) > width:
-            raise CliError(f"{path}:{reader.line_num}: more cells than header columns")
+            raise InputError(f"{path}:{reader.line_num}: more cells than header columns")
         yield dict(zip(header, cells + [""] * (width - len(cells))))
 
 
@@ -183,7 +183,7 @@ def _unique_columns(header: Sequence[str], path: Path) -> None:
     first: dict[str, int] = {}
     for position, name in enumerate(header, 1):
         if name in first:
-            raise CliError(
+            raise InputError(
                 f"{path}: column {name!r} appears twice in the header (columns {first[name]} and {position}): "
                 "rename one"
             )
@@ -215,7 +215,7 @@ def _jsonl(stream: TextIO, name: str) -> Iterator[dict[str, Any]]:
 
 class JsonItems:
     """The items of a JSON list read from a text stream one at a time, so a list of a
-    million rows is never in memory at once. Errors are CliErrors as `parse_json`
+    million rows is never in memory at once. Errors are InputErrors as `parse_json`
     words them, `where:line:col: invalid JSON: …`, positioned in the whole file."""
 
     CHUNK = 1 << 16
@@ -257,14 +257,14 @@ class JsonItems:
             if self.pos < len(self.buffer) or not self._more():
                 return self.buffer[self.pos : self.pos + 1]
 
-    def _error(self, message: str, pos: int) -> CliError:
+    def _error(self, message: str, pos: int) -> InputError:
         newlines = self.buffer.count("\n", 0, pos)
         line = self.lines_before + newlines + 1
         if newlines:
             column = pos - self.buffer.rfind("\n", 0, pos)
         else:
             column = self.column_before + pos + 1
-        return CliError(f"{self.where}:{line}:{column}: invalid JSON: {message}")
+        return InputError(f"{self.where}:{line}:{column}: invalid JSON: {message}")
 
     def opens_list(self) -> bool:
         if self._peek() == "[":
@@ -286,9 +286,9 @@ class JsonItems:
                     continue  # the value may go on in the next chunk
                 raise self._error(exc.msg, exc.pos) from None
             except RecursionError:
-                raise CliError(f"{self.where}: invalid JSON: nested too deeply for this parser") from None
+                raise InputError(f"{self.where}: invalid JSON: nested too deeply for this parser") from None
             except ValueError as exc:  # e.g. an integer of more digits than Python converts
-                raise CliError(f"{self.where}: invalid JSON: {exc}") from None
+                raise InputError(f"{self.where}: invalid JSON: {exc}") from None
             if end == len(self.buffer) and self._more():
                 continue  # a number cut by the chunk's end: read it whole
             self.pos = end
@@ -318,11 +318,11 @@ def _xlsx(path: Path) -> Iterator[dict[str, Any]]:
     """The first sheet's rows, read-only (openpyxl streams the sheet's XML)."""
     openpyxl = _openpyxl()
     if not path.is_file():
-        raise CliError(f"input {path} does not exist")
+        raise InputError(f"input {path} does not exist")
     try:
         book = openpyxl.load_workbook(path, read_only=True, data_only=True)
     except Exception as exc:
-        raise CliError(f"cannot read {path}: {exc}") from None
+        raise InputError(f"cannot read {path}: {exc}") from None
     try:
         values = book.active.iter_rows(values_only=True)
         header = next(values, None)
@@ -341,7 +341,7 @@ def _openpyxl() -> Any:
     try:
         import openpyxl
     except ImportError:
-        raise CliError("XLSX needs openpyxl: pip install 'struckdown[xlsx]'") from None
+        raise InputError("XLSX needs openpyxl: pip install 'struckdown[xlsx]'") from None
     return openpyxl
 
 
@@ -356,7 +356,7 @@ def columns_of(rows: Iterable[dict[str, Any]]) -> list[str]:
 def output_format(path: Path) -> str:
     fmt = OUTPUT_FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise CliError(f"cannot tell the output format of {path}: use .jsonl, .json, .csv or .xlsx")
+        raise InputError(f"cannot tell the output format of {path}: use .jsonl, .json, .csv or .xlsx")
     if fmt == "xlsx":
         _openpyxl()
     return fmt

@@ -1,0 +1,72 @@
+"""A finished batch row as data: its journal line, and its row of the output table.
+
+Shared by `sd batch` (which writes them as rows finish) and the playground's batch
+(which keeps them in memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import describe_error
+from .tables import columns_of
+
+
+def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str) -> dict[str, Any]:
+    """One journal line for a finished row (a Result, or the exception it failed with)."""
+    entry: dict[str, Any] = {"index": index, "ok": False, "answers": {}, "error": None, "usage": {}, "halted": None}
+    if isinstance(outcome, BaseException):
+        entry.update(error=describe_error(outcome), usage=row_usage(outcome))  # a failed row's requests count too
+        if not_run(outcome):
+            entry["not_run"] = True  # the batch budget kept it from starting: --resume runs it
+    else:
+        halted = outcome.halted
+        usage = outcome.usage.to_dict()
+        if getattr(outcome.usage, "cost", None) is not None:  # what --head projects (prices known)
+            usage.setdefault("cost", outcome.usage.cost)
+        entry.update(answers=outcome.to_dict(), usage=usage, ok=halted is None)
+        if halted is not None:
+            entry.update(error=describe_error(halted), halted={"slot": halted.slot, "reason": halted.reason})
+    entry.update(input_hash=input_hash, template_hash=template_hash)
+    return entry
+
+
+def output_row(row: dict[str, Any], entry: dict[str, Any], renames: dict[str, str] | None = None) -> dict[str, Any]:
+    out = {**row, **renamed(entry["answers"], renames or {})}
+    if not entry["ok"]:
+        out["_error"] = entry["error"]
+    return out
+
+
+def output_columns(
+    rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str], renames: dict[str, str] | None = None
+) -> list[str]:
+    """Input columns, then answers in template order, then `_error` if a row failed
+    (for rows in memory: the playground's batch; `sd batch` counts them as it goes)."""
+    columns = columns_of(rows)
+    answered = columns_of(e["answers"] for e in entries)
+    ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
+    columns += [c for c in ((renames or {}).get(k, k) for k in ranked) if c not in columns]
+    if any(not e["ok"] for e in entries):
+        columns.append("_error")
+    return columns
+
+
+def renamed(answers: Mapping[str, Any], renames: Mapping[str, str]) -> dict[str, Any]:
+    return {renames.get(k, k): v for k, v in answers.items()}
+
+
+def row_usage(outcome: Any) -> dict[str, Any]:
+    """A batch row's usage for its journal line: a Result's, or what its error carries."""
+    from ..run.accounting import usage_of
+
+    usage = usage_of(outcome)
+    return usage.to_dict() if usage is not None else {}
+
+
+def not_run(outcome: Any) -> bool:
+    """A row the batch budget kept from starting (recorded as not run; --resume runs it)."""
+    from ..errors import BudgetExceeded
+
+    return isinstance(outcome, BudgetExceeded) and outcome.scope == "batch"

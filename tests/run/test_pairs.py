@@ -1,0 +1,268 @@
+"""The pairwise matrix (SPEC §22): every two features together, on every entry point that takes both.
+
+The features are the `feature` column of `run_options.OPTIONS`; each has a recipe below (the
+keywords it sets, the template text and tools it adds, and what must then be true of the
+result). A pair runs the base template plus both recipes through `complete` (no stream),
+`complete_incremental` (streamed events) and `complete_batch` (two rows); with approval it also
+pauses and resumes. A feature of the declaration without a recipe fails `test_every_feature_has_a_recipe`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.usage import UsageLimits
+
+import struckdown as sd
+from struckdown.run_options import OPTIONS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+
+from media_support import png  # noqa: E402
+from depth import DEEP  # noqa: E402
+from memory_cache import MemoryCache  # noqa: E402
+from scripted import Call, Script, Tools, auto_answer, value_for  # noqa: E402
+
+BASE = "Summarise {{ topic }}. [[summary]]\n"
+CONTEXT = {"topic": "tea"}
+PRICES = {"scripted": {"input": 1.0, "output": 2.0}, "backup": {"input": 1.0, "output": 2.0}}
+
+
+@dataclass
+class Ctx:
+    """One run of a pair: the scripted models and what the tools and callbacks saw."""
+
+    script: Script
+    backup: Script
+    ran: list[str] = field(default_factory=list)  # tool side effects, in order
+    retried: list[Any] = field(default_factory=list)
+    cache: MemoryCache = field(default_factory=MemoryCache)
+    failed_once: list[bool] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    options: Callable[[Ctx], dict[str, Any]] = lambda ctx: {}
+    text: str = ""
+    tools: Callable[[Ctx], list[Any]] = lambda ctx: []
+    context: dict[str, Any] = field(default_factory=dict)
+    check: Callable[[Any, Ctx], None] = lambda result, ctx: None
+
+
+def _tools(ctx: Ctx) -> list[Any]:
+    def lookup(order_id: str) -> str:
+        """Look an order up (sync)."""
+        ctx.ran.append(f"lookup {order_id}")
+        return "order found"
+
+    async def stock(item: str) -> str:
+        """Check the stock of an item (async)."""
+        ctx.ran.append(f"stock {item}")
+        return "in stock"
+
+    return [sd.readonly(lookup), sd.readonly(stock)]
+
+
+def _refund(ctx: Ctx) -> list[Any]:
+    @sd.needs_approval
+    def refund(order_id: str) -> str:
+        """Refund an order. Irreversible."""
+        ctx.ran.append(f"refund {order_id}")
+        return "refunded"
+
+    return [refund]
+
+
+def _note(ctx: Ctx) -> list[Any]:
+    def note() -> str:
+        """Read the note."""
+        return "a long note about tea"
+
+    return [sd.readonly(note)]
+
+
+def _note_cut(result: Any, ctx: Ctx) -> None:
+    (output,) = [call.output for call in result.results["noted"].tool_calls if call.tool_name == "note"]
+    assert output.startswith("a long\n[truncated by struckdown: the result of tool 'note' had 21 characters")
+
+
+def _called(result: Any, slot: str) -> list[str]:
+    return [call.tool_name for call in result.results[slot].tool_calls]
+
+
+def _cost_known(result: Any, ctx: Ctx) -> None:
+    assert result.usage.cost is not None and result.usage.cost > 0
+
+
+def _settings_seen(result: Any, ctx: Ctx) -> None:
+    summary = [c for c in ctx.script.calls if c.last_user.startswith("Summarise")]
+    assert summary and all((c.info.model_settings or {}).get("temperature") == 0.25 for c in summary)
+
+
+def _image_sent(result: Any, ctx: Ctx) -> None:
+    from pydantic_ai.messages import BinaryContent, UserPromptPart
+
+    parts = [p for c in ctx.script.calls for m in c.messages for p in m.parts
+             if isinstance(p, UserPromptPart) and not isinstance(p.content, str)]
+    assert any(isinstance(item, BinaryContent) for p in parts for item in p.content)
+
+
+RECIPES: dict[str, Recipe] = {
+    "model": Recipe(check=lambda r, ctx: r["summary"].startswith("answer to: Summarise tea")),
+    "function tools": Recipe(
+        text="Check the order. [[checked|use_tools=true]]\n", tools=_tools, options=lambda ctx: {"deps": {"shop": 1}},
+        check=lambda r, ctx: {"lookup", "stock"} <= set(_called(r, "checked")) and "lookup text" in ctx.ran,
+    ),
+    "approval": Recipe(
+        text="Refund the order. [[refunded|use_tools=true]]\n", tools=_refund, options=lambda ctx: {"approve": True},
+        check=lambda r, ctx: "refund" in _called(r, "refunded") and "refund text" in ctx.ran,
+    ),
+    "budgets": Recipe(
+        options=lambda ctx: {"run_limits": UsageLimits(request_limit=40), "limits": UsageLimits(request_limit=20),
+                             "tool_limits": {"lookup": 3}},
+        check=lambda r, ctx: r.usage.requests <= 40,
+    ),
+    "tool_timeout": Recipe(options=lambda ctx: {"tool_timeout": 30.0}),
+    "tool results": Recipe(text="Read the note. [[noted|use_tools=true]]\n", tools=_note,
+                           options=lambda ctx: {"max_tool_result": 6}, check=_note_cut),
+    "concurrency": Recipe(options=lambda ctx: {"max_requests": 2}, check=lambda r, ctx: ctx.script.peak <= 2),
+    "guards": Recipe(text="Is this abusive? [[halt:abusive]]\n", options=lambda ctx: {"on_halt": "return"},
+                     check=lambda r, ctx: r.halted is None),
+    "model settings": Recipe(options=lambda ctx: {"settings": {"temperature": 0.25}}, check=_settings_seen),
+    "response cache": Recipe(options=lambda ctx: {"cache": ctx.cache}, check=lambda r, ctx: len(ctx.cache.items) > 0),
+    "templates": Recipe(options=lambda ctx: {"include_paths": []}),
+    "strict_undefined": Recipe(options=lambda ctx: {"strict_undefined": True}),
+    "MCP tools": Recipe(),  # a real server per pair is a process test: tests/mcp/test_mcp_pairs.py
+    "max_cost": Recipe(options=lambda ctx: {"max_cost": 10.0, "prices": PRICES}, check=_cost_known),
+    "prices": Recipe(options=lambda ctx: {"prices": PRICES}, check=_cost_known),
+    "instrument": Recipe(options=lambda ctx: {"instrument": True}),
+    "images": Recipe(text="Describe {{ pic }} [[described]]\n", context={"pic": sd.Image(png())}, check=_image_sent),
+    "retries": Recipe(
+        options=lambda ctx: {"retries": 2, "retry_base_delay": 0, "retry_max_delay": 0, "on_retry": ctx.retried.append},
+        check=lambda r, ctx: [e.type for e in ctx.retried] == ["slot_retry"],
+    ),
+    "fallback": Recipe(
+        text="Fallback please. [[fb]]\n", options=lambda ctx: {"fallback": [ctx.backup.model("backup")]},
+        check=lambda r, ctx: r["fb"].startswith("answer to: Fallback please") and len(ctx.backup.calls) >= 1,
+    ),
+    "on_truncate": Recipe(options=lambda ctx: {"on_truncate": "error"}),
+}
+FEATURES = sorted(RECIPES)
+IN_PROCESS = [f for f in FEATURES if f != "MCP tools"]
+PAIRS = list(itertools.combinations(IN_PROCESS, 2))
+# the README run: every pair through complete(), a quarter of them through each other entry point
+# (a different quarter each); the deep stage of .ci/run: every pair everywhere
+STREAMED = PAIRS if DEEP else PAIRS[0::4]
+BATCHED = PAIRS if DEEP else PAIRS[2::4]
+
+
+def _answer(ctx: Ctx) -> Callable[[Call], Any]:
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    def answer(call: Call) -> Any:
+        if ctx.retried is not None and not ctx.failed_once and _wants_retry(ctx):
+            ctx.failed_once.append(True)
+            raise ModelHTTPError(503, "scripted", {"error": {"message": "overloaded"}})
+        if "Fallback please" in call.last_user:
+            raise ModelHTTPError(400, "scripted", {"error": {"message": "this model cannot answer that"}})
+        if "abusive" in call.last_user:
+            return {"reason": "a polite request", "triggered": False}
+        called = {text.partition("(")[0] for role, text in call.turns if role == "call"}
+        refunding = "Refund" in call.last_user  # each tool slot calls its own tools
+        for tool in call.info.function_tools:
+            if tool.name not in called and (tool.name == "refund") == refunding:
+                return Tools([(tool.name, {"order_id": "text"} if "order_id" in str(tool.parameters_json_schema)
+                               else value_for(tool.parameters_json_schema))])
+        return auto_answer(call)
+
+    return answer
+
+
+def _wants_retry(ctx: Ctx) -> bool:
+    return getattr(ctx, "retry_on", False)
+
+
+def _setup(features: tuple[str, ...]) -> tuple[Ctx, str, dict[str, Any], dict[str, Any]]:
+    ctx = Ctx(Script(lambda call: None), Script(auto_answer))
+    ctx.script.answer = _answer(ctx)
+    ctx.retry_on = "retries" in features  # type: ignore[attr-defined]
+    template, context = BASE, dict(CONTEXT)
+    options: dict[str, Any] = {"model": ctx.script.model(), "tools": []}
+    for name in features:
+        recipe = RECIPES[name]
+        template += recipe.text
+        context.update(recipe.context)
+        options["tools"] += recipe.tools(ctx)
+        for key, value in recipe.options(ctx).items():
+            options[key] = {**options[key], **value} if isinstance(value, dict) and key in options else value
+    return ctx, template, context, options
+
+
+def _check(features: tuple[str, ...], result: Any, ctx: Ctx) -> None:
+    assert result.halted is None and result.paused is None
+    for name in features:
+        RECIPES[name].check(result, ctx)
+
+
+def test_every_feature_has_a_recipe() -> None:
+    """A new option's feature is in the matrix from its first commit."""
+    declared = {option.feature for option in OPTIONS.values()}
+    assert declared <= set(RECIPES), f"features without a recipe: {sorted(declared - set(RECIPES))}"
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=[" + ".join(p) for p in PAIRS])
+def test_pair_with_complete(pair: tuple[str, ...]) -> None:
+    ctx, template, context, options = _setup(pair)
+    result = sd.complete(template, context, **options)
+    _check(pair, result, ctx)
+
+
+@pytest.mark.parametrize("pair", STREAMED, ids=[" + ".join(p) for p in STREAMED])
+def test_pair_with_streamed_events(pair: tuple[str, ...]) -> None:
+    ctx, template, context, options = _setup(pair)
+    events = list(sd.complete_incremental(template, context, **options))
+    assert events[-1].type == "processing_complete"
+    _check(pair, events[-1].result, ctx)
+
+
+@pytest.mark.parametrize("pair", BATCHED, ids=[" + ".join(p) for p in BATCHED])
+def test_pair_in_a_batch(pair: tuple[str, ...]) -> None:
+    ctx, template, context, options = _setup(pair)
+    results = sd.complete_batch(template, [context, context], concurrency=2, **options)
+    assert len(results) == 2
+    for result in results:
+        assert isinstance(result, sd.Result), result
+    _check(pair, results[0], ctx)
+
+
+@pytest.mark.parametrize("feature", [f for f in IN_PROCESS if f != "approval"])
+def test_feature_across_a_pause_and_resume(feature: str) -> None:
+    """Approval by pause and resume with every other feature: what the state records comes back
+    by itself; only what has no plain form (functions, Model objects) is passed again."""
+    import json
+
+    from struckdown.distributed.shipping import plain_option
+
+    ctx, template, context, options = _setup(("approval", feature))
+    options["approve"] = None
+    with pytest.raises(sd.Paused) as stopped:
+        sd.complete(template, context, **options)
+    paused = stopped.value
+    assert [r.tool_name for r in paused.requests] == ["refund"]
+    assert "refund text" not in ctx.ran
+    state = json.loads(json.dumps(paused.state))
+    again = {k: v for k, v in options.items() if k not in state["options"] and plain_option(k, v) is None}
+    # a state holds its context as JSON: values JSON cannot hold (an image) are passed again (docs/approval.md)
+    resumed = sd.resume(state, {r.id: True for r in paused.requests}, context=context, **again)
+    _check(("approval", feature), resumed, ctx)
+
+
+def test_resume_takes_only_run_keywords() -> None:
+    with pytest.raises(TypeError, match="bogus"):
+        sd.resume({}, {}, bogus=1)  # type: ignore[call-arg]
