@@ -64,7 +64,7 @@ class TextCollector:
         return "".join(self.parts)
 
 
-def _lxml_etree() -> Any:
+def lxml_etree() -> Any:
     try:
         return importlib.import_module("lxml.etree")
     except ImportError:
@@ -123,13 +123,19 @@ def _with_scanner(html: str) -> str:
     return collector.close()
 
 
-def html_to_text(html: str) -> str:
-    """Readable text of a page, in one linear pass (see the module docstring)."""
+def prepared_html(html: str) -> tuple[str, str]:
+    """(the HTML to read, the note to end the text with): cut at `HTML_MAX_CHARS`, numeric
+    references past Unicode and lone surrogates made U+FFFD."""
     note = ""
     if len(html) > HTML_MAX_CHARS:
         note = f"\n\n[truncated: the HTML had {len(html):,} characters; the first {HTML_MAX_CHARS:,} were read]"
         html = html[:HTML_MAX_CHARS]
-    html = _LONE_SURROGATE.sub("\ufffd", _LONG_CHARREF.sub("\ufffd", html))
-    etree = _lxml_etree()
+    return _LONE_SURROGATE.sub("\ufffd", _LONG_CHARREF.sub("\ufffd", html)), note
+
+
+def html_to_text(html: str) -> str:
+    """Readable text of a page, in one linear pass (see the module docstring)."""
+    html, note = prepared_html(html)
+    etree = lxml_etree()
     raw = _with_lxml(etree, html) if etree is not None else _with_scanner(html)
     return re.sub(r"\n\s*\n+", "\n\n", raw).strip() + note
