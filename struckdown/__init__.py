@@ -74,6 +74,8 @@ _EXPORTS = {
     "OnHalt": "run_options",
     "LLMCredentials": "models",
     "make_search": "actions.search",
+    "evaluate": "eval",
+    "EvalReport": "eval",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -94,6 +96,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .actions.search import make_search as make_search
+    from .eval import EvalReport as EvalReport
+    from .eval import evaluate as evaluate
     from .api import (
         complete as complete,
     )
