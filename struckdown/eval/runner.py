@@ -84,7 +84,8 @@ async def evaluate_async(
     baseline: Mapping[str, Any] | None = None,
     blame: bool = False,
     judge_models: Mapping[str, Any] | None = None,
-    on_run: Callable[[RunOutcome], Any] | None = None,
+    on_start: Callable[[int], Any] | None = None,
+    on_row: Callable[[bool], Any] | None = None,
     environment: Any = None,
     **options: Any,
 ) -> EvalReport:
@@ -104,6 +105,8 @@ async def evaluate_async(
     options.setdefault("on_halt", "return")
     matrix = targets(models, suite, options.pop("model", None))
     budget = options.pop("max_cost", None)
+    if on_start is not None:
+        on_start(len(matrix) * len(suite.cases) * count)
     jobs = [(case, r) for case in suite.cases for r in range(1, count + 1)]
     outcomes: list[RunOutcome] = []
     results: dict[tuple[str, str, int], Any] = {}
@@ -119,6 +122,8 @@ async def evaluate_async(
         async for index, outcome in rows:
             case, r = jobs[index]
             pending.append((case, r, outcome))
+            if on_row is not None:
+                on_row(not isinstance(outcome, BaseException))
         judged = await _judge_all(env, pending, target, judge_models or {}, concurrency, options)
         for (case, r, outcome), judge_reasons in zip(pending, judged):
             run = _outcome(case, target.label, r, outcome, judge_reasons)
@@ -127,8 +132,6 @@ async def evaluate_async(
             spent += run.cost + run.judge_cost
             results[(case.name, target.label, r)] = outcome
             outcomes.append(run)
-            if on_run is not None:
-                on_run(run)
     outcomes.sort(key=lambda o: ([t.label for t in matrix].index(o.model), _case_rank(suite, o.case), o.repeat))
     report = EvalReport(name, tuple(t.label for t in matrix), count, outcomes, min_pass, tuple(program.keys), stopped)
     if baseline is not None:
@@ -153,7 +156,8 @@ def _program(env: Any, template: Any, suite: EvalSuite, options: dict[str, Any])
             raise ValueError("no template: give one, or `template:` in the eval file")
         template = suite.template
     if isinstance(template, Program):
-        return template, str(options.get("template_path") or "<template>")
+        given = options.get("template_path")
+        return template, Path(given).name if given else "<template>"
     path = Path(template) if isinstance(template, Path) or (isinstance(template, str) and "\n" not in template
                                                              and template.endswith(".sd")) else None
     if path is not None:
@@ -214,8 +218,9 @@ async def _judge_all(
     work = [
         (i, key, expectation.judge)
         for i, (case, _, outcome) in enumerate(pending) if not isinstance(outcome, BaseException)
-        for key, expectation in case.expect.items() if expectation.judge is not None and key in outcome.results
-    ]
+        for key, expectation in case.expect.items()
+        if expectation.judge is not None and key in outcome.results and check_answer(expectation, outcome[key]) is None
+    ]  # a judge is asked only when the answer passes the expectation's other checks
     if not work:
         return verdicts
     limiter = anyio.CapacityLimiter(concurrency)
