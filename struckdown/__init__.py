@@ -96,8 +96,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .actions.search import make_search as make_search
-    from .eval import EvalReport as EvalReport
-    from .eval import evaluate as evaluate
     from .api import (
         complete as complete,
     )
@@ -166,6 +164,8 @@ if TYPE_CHECKING:
     from .errors import (
         TemplateSyntaxError as TemplateSyntaxError,
     )
+    from .eval import EvalReport as EvalReport
+    from .eval import evaluate as evaluate
     from .media import File as File
     from .media import Image as Image
     from .media import attach as attach

@@ -176,7 +176,8 @@ def _outcome(case: EvalCase, model: str, repeat: int, outcome: Any, judged: Mapp
     from ..errors import BudgetExceeded, describe_error
 
     if isinstance(outcome, BaseException):
-        usage = getattr(outcome, "results", None).usage if isinstance(outcome, BudgetExceeded) else None
+        partial = outcome.results if isinstance(outcome, BudgetExceeded) else None
+        usage = partial.usage if partial is not None else None
         never_ran = isinstance(outcome, BudgetExceeded) and outcome.scope == "batch"
         error = NOT_RUN if never_ran else describe_error(outcome)
         return RunOutcome(case.name, model, repeat, {k: error for k in case.expect}, {}, _cost(usage), 0.0, 0.0,
@@ -197,7 +198,7 @@ def _outcome(case: EvalCase, model: str, repeat: int, outcome: Any, judged: Mapp
             answer = result[key] if key in result.results else MISSING
             reason = check_answer(expectation, answer)
             assertions[key] = reason if reason is not None else judged.get(key)
-    judge_cost = float(judged.get("__cost__") or 0.0)  # type: ignore[arg-type]
+    judge_cost = float(judged.get("__cost__") or 0.0)
     return RunOutcome(case.name, model, repeat, assertions, result.to_dict(), _cost(usage), judge_cost, seconds,
                       usage.requests)
 

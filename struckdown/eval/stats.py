@@ -31,5 +31,5 @@ def mcnemar(regressed: int, fixed: int) -> float:
     n = regressed + fixed
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(regressed, fixed) + 1)) / 2**n
+    tail: float = sum(math.comb(n, i) for i in range(min(regressed, fixed) + 1)) / 2**n
     return min(1.0, 2 * tail)
