@@ -322,20 +322,25 @@ class Environment:
         ValueError before any model call."""
         import json
 
-        from .approval_state import read_state
+        from .approval_state import STATE_FORMAT, read_state
         from .distributed.shipping import restored_option
+        from .state_signing import verify_state
+        from .tools.mcp import resolve_servers
 
         if isinstance(state, str):
             try:
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"the paused state is not JSON: {exc}") from None
+        if isinstance(state, Mapping) and state.get("format") == STATE_FORMAT:
+            verify_state(state)  # signed, unedited: before any option it records is used (issue 39 N3)
         recorded = state.get("options") if isinstance(state, Mapping) else None
         if isinstance(recorded, Mapping):
             kept = {k: restored_option(k, v) for k, v in recorded.items() if k in _RUN_OPTIONS and k not in options}
             options = {**checked_options(kept), **options}  # type: ignore[typeddict-item]
         tools = self.engine_caches().toolbox(tuple(option_value("tools", options, self.defaults)))
-        point = read_state(state, decisions, template=template, tools=tools.names)
+        servers = [server.name for server in resolve_servers(option_value("mcp", options, self.defaults))]
+        point = read_state(state, decisions, template=template, tools=tools.names, servers=servers)
         path = options.get("template_path", point.template_path)  # where its includes resolve
         program = self.parse(point.template, template_path=path, include_paths=options.get("include_paths"))
         return program, point.context, options, point

@@ -162,12 +162,17 @@ def resume_(
         typer.Option("--pause-to", metavar="FILE", help="Where a new pause goes. Default: STATE_FILE.",
                      show_default=False),
     ] = None,
+    trust_state: Annotated[
+        bool,
+        typer.Option("--trust-state", help="Import the tools file, model factory and MCP servers the state names "
+                     "(by default only what --tools / --model name)."),
+    ] = False,
     *,
     flags: dict[str, Any],
 ) -> None:
     """Continue a run paused for approval: decide its calls, then run the rest.
 
-    The run's options (model, tools file, MCP servers, retries, fallback, budgets, prices, …) are the paused run's unless a flag says otherwise. Calls left undecided are asked on a terminal. A later call that needs approval pauses the run again (exit 4), unless --approve-all or --deny-all decides it.
+    The state's signature is checked first; an edited state is refused. The run's options (model string, retries, budgets, prices, …) are the paused run's unless a flag says otherwise; its tools file and a model factory are imported only when --tools / --model name them again, and its fallback factories and MCP servers are used only with --trust-state (which also loads the tools file and model factory the state names). Calls left undecided are asked on a terminal. A later call that needs approval pauses the run again (exit 4), unless --approve-all or --deny-all decides it.
     """  # noqa: E501 - typer keeps line breaks inside a paragraph
     with reporting_errors():
         from .resume_cmd import ResumeRequest, resume_command
@@ -183,6 +188,7 @@ def resume_(
                 output=output,
                 as_json=as_json,
                 pause_to=pause_to,
+                trust_state=trust_state,
             )
         )
     raise typer.Exit(code)
@@ -302,7 +308,17 @@ def batch(
             "--file-columns",
             metavar="COL[,COL…]",
             help="Columns holding paths (relative to the input file) of images or files to send as such "
-            "(repeatable or comma-separated; a JSON list of paths gives a list).",
+            "(repeatable or comma-separated; a JSON list of paths gives a list). Only files under the input "
+            "file's folder (or --files-root) are read.",
+            show_default=False,
+        ),
+    ] = None,
+    files_root: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--files-root",
+            metavar="FOLDER",
+            help="The folder --file-columns paths are relative to and may not leave (default: the input file's).",
             show_default=False,
         ),
     ] = None,
@@ -384,6 +400,7 @@ def batch(
                 batch_size=batch_size,
                 approve=approve,
                 file_columns=file_columns or (),
+                files_root=files_root,
                 head=head,
                 compare=compare or (),
             )

@@ -72,8 +72,9 @@ def run_command(request: RunRequest) -> int:
         sys.stdout.write(dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
     if result.paused is not None and request.pause_to is not None:
-        approval_cmd.write_pause(request.pause_to, result.paused, _resume_flags(request, model))
-        return approval_cmd.report_pause(result.paused, request.pause_to)
+        flags = _resume_flags(request, model)
+        approval_cmd.write_pause(request.pause_to, result.paused, flags)
+        return approval_cmd.report_pause(result.paused, request.pause_to, flags)
     return EXIT_HALTED if result.halted is not None else EXIT_OK
 
 

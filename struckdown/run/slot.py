@@ -197,7 +197,7 @@ async def run_model_slot(
     wrap: ToolWrap | None = None
     gate = None  # SPEC §12: the slot's approvals (run/approval.py)
     if use_tools and env.approval is not None:
-        gate = env.approval.gate(key, resolved.control.get("approve"), env.join_guards, plan.slot.is_guard)
+        gate = env.approval.gate(key, resolved.control.get("approve"), env.join_guards, plan.slot.is_guard, mcp)
     if use_tools:
         readonly = (env.toolbox.readonly_names | mcp.readonly) if mcp else env.toolbox.readonly_names
         if gate is not None:

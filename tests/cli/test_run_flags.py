@@ -128,7 +128,7 @@ def test_sd_resume_runs_with_the_paused_runs_options_and_its_own_flags(
     built.clear()
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"scripted": {"input": 1, "output": 1}}), encoding="utf-8")
-    resumed = sd_cli("resume", state, "--approve", "reply.1", "--retries", "1", "--max-cost", "3", "--prices", prices)
+    resumed = sd_cli("resume", state, "--trust-state", "--approve", "reply.1", "--retries", "1", "--max-cost", "3", "--prices", prices)
     assert resumed.exit_code == 0, resumed.output
     (settings,) = built
     assert settings.settings == {"max_tokens": 77} and settings.cache is False  # the state's
