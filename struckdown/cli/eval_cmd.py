@@ -192,5 +192,9 @@ def render(report: Any) -> str:
     if report.blame is not None:
         lines.append("blame:" if report.blame.wrong else "blame: no failing case with gold for more than one slot")
         lines.extend(f"  {line}" for line in report.blame.lines())
-        lines.append(f"  {report.blame.reruns} re-runs, {report.blame.requests} requests, ${report.blame.cost:.4f}")
+        skipped = f", {report.blame.skipped} not run: the budget was spent" if report.blame.skipped else ""
+        skipped += f", {report.blame.failed} failed" if report.blame.failed else ""
+        lines.append(
+            f"  {report.blame.reruns} re-runs, {report.blame.requests} requests, ${report.blame.cost:.4f}{skipped}"
+        )
     return "\n".join(lines) + "\n"

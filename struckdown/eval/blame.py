@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import StruckdownError
 from .cases import EvalCase, EvalSuite
 from .expect import MISSING, check_answer
 from .report import RUN_ASSERTIONS, EvalReport
@@ -32,6 +33,8 @@ class BlameReport:
     only_passes: dict[str, dict[str, int]] = field(default_factory=dict)
     wrong: dict[str, dict[str, int]] = field(default_factory=dict)
     reruns: int = 0
+    skipped: int = 0  # re-runs not started: the budget was spent
+    failed: int = 0  # re-runs that raised (a model error, the budget crossed mid-run)
     requests: int = 0
     cost: float = 0.0
 
@@ -61,7 +64,8 @@ class BlameReport:
                 }
                 for slot in self.wrong
             },
-            "reruns": self.reruns, "requests": self.requests, "cost": round(self.cost, 8),
+            "reruns": self.reruns, "skipped": self.skipped, "failed": self.failed, "requests": self.requests,
+            "cost": round(self.cost, 8),
         }
 
 
@@ -86,8 +90,10 @@ def reached(program: Any, key: str) -> set[str]:
 
 async def blame_failures(
     env: Any, program: Any, suite: EvalSuite, report: EvalReport, results: Mapping[tuple[str, str, int], Any],
-    matrix: Sequence[Any], options: Mapping[str, Any], concurrency: int,
+    matrix: Sequence[Any], options: Mapping[str, Any], concurrency: int, budget: float | None = None,
 ) -> BlameReport:
+    """Blame over every failing run; with `budget` (what is left of max_cost) no re-run starts
+    once the re-runs have spent it (those not run are counted in `skipped`)."""
     import anyio
 
     blame = BlameReport()
@@ -116,7 +122,19 @@ async def blame_failures(
 
     async def rerun(case: EvalCase, model: str, result: Any, slot: str) -> None:
         async with limiter:
-            fresh = await _substituted(env, program, case, models[model], result, slot, options)
+            left = None if budget is None else budget - blame.cost
+            if left is not None and left <= 0:
+                blame.skipped += 1
+                return
+            try:
+                fresh = await _substituted(env, program, case, models[model], result, slot, options, left)
+            except StruckdownError as exc:  # a budget, a model error: this re-run tells nothing
+                partial = getattr(exc, "results", None)
+                usage = getattr(partial, "usage", None)
+                blame.requests += int(getattr(usage, "requests", 0) or 0)
+                blame.cost += float(getattr(usage, "cost", 0.0) or 0.0)
+                blame.failed += 1
+                return
         blame.reruns += 1
         blame.requests += fresh.usage.requests
         blame.cost += float(fresh.usage.cost or 0.0)
@@ -140,6 +158,7 @@ async def blame_failures(
 
 async def _substituted(
     env: Any, program: Any, case: EvalCase, model: Any, result: Any, slot: str, options: Mapping[str, Any],
+    budget: float | None = None,
 ) -> Any:
     """The run again with `slot`'s gold answer in place: untouched slots restored, reached ones re-run."""
     from ..approval_state import ResumePoint, _slot_to_json
@@ -163,6 +182,8 @@ async def _substituted(
     )
     run_options = {k: v for k, v in options.items() if k != "max_cost"}
     run_options["model"] = model
+    if budget is not None:
+        run_options["max_cost"] = budget
     async with env._mcp_sessions(program, run_options) as sessions:
         settings = env.run_settings(run_options, stream=False, mcp=sessions, resume=point)
         return await run_to_result(program, dict(case.context), settings)

@@ -50,6 +50,7 @@ class CaseReport:
     cost: float
     judge_cost: float
     seconds: float
+    runs_detail: tuple[RunOutcome, ...] = ()
 
     @property
     def pass_rate(self) -> float:
@@ -71,6 +72,11 @@ class CaseReport:
             "assertions": {k: {"passed": p, "runs": n} for k, (p, n) in self.assertions.items()},
             "failures": list(self.failures), "cost": round(self.cost, 8), "judge_cost": round(self.judge_cost, 8),
             "seconds": round(self.seconds, 6),
+            "runs_detail": [
+                {"repeat": r.repeat, "passed": r.passed, "answers": r.answers, "error": r.error, "requests": r.requests,
+                 "cost": round(r.cost, 8), "seconds": round(r.seconds, 6)}
+                for r in self.runs_detail
+            ],
         }
 
 
@@ -212,7 +218,7 @@ def _case_reports(outcomes: Sequence[RunOutcome]) -> list[CaseReport]:
                     failures.append({"repeat": run.repeat, "assertion": key, "reason": reason})
         reports.append(CaseReport(
             name, model, len(runs), sum(r.passed for r in runs), assertions, tuple(failures),
-            sum(r.cost for r in runs), sum(r.judge_cost for r in runs), sum(r.seconds for r in runs),
+            sum(r.cost for r in runs), sum(r.judge_cost for r in runs), sum(r.seconds for r in runs), tuple(runs),
         ))
     return reports
 

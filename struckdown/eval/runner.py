@@ -139,7 +139,8 @@ async def evaluate_async(
     if blame:
         from .blame import blame_failures
 
-        report.blame = await blame_failures(env, program, suite, report, results, matrix, options, concurrency)
+        left = None if budget is None else max(0.0, budget - spent)
+        report.blame = await blame_failures(env, program, suite, report, results, matrix, options, concurrency, left)
     return report
 
 

@@ -317,3 +317,71 @@ def test_rows_of_a_table_become_cases_with_expect_columns_as_gold(tmp_path: Path
     (tmp_path / "t.eval.yaml").write_text("cases:\n  - rows: rows.csv\n")
     report = sd.evaluate(TWO_SLOTS, tmp_path / "t.eval.yaml", model=Script(summary_then_urgency).model())
     assert [(c.name, c.passed) for c in report.cases] == [("rows row 1", 1), ("rows row 2", 0)]
+
+
+def test_blame_reruns_what_reads_the_slot_and_restores_a_segment_that_does_not() -> None:
+    template = (
+        "Summarise: {{ message }}\n[[summary]]\n\nHow urgent? [[pick:urgency|high,low]]\n<checkpoint>\n"
+        "Language of {{ message }}? [[language]]\n<checkpoint>\nRoute {{ summary }} [[team]]\n"
+    )
+
+    def answer(call: Call) -> Any:
+        user = call.last_user
+        if user.startswith("Language"):
+            return "en"
+        if user.startswith("Route"):
+            return "billing" if "refund wanted" in user else "general"
+        return summary_then_urgency(call)
+
+    script = Script(answer)
+    expect = {"summary": "refund wanted", "urgency": "high", "language": "fr", "team": "billing"}
+    report = sd.evaluate(template, [case("c", "money back", **expect)], model=script.model(), blame=True)
+
+    asked = [call.last_user.split()[0] for call in script.calls]
+    assert sorted(asked[:4]) == ["How", "Language", "Route", "Summarise:"]
+    assert sorted(asked[4:]) == ["How", "Route"]  # the language segment reads no summary: restored, not asked
+    assert report.blame.to_dict()["slots"] == {
+        "summary": {"causes": 2, "only_passes": 0, "later": {
+            "urgency": {"wrong": 1, "fixed": 1, "broken": 0}, "team": {"wrong": 1, "fixed": 1, "broken": 0}}},
+    }  # `language` is wrong too, but no gold slot reaches it
+
+
+def test_a_later_slot_that_only_passes_on_a_wrong_answer_is_counted() -> None:
+    def answer(call: Call) -> Any:
+        if "Summarise" in call.last_user:
+            return "hello there"
+        history = " ".join(text for _, text in call.turns)
+        return "low" if "refund wanted" in history else "high"  # right only with the wrong summary
+
+    report = sd.evaluate(TWO_SLOTS, [case("c", "x", summary="refund wanted", urgency="high")],
+                         model=Script(answer).model(), blame=True)
+    assert report.blame.lines() == ["summary: causes 0 failures / only passes 1 on"]
+
+
+def test_blame_stops_at_the_budget() -> None:
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.usage import RequestUsage
+
+    def answer(call: Call) -> Any:
+        return ModelResponse(parts=[TextPart(str(summary_then_urgency(call)))], usage=RequestUsage(input_tokens=100_000))
+
+    cases = [case(f"c{i}", "money back", summary="refund wanted", urgency="high") for i in range(3)]
+    script = Script(answer)
+    report = sd.evaluate(TWO_SLOTS.replace("pick:urgency|high,low", "urgency"), cases, model=script.model("priced"),
+                         concurrency=1, max_cost=0.75, blame=True, prices={"priced": {"input": 1.0, "output": 0.0}})
+    assert report.budget_stopped is False and report.pass_rate == 0
+    # $0.10 a request: the runs spend 0.60; the first re-run 0.10; the second crosses the 0.05 left
+    # (it fails, its request counted); the third does not start
+    assert (report.blame.reruns, report.blame.failed, report.blame.skipped) == (1, 1, 1)
+    assert (report.blame.requests, round(report.blame.cost, 6)) == (2, 0.2)
+    assert len(script.calls) == 8
+
+
+def test_the_json_report_holds_each_runs_answers() -> None:
+    report = sd.evaluate(TWO_SLOTS, [case("c", "refund please", summary="refund wanted")],
+                         model=Script(summary_then_urgency).model())
+    (detail,) = json.loads(report.to_json())["cases"][0]["runs_detail"]
+    assert {k: detail[k] for k in ("repeat", "passed", "answers", "error", "requests", "cost")} == {
+        "repeat": 1, "passed": True, "answers": {"summary": "refund wanted", "urgency": "high"}, "error": None,
+        "requests": 2, "cost": 0.0,
+    }
