@@ -93,11 +93,15 @@ def suite_from_data(data: Mapping[str, Any] | Sequence[Any], base: Path | None =
 
     document = dict(data) if isinstance(data, Mapping) else {"cases": list(data)}
     text = yaml.safe_dump(json.loads(json.dumps(document, default=str)), sort_keys=False, allow_unicode=True)
-    return suite_from_node(yaml.compose(text, Loader=yaml.SafeLoader), "<cases>", base or Path.cwd())
+    items = document.get("cases")
+    # the contexts as given (an sd.Image stays an image; the YAML only checks the shape)
+    contexts = [item.get("context") if isinstance(item, Mapping) else None for item in items] if isinstance(
+        items, (list, tuple)) else None
+    return suite_from_node(yaml.compose(text, Loader=yaml.SafeLoader), "<cases>", base or Path.cwd(), contexts)
 
 
-def suite_from_node(root: Any, name: str, base: Path) -> EvalSuite:
-    reader = _Reader(name, base)
+def suite_from_node(root: Any, name: str, base: Path, contexts: Sequence[Any] | None = None) -> EvalSuite:
+    reader = _Reader(name, base, contexts)
     top = reader.mapping(root, "eval file", TOP_KEYS)
     template = reader.text(top["template"], "template") if "template" in top else None
     models: tuple[str, ...] = ()
@@ -140,10 +144,10 @@ def _is_seq(node: Any) -> bool:
 
 
 class _Reader:
-    def __init__(self, path: str, base: Path) -> None:
+    def __init__(self, path: str, base: Path, contexts: Sequence[Any] | None = None) -> None:
         import yaml
 
-        self.path, self.base = path, base
+        self.path, self.base, self.contexts = path, base, contexts
         self.loader = yaml.SafeLoader("")
 
     def where(self, node: Any) -> Where:
@@ -190,7 +194,8 @@ class _Reader:
         context: dict[str, Any] = {}
         if "context" in fields_:
             self.mapping(fields_["context"], "context")
-            context = dict(self.plain(fields_["context"]))
+            given = self.contexts[index] if self.contexts is not None and index < len(self.contexts) else None
+            context = dict(given) if isinstance(given, Mapping) else dict(self.plain(fields_["context"]))
         if "expect" not in fields_:
             raise self.error(node, "expect", f"case {name!r} has no `expect:` (what its answers must be)")
         expect_node = fields_["expect"]

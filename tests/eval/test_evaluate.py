@@ -385,3 +385,13 @@ def test_the_json_report_holds_each_runs_answers() -> None:
         "repeat": 1, "passed": True, "answers": {"summary": "refund wanted", "urgency": "high"}, "error": None,
         "requests": 2, "cost": 0.0,
     }
+
+
+def test_python_contexts_keep_their_values() -> None:
+    import datetime as dt
+
+    seen: list[str] = []
+    script = Script(lambda call: seen.append(call.last_user) or "ok")
+    report = sd.evaluate("On {{ day.year }} [[answer]]", [{"name": "c", "context": {"day": dt.date(2024, 5, 1)},
+                                                            "expect": {"answer": "ok"}}], model=script.model())
+    assert report.pass_rate == 1.0 and seen == ["On 2024"]
