@@ -121,3 +121,36 @@ def test_cases_flag_names_another_eval_file(tmp_path: Path, use_model: Any) -> N
     result = sd("eval", template, "--cases", other, "-m", "m")
     assert result.exit_code == 0, result.output
     assert "✓ one  1/1" in result.output
+
+
+def test_several_templates_a_flaky_case_and_a_budget_stop(tmp_path: Path, use_model: Any) -> None:
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.usage import RequestUsage
+
+    answers = iter(["yes", "no", "yes", "no"])
+    use_model(Script(lambda call: next(answers)).model("m"))
+    (tmp_path / "coin.sd").write_text("Say yes [[answer]]")
+    (tmp_path / "coin.eval.yaml").write_text("cases:\n  - name: coin\n    expect: {answer: 'yes'}\n")
+    (tmp_path / "dice.sd").write_text("Say yes again [[answer]]")
+    (tmp_path / "dice.eval.yaml").write_text("cases:\n  - name: dice\n    expect: {answer: 'yes'}\n")
+
+    result = sd("eval", tmp_path / "coin.sd", tmp_path / "dice.sd", "-m", "m", "--repeat", "2", "-j", "1",
+                "--min-pass", "0.5")
+
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if not line.startswith("batch:")]
+    assert lines[0] == "coin.sd · m"
+    assert lines[1].startswith("  ~ coin  1/2   50 %  [9–91 %]  $0.0000  ") and lines[1].endswith("  flaky")
+    assert lines[2] == '      repeat 2: answer: expected "yes", got "no"'
+    assert "dice.sd · m" in lines
+    assert any(line.startswith("  ~ dice  1/2") for line in lines)  # flaky, but 1 of 2 meets --min-pass 0.5
+
+    priced = Script(lambda call: ModelResponse(parts=[TextPart("yes")], usage=RequestUsage(input_tokens=1_000_000)))
+    use_model(priced.model("priced"))
+    (tmp_path / "prices.json").write_text(json.dumps({"priced": {"input": 1.0, "output": 1.0}}))
+    stopped = sd("eval", tmp_path / "coin.sd", "-m", "priced", "--repeat", "3", "-j", "1", "--max-cost", "0.5",
+                 "--prices", tmp_path / "prices.json")
+    assert stopped.exit_code == 1
+    assert "the budget was spent: runs not started count as failed" in stopped.output
+    assert "      repeat 2: run: not run: the budget was spent" in stopped.output
+    assert len(priced.calls) == 1
