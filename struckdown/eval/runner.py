@@ -1,9 +1,10 @@
 """`sd.evaluate`: every case × model × repeat through the batch (SPEC §23).
 
 The runs of one model are one `complete_batch_iter_async` (its concurrency, its request
-limiter and its budget); the models run one after another, each with what is left of
-`max_cost`. The response cache is off unless `cache=` says otherwise (a cached answer would
-make every repeat the same). A guard's halt is an outcome here (`on_halt="return"`), so
+limiter and its budget). The models of the matrix run beside each other, sharing the
+concurrency; with `max_cost` they run one after another, each with what is left of it.
+The response cache is off unless `cache=` says otherwise (a cached answer would make every
+repeat the same). A guard's halt is an outcome here (`on_halt="return"`), so
 `halted:` can be checked. Judges run after the answers, beside each other, and their cost
 is kept apart from the template's.
 """
@@ -112,26 +113,37 @@ async def evaluate_async(
     results: dict[tuple[str, str, int], Any] = {}
     stopped = False
     spent = 0.0
-    for target in matrix:
-        left = None if budget is None else max(0.0, budget - spent)
-        rows = env.complete_batch_iter_async(
-            program, [case.context for case, _ in jobs], concurrency=concurrency, model=target.model,
-            **({} if left is None else {"max_cost": left}), **options,
-        )
+    contexts = [case.context for case, _ in jobs]
+
+    async def run_model(target: Target, share: int, left: float | None) -> None:
+        nonlocal stopped, spent
+        keywords: dict[str, Any] = {**options, "model": target.model}
+        if left is not None:
+            keywords["max_cost"] = left
+        rows = env.complete_batch_iter_async(program, contexts, concurrency=share, **keywords)
         pending: list[tuple[EvalCase, int, Any]] = []
         async for index, outcome in rows:
             case, r = jobs[index]
             pending.append((case, r, outcome))
             if on_row is not None:
                 on_row(not isinstance(outcome, BaseException))
-        judged = await _judge_all(env, pending, target, judge_models or {}, concurrency, options)
+        judged = await _judge_all(env, pending, target, judge_models or {}, share, options)
         for (case, r, outcome), judge_reasons in zip(pending, judged):
             run = _outcome(case, target.label, r, outcome, judge_reasons)
-            if run.error == NOT_RUN:
-                stopped = True
+            stopped = stopped or run.error == NOT_RUN
             spent += run.cost + run.judge_cost
             results[(case.name, target.label, r)] = outcome
             outcomes.append(run)
+
+    if budget is None and len(matrix) > 1:  # the models beside each other, sharing -j
+        import anyio
+
+        async with anyio.create_task_group() as tg:
+            for target in matrix:
+                tg.start_soon(run_model, target, max(1, concurrency // len(matrix)), None)
+    else:  # one budget: the models one after another, each with what is left of it
+        for target in matrix:
+            await run_model(target, concurrency, None if budget is None else max(0.0, budget - spent))
     outcomes.sort(key=lambda o: ([t.label for t in matrix].index(o.model), _case_rank(suite, o.case), o.repeat))
     report = EvalReport(name, tuple(t.label for t in matrix), count, outcomes, min_pass, tuple(program.keys), stopped)
     if baseline is not None:

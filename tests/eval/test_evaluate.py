@@ -395,3 +395,22 @@ def test_python_contexts_keep_their_values() -> None:
     report = sd.evaluate("On {{ day.year }} [[answer]]", [{"name": "c", "context": {"day": dt.date(2024, 5, 1)},
                                                             "expect": {"answer": "ok"}}], model=script.model())
     assert report.pass_rate == 1.0 and seen == ["On 2024"]
+
+
+def test_the_models_of_the_matrix_run_beside_each_other() -> None:
+    import asyncio
+
+    from scripted import MEET_GUARD_S
+
+    arrived = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+    def meets(me: str, other: str) -> Any:
+        async def gate(call: Call) -> None:  # each model's request waits for the other's: sequential models hang
+            arrived[me].set()
+            await asyncio.wait_for(arrived[other].wait(), MEET_GUARD_S)
+        return gate
+
+    a, b = Script(lambda c: "ok", gate=meets("a", "b")), Script(lambda c: "ok", gate=meets("b", "a"))
+    report = sd.evaluate("Go [[answer]]", [{"name": "c", "expect": {"answer": "ok"}}],
+                         models={"a": a.model(), "b": b.model()}, concurrency=2)
+    assert [(c.model, c.passed) for c in report.cases] == [("a", 1), ("b", 1)]
