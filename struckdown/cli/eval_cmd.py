@@ -137,7 +137,7 @@ def _run_one(
     progress: list[Any] = []
 
     def start(total: int) -> None:
-        progress.append(BatchProgress(console, total, 0).__enter__())
+        progress.append(BatchProgress(console, total, 0, label="eval", unit="runs").__enter__())
 
     def row(ok: bool) -> None:
         progress[0].advance(ok)

@@ -45,7 +45,7 @@ def test_sd_eval_prints_the_report_writes_json_and_junit_and_exits_1_on_a_failin
     result = sd("eval", template, "-m", "m", "--json", tmp_path / "r.json", "--junit", tmp_path / "r.xml", "--blame")
 
     assert result.exit_code == 1, result.output
-    lines = [line for line in result.output.splitlines() if not line.startswith("batch:")]
+    lines = [line for line in result.output.splitlines() if not line.startswith("eval:")]
     assert lines[0] == "triage.sd · m"
     assert lines[1].startswith("  ✓ refund  2/2  100 %  [34–100 %]  $0.0000  ")
     assert lines[2].startswith("  ✗ other   0/2    0 %  [0–66 %]  $0.0000  ")
@@ -138,7 +138,7 @@ def test_several_templates_a_flaky_case_and_a_budget_stop(tmp_path: Path, use_mo
                 "--min-pass", "0.5")
 
     assert result.exit_code == 0, result.output
-    lines = [line for line in result.output.splitlines() if not line.startswith("batch:")]
+    lines = [line for line in result.output.splitlines() if not line.startswith("eval:")]
     assert lines[0] == "coin.sd · m"
     assert lines[1].startswith("  ~ coin  1/2   50 %  [9–91 %]  $0.0000  ") and lines[1].endswith("  flaky")
     assert lines[2] == '      repeat 2: answer: expected "yes", got "no"'
