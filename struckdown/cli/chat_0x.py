@@ -17,8 +17,6 @@ from .errors import CliError
 
 #: 0.18's flag → what to write today
 REFUSED = {
-    "--seed": "write the seed in the template: [[answer|seed=1]]",
-    "--thinking": "write it in the template: [[answer|thinking=high]]",
     "-i/--interactive": "run sd chat once per turn with --history FILE (the turns so far)",
     "--dump": "use -o FILE: the answers, usage and verdicts as JSON",
     "-v/--verbose": "sd chat shows every answer, tool call and verdict as it happens; --otel traces each request",

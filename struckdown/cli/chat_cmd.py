@@ -98,8 +98,6 @@ def command(
         typer.Option("--attach", metavar="NAME=PATH", help="An image or file as {{ NAME }} (like -c NAME=@PATH).",
                      show_default=False),
     ] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", hidden=True)] = None,
-    thinking: Annotated[Optional[str], typer.Option("--thinking", hidden=True)] = None,
     interactive: Annotated[bool, typer.Option("--interactive", "-i", hidden=True)] = False,
     dump: Annotated[Optional[Path], typer.Option("--dump", hidden=True)] = None,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, hidden=True)] = 0,
@@ -116,7 +114,7 @@ def command(
 
         load_type_files(type_files)
         refuse([flag for flag, given in (
-            ("--seed", seed is not None), ("--thinking", thinking is not None), ("-i/--interactive", interactive),
+            ("-i/--interactive", interactive),
             ("--dump", dump is not None), ("-v/--verbose", verbose > 0), ("--debug-api", debug_api),
             ("--show-context", show_context),
         ) if given])

@@ -154,8 +154,6 @@ def test_chat_source_data_and_attach(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (["--seed", "3"], "--seed is not a flag any more: write the seed in the template: [[answer|seed=1]]"),
-    (["--thinking", "high"], "--thinking is not a flag any more: write it in the template: [[answer|thinking=high]]"),
     (["-i"], "-i/--interactive is not a flag any more: run sd chat once per turn with --history FILE"),
     (["--dump", "d"], "--dump is not a flag any more: use -o FILE"),
     (["-vv"], "-v/--verbose is not a flag any more"),
@@ -167,6 +165,23 @@ def test_chat_refuses_0_18_flags_naming_the_new_spelling(args: list[str], says: 
     use_model(scripted(lambda prompt, info: calls.append(prompt) or "x"))
     result = cli("chat", "Q [[a]]", *args)
     assert result.exit_code == 2 and says in " ".join(result.output.split()) and calls == []
+
+
+def test_chat_seed_and_thinking_set_every_requests_settings(use_model: Any) -> None:
+    """0.18's `sd chat --seed N --thinking LEVEL` work as they did (shared run flags: sd run too)."""
+    seen: list[Any] = []
+
+    def answer(prompt: str, info: Any) -> str:
+        seen.append(info.model_settings)
+        return "x"
+
+    use_model(scripted(answer))
+    result = cli("chat", "Q [[a]]", "--seed", "3", "--thinking", "high", "--json")
+    assert result.exit_code == 0, result.output
+    # the seed reaches the request; thinking on raises the default output cap to THINKING_MAX_TOKENS
+    assert [(s or {}).get("seed") for s in seen] == [3] and (seen[0] or {}).get("max_tokens") == 16384
+    bad = cli("chat", "Q [[a]]", "--thinking", "hot")
+    assert bad.exit_code == 2 and "--thinking:" in bad.output
 
 
 _PNG = bytes.fromhex(
