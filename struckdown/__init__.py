@@ -74,6 +74,7 @@ _EXPORTS = {
     "OnHalt": "run_options",
     "LLMCredentials": "models",
     "make_search": "actions.search",
+    "SlotPartial": "incremental",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -137,6 +138,7 @@ if TYPE_CHECKING:
     from .compat import StruckdownResult as StruckdownResult
     from .compat import TemplateError as TemplateError
     from .environment import Environment as Environment
+    from .incremental import SlotPartial as SlotPartial
     from .environment import default_environment as default_environment
     from .errors import (
         BudgetExceeded as BudgetExceeded,
