@@ -138,7 +138,6 @@ if TYPE_CHECKING:
     from .compat import StruckdownResult as StruckdownResult
     from .compat import TemplateError as TemplateError
     from .environment import Environment as Environment
-    from .incremental import SlotPartial as SlotPartial
     from .environment import default_environment as default_environment
     from .errors import (
         BudgetExceeded as BudgetExceeded,
@@ -164,6 +163,7 @@ if TYPE_CHECKING:
     from .errors import (
         TemplateSyntaxError as TemplateSyntaxError,
     )
+    from .incremental import SlotPartial as SlotPartial
     from .media import File as File
     from .media import Image as Image
     from .media import attach as attach

@@ -119,74 +119,87 @@ class Partials:
         self.started = False  # a partial went out (and was not retracted)
         self.last: tuple[Any, tuple[str | int, ...]] | None = None
         self.sent_at = float("-inf")
+        self.parts: dict[int, str] = {}  # the arguments (or text) of each part of this response
+        self.ids: dict[int, str] = {}
+        self.answer: int | None = None  # the part that is the answer
+        self.text_answer = False
+        self.scanner = _Scanner()
 
     async def handle(self, ctx: Any, events: AsyncIterable[Any]) -> None:
-        parts: dict[int, str] = {}  # the arguments (or text) of each part of this response
-        ids: dict[int, str] = {}
-        answer: int | None = None  # the part that is the answer
-        text_answer = False
-        scanner = _Scanner()
+        self._reset()
         fresh = True
         async for event in events:
             if isinstance(event, PartStartEvent):
                 if fresh and self.started:  # a new response after an answer shown: it was rejected
                     await self.retract("retry")
                 fresh = False
-                part = event.part
-                if isinstance(part, ToolCallPart):
-                    parts[event.index] = _args(part)
-                    ids[event.index] = part.tool_call_id
-                elif isinstance(part, TextPart):
-                    parts[event.index] = part.content
-                else:
-                    continue
-                if answer == event.index or (text_answer and isinstance(part, TextPart)):
-                    answer = event.index
-                    await self._grew(scanner, parts[answer], parts[answer])
+                await self._start(event.index, event.part)
             elif isinstance(event, FinalResultEvent):
                 if event.tool_name is None:
-                    text_answer = True
-                    answer = max((i for i in parts if i not in ids), default=None)
+                    self.text_answer = True
+                    self.answer = max((i for i in self.parts if i not in self.ids), default=None)
                 else:
-                    answer = next((i for i, c in ids.items() if c == event.tool_call_id), None)
-                if answer is not None and answer in parts:
-                    await self._grew(scanner, parts[answer], parts[answer])
-            elif isinstance(event, PartDeltaEvent) and event.index in parts:
+                    self.answer = next((i for i, c in self.ids.items() if c == event.tool_call_id), None)
+                if self.answer is not None and self.answer in self.parts:
+                    await self._grew(self.parts[self.answer])
+            elif isinstance(event, PartDeltaEvent) and event.index in self.parts:
                 delta = event.delta
                 piece = ""
                 if isinstance(delta, ToolCallPartDelta) and isinstance(delta.args_delta, str):
                     piece = delta.args_delta
                 elif isinstance(delta, TextPartDelta):
                     piece = delta.content_delta
-                if not piece:
-                    continue
-                parts[event.index] += piece
-                if event.index == answer:
-                    await self._grew(scanner, parts[answer], piece)
-            elif isinstance(event, PartEndEvent) and event.index == answer:
+                if piece:
+                    self.parts[event.index] += piece
+                    if event.index == self.answer:
+                        await self._grew(piece)
+            elif isinstance(event, PartEndEvent) and event.index == self.answer:
                 part = event.part
-                whole = _args(part) if isinstance(part, ToolCallPart) else getattr(part, "content", "")
-                await self._final(whole)
+                await self._final(_args(part) if isinstance(part, ToolCallPart) else getattr(part, "content", ""))
 
-    async def _grew(self, scanner: _Scanner, text: str, piece: str) -> None:
+    def _reset(self) -> None:
+        """A response starts (or starts again after a retry): nothing of it is read yet."""
+        self.parts = {}
+        self.ids = {}
+        self.answer = None
+        self.text_answer = False
+        self.scanner = _Scanner()
+
+    async def _start(self, index: int, part: Any) -> None:
+        if index in self.parts:  # the same response streamed again (a retried request)
+            self._reset()
+        if isinstance(part, ToolCallPart):
+            self.parts[index] = _args(part)
+            self.ids[index] = part.tool_call_id
+        elif isinstance(part, TextPart):
+            self.parts[index] = part.content
+            if self.text_answer:
+                self.answer = index
+                await self._grew(part.content)
+
+    async def _grew(self, piece: str) -> None:
+        scanner = self.scanner
         scanner.feed(piece)
-        if CLOCK.now() - self.sent_at < 1.0 / PER_SECOND:
+        assert self.answer is not None
+        text = self.parts[self.answer]
+        now = CLOCK.now()
+        if now - self.sent_at < 1.0 / PER_SECOND:
             return  # coalesced: the next piece (or the end) shows it
         try:
             model = self.adapter.validate_json(text, experimental_allow_partial="trailing-strings")
             value = self.spec.to_value(model)
         except (ValidationError, ValueError):
             return  # not an answer yet (e.g. a required field has not started)
-        await self._send(value, _complete(text, value, scanner.done, scanner.closed))
+        await self._send(value, _complete(text, value, scanner.done, scanner.closed), now)
 
     async def _final(self, text: str) -> None:
         try:
             value = self.spec.to_value(self.adapter.validate_json(text or "{}"))
         except (ValidationError, ValueError):
             return  # an answer pydantic-ai will reject (and ask again): nothing final to show
-        await self._send(value, _complete(text, value, 0, True))
+        await self._send(value, _complete(text, value, 0, True), CLOCK.now())
 
-    async def _send(self, value: Any, complete: tuple[str | int, ...]) -> None:
+    async def _send(self, value: Any, complete: tuple[str | int, ...], now: float) -> None:
         if self.last is not None and self.last[1] == complete and _same(self.last[0], value):
             return
         if not self.started:
@@ -194,7 +207,7 @@ class Partials:
             self.started = True
             self.env.streaming_now.add(self.slot)
         self.last = (value, complete)
-        self.sent_at = CLOCK.now()
+        self.sent_at = now
         await self.env.emit(SlotPartial(self.slot, value, complete))
 
     async def retract(self, reason: str) -> None:
@@ -204,6 +217,7 @@ class Partials:
             self.last = None
             self.sent_at = float("-inf")
             self.env.streaming_now.discard(self.slot)
+            self._reset()
             await self.env.emit(SlotRetracted(self.slot, reason))
 
 
