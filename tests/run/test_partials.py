@@ -74,6 +74,11 @@ def events_of(template: str, **options: Any) -> list[Any]:
     return asyncio.run(collect())
 
 
+def view(events: list[Any], slot: str) -> list[tuple[str, Any, Any]]:
+    """(type, value, reason) of the slot's events."""
+    return [(e.type, getattr(e, "value", None), getattr(e, "reason", None)) for e in events if getattr(e, "slot", None) == slot]
+
+
 def partial_pairs(events: list[Any]) -> list[tuple[Any, tuple[str | int, ...]]]:
     return [(e.value, e.complete_fields) for e in events if isinstance(e, SlotPartial)]
 
