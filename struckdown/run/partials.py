@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterable, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai.messages import (
@@ -34,7 +34,17 @@ from ..incremental import SlotPartial, SlotRetracted
 
 if TYPE_CHECKING:
     from ..types import OutputSpec
-    from .slot import SlotEnv
+
+
+class SlotEnv(Protocol):
+    """What the partials need of the slot's run (run/slot.py's SlotEnv)."""
+
+    @property
+    def emit(self) -> Callable[[Any], Awaitable[None]]: ...
+    @property
+    def join_guards(self) -> Callable[[], Awaitable[None]]: ...
+    @property
+    def streaming_now(self) -> set[str]: ...
 
 PER_SECOND = 20  # SPEC §26: at most this many SlotPartial events a second per slot
 
