@@ -238,3 +238,42 @@ def test_slot_partial_is_an_event_like_the_others() -> None:
     assert event.to_dict() == {"type": "slot_partial", "slot": "who", "value": {"name": "Al"}, "complete_fields": ["name"]}
     assert json.loads(event.to_json()) == event.to_dict()
     assert SlotRetracted("who", "retry").slot_key == "who"
+
+
+def test_a_guard_trip_after_partials_retracts_them_as_halted(clock: Any) -> None:
+    """A guard in a concurrent segment trips while a record streams (as text is retracted)."""
+    release = asyncio.Event()
+    first_partial = asyncio.Event()
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[dict[int, DeltaToolCall]]:
+        yield {0: DeltaToolCall(info.output_tools[0].name, '{"response": {"a": 1')}
+        await release.wait()  # never released: the trip cancels it
+        yield {0: DeltaToolCall(None, "}}")}
+
+    async def guard(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await first_partial.wait()
+        verdict = {"triggered": True, "reason": "stop"}
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"response": verdict})])
+
+    async def run() -> tuple[list[Any], BaseException | None]:
+        got: list[Any] = []
+        model = FunctionModel(guard, stream_function=stream)
+        try:
+            async for event in sd.complete_incremental_async("Write [[record:a]]<checkpoint>Judge [[halt:g]]", model=model):
+                got.append(event)
+                if event.type == "slot_partial":
+                    first_partial.set()
+        except sd.Halted as exc:
+            return got, exc
+        return got, None
+
+    events, error = asyncio.run(run())
+    assert isinstance(error, sd.Halted)
+    assert [(e.type, getattr(e, "slot", None)) for e in events if e.type not in ("checkpoint_reached", "model_responded")] == [
+        ("slot_partial", "a"),
+        ("slot_completed", "g"),
+        ("slot_retracted", "a"),
+        ("processing_complete", None),
+    ]
+    assert [e.reason for e in events if isinstance(e, SlotRetracted)] == ["halted"]
+    assert [e.value for e in events if isinstance(e, SlotPartial)] == [{"a": 1}]
