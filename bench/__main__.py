@@ -18,7 +18,8 @@ import traceback
 from collections.abc import Awaitable, Callable
 
 from . import (
-    batch, check, conversation, evals, guards, html_text, memory, overhead, parse, provider_batch, scale, startup, tools,
+    batch, check, conversation, evals, guards, html_text, memory, overhead, parse, partials,
+    provider_batch, scale, startup, tools,
 )
 from .common import RESULTS_PATH, Row, markdown_table, print_table, write_json
 
@@ -33,6 +34,7 @@ CASES: dict[str, tuple[str, Callable[[bool], Awaitable[list[Row]]]]] = {
     "h": ("scale: sd batch memory, rows/s, --workers, first token", scale.run),
     "l": ("long conversation", conversation.run),
     "p": ("provider batch", provider_batch.run),
+    "s": ("typed answers that stream: first SlotPartial", partials.run),
     "v": ("eval: sd.evaluate vs the same rows as a batch", evals.run),
     "w": ("html_to_text on hostile pages", html_text.run),
 }

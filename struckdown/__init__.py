@@ -89,6 +89,7 @@ _EXPORTS = {
     "SlotCompleted": "incremental",
     "SlotRetracted": "incremental",
     "ThinkingDelta": "incremental",
+    "SlotPartial": "incremental",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -193,6 +194,7 @@ if TYPE_CHECKING:
     from .incremental import ProcessingComplete as ProcessingComplete
     from .incremental import ProcessingError as ProcessingError
     from .incremental import SlotCompleted as SlotCompleted
+    from .incremental import SlotPartial as SlotPartial
     from .incremental import SlotRetracted as SlotRetracted
     from .incremental import ThinkingDelta as ThinkingDelta
     from .media import File as File

@@ -130,6 +130,18 @@ class SlotCompleted(_Event):
 
 
 @dataclass(frozen=True)
+class SlotPartial(_Event):
+    """A typed answer (an object or a list) so far (SPEC §26): `value` the partial answer
+    validated so far, `complete_fields` the members the model has moved past (field names
+    of an object, indexes of a list). The last one of a slot equals its final answer."""
+
+    type: ClassVar[str] = "slot_partial"
+    slot: str
+    value: Any
+    complete_fields: tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
 class SlotRetracted(_Event):
     type: ClassVar[str] = EventType("slot_retracted")
     slot: str
@@ -251,6 +263,7 @@ Event = Union[
     ToolStarted,
     ToolCompleted,
     SlotCompleted,
+    SlotPartial,
     SlotRetracted,
     CheckpointReached,
     ProcessingComplete,
@@ -277,6 +290,7 @@ __all__ = [
     "ProcessingError",
     "SlotCompleted",
     "SlotFallback",
+    "SlotPartial",
     "SlotRetracted",
     "SlotRetry",
     "SlotStreamStart",

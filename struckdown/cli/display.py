@@ -1,7 +1,7 @@
 """What `sd run` shows while a template runs.
 
 On a terminal: a rich live region with the slots in progress (their tokens as they
-stream, running tools) above which finished answers, tool calls and guard verdicts
+stream, a typed answer's partial object as it grows, running tools) above which finished answers, tool calls and guard verdicts
 are printed for good. Anywhere else (a pipe, a file, CI): plain lines, no control
 codes; the tokens of one slot at a time are written as they arrive.
 """
@@ -49,6 +49,15 @@ def answer_text(value: Any) -> str:
     from ..codec import jsonable
 
     return visible(json.dumps(jsonable(value), ensure_ascii=False))
+
+
+def partial_text(value: Any, complete: Sequence[str | int]) -> str:
+    """A partial answer as the live region shows it: indented JSON, then which members are done."""
+    from ..codec import jsonable
+
+    text = json.dumps(jsonable(value), ensure_ascii=False, indent=2)
+    done = ", ".join(str(member) for member in complete)
+    return f"{text}\n✓ {done}" if done else text
 
 
 def stats_line(result: Any, elapsed_s: float) -> str:
@@ -176,6 +185,11 @@ class RunDisplay:
             self._write(f"{event.slot}: {event.accumulated}")
         elif self.owner == event.slot:
             self._write(event.delta)
+
+    def _on_slot_partial(self, event: Any) -> None:
+        """SPEC §26: a typed answer so far, redrawn in place in the live region (plain
+        output, which cannot redraw, shows only the final answer)."""
+        self.streams[event.slot] = partial_text(event.value, event.complete_fields)
 
     def _on_tool_started(self, event: Any) -> None:
         self.running.setdefault(event.slot, []).append(call_label(event.tool_name, event.arguments))

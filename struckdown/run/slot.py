@@ -35,6 +35,7 @@ from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from .budgets import slot_budget
 from .ledger import CURRENT_METER
+from .partials import Partials, streams_partials
 from .resilience import SlotAttempts, is_truncated, slot_error
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 from .wrappers import model_stack
@@ -227,11 +228,12 @@ async def run_model_slot(
     if gate is not None and gate.may_pause:  # its run may end with DeferredToolRequests
         output_type = caches.deferrable(output_type)
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
+    partials = Partials(env, key, spec) if env.stream and streams_partials(spec) else None  # SPEC §26
     model = env.resolve_model(resolved.settings.get("model"))
     attempts = SlotAttempts.start(
         key, env.emit, env.resilience, resolved.control, model, env.resolve_fallback, env.toolbox.names
     )
-    attempts.restart = streamer.retract if streamer else None
+    attempts.restart = streamer.retract if streamer else partials.retract if partials else None
     family = opts.type_family(plan.slot.type_name, plan.slot.quantifier, spec.is_text)
     paused_before = None  # what the paused run spent (its usage object grows during this run)
     if gate is not None and gate.resumed is not None:
@@ -262,7 +264,7 @@ async def run_model_slot(
                         deps=env.deps,
                         model_settings=settings,
                         usage_limits=limits.usage_limits(),
-                        event_stream_handler=streamer.handle if streamer else None,
+                        event_stream_handler=streamer.handle if streamer else partials.handle if partials else None,
                         toolsets=mcp.toolsets if mcp else None,
                         **arguments,
                     )
