@@ -106,6 +106,8 @@ class SlotResult:
     tool_calls: tuple[ToolCall, ...] = ()
     truncated: bool = False  # the answer's last response stopped at its token limit (SPEC §14)
     fallback_used: str | None = None  # the fallback model that answered (its pydantic-ai model_name)
+    confidence: float | None = None  # SPEC §27: the answer's confidence, 0-1 (confidence=logprobs|vote:N)
+    escalated_to: str | None = None  # the model a less confident answer was asked again on
 
     def to_dict(self) -> dict[str, Any]:
         from .codec import jsonable
@@ -119,6 +121,8 @@ class SlotResult:
             "cached": self.cached,
             "truncated": self.truncated,
             "fallback_used": self.fallback_used,
+            "confidence": self.confidence,
+            "escalated_to": self.escalated_to,
             "tool_calls": [
                 {
                     "tool_name": c.tool_name,
