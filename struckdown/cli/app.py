@@ -364,6 +364,12 @@ def batch(
                      "accuracy, per-class precision/recall/F1, Cohen's kappa (needs struckdown[stats]; repeatable).",
                      show_default=False),
     ] = None,
+    target_accuracy: Annotated[
+        Optional[float],
+        typer.Option("--target-accuracy", min=0.0, max=1.0, metavar="A", help="With --compare on a slot with "
+                     "confidence=: the lowest min_confidence whose accepted rows reach accuracy A.",
+                     show_default=False),
+    ] = None,
  *,
     flags: dict[str, Any],
 ) -> None:
@@ -379,6 +385,8 @@ def batch(
 
         if engine not in ("local", "dask"):
             raise CliError(f"--engine must be local or dask, not {engine!r}")
+        if target_accuracy is not None and not compare:
+            raise CliError("--target-accuracy needs --compare COLUMN[=SLOT] (the labels to reach it on)")
         if engine != "dask" and address is not None:
             raise CliError("--address is for --engine dask")
         if address is not None and workers is not None:
@@ -403,6 +411,7 @@ def batch(
                 files_root=files_root,
                 head=head,
                 compare=compare or (),
+                target_accuracy=target_accuracy,
             )
         )
     raise typer.Exit(code)

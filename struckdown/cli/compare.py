@@ -144,9 +144,40 @@ def report(comparison: Comparison, scores: Scores) -> str:
     return "\n".join(lines)
 
 
+def calibration(
+    comparison: Comparison, rows: Sequence[Mapping[str, Any]], entries: Sequence[Mapping[str, Any]],
+    target: float | None,
+) -> str | None:
+    """SPEC §27: the calibration of a slot with `confidence=` (None for one without)."""
+    from .calibration import Scored, calibrate, calibration_report
+
+    as_bool = comparison.slot_type in ("bool", "boolean", "decide")
+    scored: list[Scored] = []
+    for row, entry in zip(rows, entries):
+        expected = label(row.get(comparison.column), as_bool)
+        got = label(entry.get("answers", {}).get(comparison.slot), as_bool) if entry.get("ok") else None
+        if expected is None or got is None:
+            continue
+        confidence = (entry.get("confidence") or {}).get(comparison.slot)
+        escalated = (entry.get("escalated") or {}).get(comparison.slot) is not None
+        scored.append(Scored(confidence, expected == got, escalated))
+    if not any(s.confidence is not None for s in scored):
+        return None
+    return calibration_report(calibrate(scored, target))
+
+
 def compare_report(
     specs: Sequence[str], program: Any, rows: Sequence[Mapping[str, Any]], entries: Sequence[Mapping[str, Any]],
-    columns: Sequence[str],
+    columns: Sequence[str], target: float | None = None,
 ) -> str:
-    """Every `--compare`'s report, one after another."""
-    return "\n".join(report(c, score(c, rows, entries)) for c in comparisons(specs, program, columns))
+    """Every `--compare`'s report, one after another (with its calibration, for a slot with
+    `confidence=`)."""
+    parts = []
+    for comparison in comparisons(specs, program, columns):
+        parts.append(report(comparison, score(comparison, rows, entries)))
+        calibrated = calibration(comparison, rows, entries, target)
+        if calibrated is not None:
+            parts.append(calibrated)
+        elif target is not None:
+            parts.append(f"  --target-accuracy: slot {comparison.slot!r} has no confidence (add confidence=logprobs or vote:N)")
+    return "\n".join(parts)

@@ -12,7 +12,7 @@ import contextlib
 import json
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -35,7 +35,7 @@ def answer_tokens(value: Any, *probabilities: float) -> list[tuple[str, float]]:
 
 @dataclass
 class LogprobServer:
-    answers: dict[str, list[Tokens]]
+    answers: dict[str, list[Tokens] | Callable[[dict[str, Any]], Tokens]]  # in order, or by request body
     without_logprobs: frozenset[str] = frozenset()
     bodies: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -43,7 +43,8 @@ class LogprobServer:
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
             self.bodies.append(body)
-            tokens = self.answers[body["model"]].pop(0)
+            script = self.answers[body["model"]]
+            tokens = script(body) if callable(script) else script.pop(0)
         content = "".join(t for t, _ in tokens)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if body.get("tools"):  # the answer as the output tool's call (a model asked without logprobs)
