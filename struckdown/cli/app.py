@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from .compat_options import TypeFileOpt
 from .errors import reporting_errors
 from .options import RUN_COMMAND_FLAGS, IncludeOpt, TemplateArg, ToolsOpt, run_flags
 
@@ -117,12 +118,16 @@ def run(
             show_default=False,
         ),
     ] = None,
+    type_files: TypeFileOpt = None,
     *,
     flags: dict[str, Any],
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
+        from .compat_options import load_type_files
         from .run_cmd import RunRequest, run_command
+
+        load_type_files(type_files)
 
         code = run_command(
             RunRequest(
@@ -233,23 +238,42 @@ def explain(
 )
 @run_flags(*RUN_COMMAND_FLAGS, "max_requests")
 def batch(
-    template: TemplateArg,
-    inputs: Annotated[
-        list[str],
+    args: Annotated[
+        Optional[list[str]],
         typer.Argument(
-            help="CSV, XLSX, JSON (a list of objects), JSONL or text files (one row each); '-' reads JSONL from stdin.",
-            show_default=False,
-        ),
-    ],
-    output: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--output",
-            "-o",
-            help="Output file: .jsonl, .json, .csv or .xlsx. Default: JSONL on stdout (no journal).",
+            metavar="TEMPLATE INPUT…",
+            help="The template (a file, or with -i an inline prompt), then the inputs: CSV, XLSX, JSON (a list of "
+            "objects), JSONL, text, PDF or DOCX files (one row each); '-' reads stdin (JSONL, JSON or text). "
+            "With -p every argument is an input.",
             show_default=False,
         ),
     ] = None,
+    prompt_file: Annotated[
+        Optional[Path],
+        typer.Option("--prompt", "-p", metavar="FILE", help="The template file (0.18's spelling).", show_default=False),
+    ] = None,
+    input_patterns: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--input", "-i", metavar="PATTERN",
+            help="Inputs: a recursive glob ('data/**/*.txt'), a file, an http(s) URL or '-' (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--output",
+            "-o",
+            help="Output file: .jsonl, .json, .csv or .xlsx; repeat -o for several formats of one run. "
+            "Default: JSONL on stdout (no journal).",
+            show_default=False,
+        ),
+    ] = None,
+    keep_inputs: Annotated[
+        bool, typer.Option("--keep-inputs", "-k", help="Accepted for 0.18: input columns are always kept.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")] = False,
     jobs: Annotated[
         Optional[int],
         typer.Option(
@@ -370,7 +394,8 @@ def batch(
                      "confidence=: the lowest min_confidence whose accepted rows reach accuracy A.",
                      show_default=False),
     ] = None,
- *,
+    type_files: TypeFileOpt = None,
+    *,
     flags: dict[str, Any],
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
@@ -380,8 +405,11 @@ def batch(
     Every finished row is appended at once to OUTPUT.journal.jsonl, so Ctrl-C or a crash loses nothing: run again with --resume.
     """  # noqa: E501 - typer keeps line breaks inside a paragraph
     with reporting_errors():
-        from .batch import BatchRequest, batch_command
+        from .batch import BatchRequest
+        from .compat_options import load_type_files
         from .errors import CliError
+
+        load_type_files(type_files)
 
         if engine not in ("local", "dask"):
             raise CliError(f"--engine must be local or dask, not {engine!r}")
@@ -391,11 +419,12 @@ def batch(
             raise CliError("--address is for --engine dask")
         if address is not None and workers is not None:
             raise CliError("--workers starts a private cluster; with --address the cluster's workers run the rows")
-        code = batch_command(
+        from .batch_0x import run_0x
+
+        code = run_0x(
             BatchRequest(
-                template=template,
-                inputs=inputs,
-                output=output,
+                template=Path(),
+                inputs=(),
                 jobs=jobs or ((batch_size or 1000) if provider_batch else 8),
                 resume=resume,
                 flags=flags,
@@ -412,7 +441,8 @@ def batch(
                 head=head,
                 compare=compare or (),
                 target_accuracy=target_accuracy,
-            )
+            ),
+            args or (), prompt_file, input_patterns or (), output or (), quiet,
         )
     raise typer.Exit(code)
 

@@ -42,6 +42,8 @@ def _samples(tmp_path: Path) -> dict[str, tuple[list[str], str, Any]]:
     return {
         "retries": (["--retries", "5"], "retries", 5),
         "max_tokens": (["--max-tokens", "77"], "settings", {"max_tokens": 77}),
+        "seed": (["--seed", "3"], "settings", {"seed": 3}),
+        "thinking": (["--thinking", "high"], "settings", {"thinking": "high"}),
         "fallback": (["--fallback", "test", "--fallback", "m2"], "fallback", ["test", "m2"]),
         "tool_timeout": (["--tool-timeout", "7.5"], "tool_timeout", 7.5),
         "on_truncate": (["--on-truncate", "error"], "on_truncate", "error"),
