@@ -33,6 +33,8 @@ STATE_FORMAT = "struckdown.paused/1"
 DENIED = "The user denied this call."
 
 Decision = bool | str
+#: The `tool_name` of a request for a person to pick a slot's answer (`escalate=approve`, SPEC §27).
+ANSWER_TOOL = "@answer"
 
 
 @dataclass(frozen=True)
@@ -243,7 +245,8 @@ def read_state(
     point.decisions = _check_decisions(point.requests(), decisions)
     prefixes = tuple(f"{server}_" for server in servers)
     missing = sorted(
-        name for name in {r.tool_name for r in point.requests()} - set(tools) if not name.startswith(prefixes)
+        name for name in {r.tool_name for r in point.requests()} - set(tools) - {ANSWER_TOOL}
+        if not name.startswith(prefixes)
     )
     if missing:
         raise ValueError(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import json
+import operator
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -23,6 +25,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
+from ..approval_state import PausedSlot
 from ..errors import TemplateRuntimeError
 from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
@@ -33,7 +36,7 @@ from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
-from . import confidence
+from . import answer_approval, confidence
 from .budgets import slot_budget
 from .ledger import CURRENT_METER
 from .resilience import SlotAttempts, is_truncated, model_name, slot_error
@@ -185,6 +188,9 @@ async def run_model_slot(
 ) -> SlotResult:
     key = plan.key
     started = time.perf_counter()
+    resumed_answer = answer_approval.resumed_decision(env.approval, key)  # escalate=approve, decided
+    if resumed_answer is not None:
+        return _decided_answer(plan, resolved, spec, *resumed_answer)
     caches = env.environment.engine_caches()
     mcp = await _mcp_tools(env, key, resolved.control)  # opens the servers' sessions on first use
     use_tools = (bool(resolved.control.get("use_tools")) and bool(env.toolbox.tools)) or mcp is not None
@@ -239,6 +245,7 @@ async def run_model_slot(
     method = confidence.method_of(resolved.control)  # SPEC §27
     measured: float | None = None
     escalated_to: str | None = None
+    decided: tuple[Any, ...] = ()  # escalate=approve: (the person's answer,)
     token = CURRENT_WRAP.set(wrap)
     meter_token = CURRENT_METER.set(meter)
     try:
@@ -298,6 +305,9 @@ async def run_model_slot(
             else:
                 answered, measured, run = await confidence.vote(run, method.votes, _asker(attempts, agent, call), spec.to_value)
             target = confidence.escalation(resolved.control, measured)
+            if target == "approve":
+                decided = (await _ask_person(env, key, answered, attempts, measured, spec, resolved),)
+                break
             if target is None:
                 break
             model = attempts.escalate(target, key)
@@ -309,7 +319,7 @@ async def run_model_slot(
         gate.check(answered, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
     if streamer is not None:
         await streamer.flush()
-    value = spec.to_value(answered.output)
+    value = decided[0] if decided else spec.to_value(answered.output)
     messages = redact(answered.all_messages())  # each image or file as a short placeholder
     hits = 0
     if cache_run is not None:
@@ -345,6 +355,35 @@ async def run_model_slot(
         confidence=measured,
         escalated_to=escalated_to,
         response_schema=schema_of(spec.output_type),
+    )
+
+
+async def _ask_person(
+    env: SlotEnv, key: str, answered: Any, attempts: SlotAttempts, measured: float, spec: OutputSpec,
+    resolved: Resolved,
+) -> Any:
+    """escalate=approve: the person's answer (or the run pauses for one)."""
+    value = spec.to_value(answered.output)
+    choices = resolved.positional if resolved.positional and not spec.is_text and "enum" in spec.answer_schema_json else ()
+
+    def paused(request: Any) -> PausedSlot:
+        usage = functools.reduce(operator.add, [*attempts.spent_runs, attempts.usage])
+        return PausedSlot(key, answered.all_messages(), usage, [], [], [(request, [])], asked=1)
+
+    decision = await answer_approval.ask_person(env.approval, key, value, measured, choices, env.join_guards, paused)
+    return answer_approval.decided_value(decision, value, spec, key, choices)
+
+
+def _decided_answer(plan: SlotPlan, resolved: Resolved, spec: OutputSpec, paused: PausedSlot, decision: Any) -> SlotResult:
+    """A slot resumed with the person's decision on its less confident answer: no model call."""
+    request = paused.requests[0][0]
+    kept = json.dumps(request.arguments["answer"]) if decision is True else decision
+    value = answer_approval.decided_value(kept, None, spec, plan.key, request.arguments.get("choices", ()))
+    spent = paused.usage
+    return SlotResult(
+        key=plan.key, type=plan.slot.type_name, output=value, messages=tuple(redact(paused.messages)),
+        usage=Usage(spent.requests, 0, spent.input_tokens or 0, spent.output_tokens or 0),
+        confidence=request.arguments["confidence"], response_schema=schema_of(spec.output_type),
     )
 
 

@@ -172,3 +172,50 @@ def test_answer_probability_of_a_split_value() -> None:
 
 def unused(call: Call) -> Any:  # pragma: no cover - a script that must not be asked
     raise AssertionError("not asked")
+
+
+# -- escalate=approve: a person picks the answer (the approval machinery, SPEC §12) -----------
+APPROVE = "Sky? [[pick:c|red, blue, confidence=vote:3, temperature=1, min_confidence=0.9, escalate=approve]] Then [[d]]"
+ASKED = {"answer": "red", "confidence": pytest.approx(2 / 3), "choices": ["red", "blue"]}
+
+
+def split_vote() -> Script:
+    answers = iter(["red", "blue", "red"])
+    return Script(lambda call: next(answers) if call.schema else f"after {call.turns[-2][1]}")
+
+
+def test_escalate_approve_asks_the_person_who_picks_the_answer() -> None:
+    script = split_vote()
+    asked: list[sd.ApprovalRequest] = []
+    result = sd.complete(APPROVE, model=script.model(), approve=lambda request: asked.append(request) or "blue")
+    (request,) = asked
+    assert (request.id, request.slot, request.tool_name, request.arguments) == ("c.1", "c", "@answer", ASKED)
+    assert result["c"] == "blue" and result.results["c"].confidence == pytest.approx(2 / 3)
+    assert result.results["c"].usage.requests == 3 and len(script.calls) == 4
+    assert script.calls[-1].turns == [("user", "Sky?"), ("assistant", "blue"), ("user", "Then")]  # [[d]] reads it
+
+
+def test_escalate_approve_keeps_the_answer_on_true_and_names_the_choices_on_a_bad_one() -> None:
+    assert sd.complete(APPROVE, model=split_vote().model(), approve=lambda request: True)["c"] == "red"
+    with pytest.raises(sd.TemplateRuntimeError, match="the answer 'green' does not fit the slot; give one of red, blue"):
+        sd.complete(APPROVE, model=split_vote().model(), approve=lambda request: "green")
+
+
+def test_escalate_approve_pauses_and_resumes_with_the_chosen_answer() -> None:
+    import json
+
+    script = split_vote()
+    with pytest.raises(sd.Paused) as caught:
+        sd.complete(APPROVE, model=script.model())
+    (request,) = caught.value.requests
+    assert (request.id, request.tool_name, request.arguments) == ("c.1", "@answer", ASKED)
+    assert len(script.calls) == 3 and "c" not in caught.value.results
+    state = json.loads(json.dumps(caught.value.state))  # survives a trip through JSON
+    after = Script(lambda call: f"after {call.turns[-2][1]}")
+    result = sd.resume(state, {"c.1": "blue"}, model=after.model())
+    assert result["c"] == "blue" and result.results["c"].confidence == pytest.approx(2 / 3)
+    assert result.results["c"].usage.requests == 3  # the three asks before the pause
+    assert len(after.calls) == 1  # only [[d]]: the decided slot is not asked again
+    assert after.calls[0].turns == [("user", "Sky?"), ("assistant", "blue"), ("user", "Then")]
+    with pytest.raises(ValueError, match="no decision for 'c.1'"):
+        sd.resume(state, {}, model=after.model())
