@@ -155,6 +155,11 @@ def resume_(
     ] = None,
     approve_all: Annotated[bool, typer.Option("--approve-all", help="Allow every call that needs approval.")] = False,
     deny_all: Annotated[bool, typer.Option("--deny-all", help="Deny every call that needs approval.")] = False,
+    answer: Annotated[
+        Optional[list[str]],
+        typer.Option("--answer", metavar="SLOT=VALUE", help="The answer of a slot paused by escalate=approve "
+                     "(repeatable; --approve ID keeps the model's).", show_default=False),
+    ] = None,
     output: Annotated[
         Optional[Path],
         typer.Option("--output", "-o", help="Write {answers, usage, halted} to this JSON file.", show_default=False),
@@ -189,6 +194,7 @@ def resume_(
                 deny=deny or (),
                 approve_all=approve_all,
                 deny_all=deny_all,
+                answer=answer or (),
                 flags=flags,
                 output=output,
                 as_json=as_json,

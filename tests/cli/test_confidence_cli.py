@@ -7,6 +7,7 @@ error over 10 bins, the reliability table, accepted and escalated accuracy) and,
 from __future__ import annotations
 
 import csv
+import json
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,18 @@ def test_calibration_of_accepted_and_escalated_rows() -> None:
     assert result.ece == pytest.approx((2 * abs(0.5 - 0.9) + abs(1.0 - 0.8)) / 3)
     assert result.threshold is None  # 0.9 still holds a wrong answer
     assert calibrate(rows, target=0.6).threshold == (0.0, 0, pytest.approx(2 / 3))
+
+
+def test_run_pauses_for_a_less_confident_answer_and_resume_takes_it(tmp_path: Path) -> None:
+    template = tmp_path / "sky.sd"
+    template.write_text("Sky? [[pick:c|red, blue, confidence=vote:3, temperature=1, min_confidence=0.9, "
+                        "escalate=approve]] Then [[d]]\n", encoding="utf-8")
+    state = tmp_path / "state.json"
+    paused = sd("run", template, "--pause-to", state, "--model", "logprob_server:split_vote_model")
+    assert paused.exit_code == 4, paused.output
+    assert 'c.1  @answer(answer="red", confidence=0.6666666666666666, choices=["red", "blue"])' in paused.stderr
+    wrong = sd("resume", state, "--answer", "d=blue", "--trust-state")
+    assert wrong.exit_code == 2 and "no slot 'd' waits for an answer (waiting: c)" in wrong.stderr
+    resumed = sd("resume", state, "--answer", "c=blue", "--json", "--model", "logprob_server:split_vote_model")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == {"c": "blue", "d": "after blue"}

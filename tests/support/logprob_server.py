@@ -81,3 +81,12 @@ class LogprobServer:
 
         with http_serving(Handler) as url:
             yield url + "/v1"
+
+
+def split_vote_model() -> Any:
+    """A model factory (`--model logprob_server:split_vote_model`): a typed slot's three asks
+    answer red, blue, red (a 2-of-3 vote); a text slot answers `after <the answer before>`."""
+    from scripted import Script
+
+    answers = iter(["red", "blue", "red"])
+    return Script(lambda call: next(answers) if call.schema else f"after {call.turns[-2][1]}").model()
