@@ -102,3 +102,14 @@ def test_run_pauses_for_a_less_confident_answer_and_resume_takes_it(tmp_path: Pa
     resumed = sd("resume", state, "--answer", "c=blue", "--json", "--model", "logprob_server:split_vote_model")
     assert resumed.exit_code == 0, resumed.stderr
     assert json.loads(resumed.stdout) == {"c": "blue", "d": "after blue"}
+
+
+def test_sd_run_shows_and_records_the_confidence(tmp_path: Path) -> None:
+    template = tmp_path / "sky.sd"
+    template.write_text("Sky? [[pick:c|red, blue, confidence=vote:3, temperature=1]]\n", encoding="utf-8")
+    result = sd("run", template, "--model", "logprob_server:split_vote_model", "-o", tmp_path / "out.json")
+    assert result.exit_code == 0, result.output
+    assert "c: red\nc: confidence 0.67\n" in result.stdout
+    record = json.loads((tmp_path / "out.json").read_text())
+    assert record["answers"] == {"c": "red"} and record["confidence"] == {"c": pytest.approx(2 / 3)}
+    assert record["usage"]["requests"] == 3 and "escalated" not in record
