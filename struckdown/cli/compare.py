@@ -65,6 +65,19 @@ def comparisons(specs: Sequence[str], program: Any, columns: Sequence[str]) -> l
     return out
 
 
+def kept_cells(
+    compared: Sequence[Comparison], row: Mapping[str, Any], entry: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a finished row keeps for the scores: its compared columns, and its answers (with
+    their confidences and escalations, SPEC §27, which the calibration reads)."""
+    cells = {c.column: row.get(c.column) for c in compared}
+    kept: dict[str, Any] = {"ok": entry.get("ok"), "answers": {c.slot: entry.get("answers", {}).get(c.slot) for c in compared}}
+    for part in ("confidence", "escalated"):
+        if part in entry:
+            kept[part] = {c.slot: entry[part].get(c.slot) for c in compared}
+    return cells, kept
+
+
 def label(value: Any, as_bool: bool) -> str | None:
     """A value as a label for comparison; None for a missing one."""
     if value is None:
