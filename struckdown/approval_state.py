@@ -72,6 +72,16 @@ def check_decision(value: Any, request_id: str) -> Decision:
     )
 
 
+def answer_decided(decision: Decision) -> tuple[bool, str | None]:
+    """(approved, message) of an `@answer` decision's event: True keeps the model's answer
+    (no message); a string is the person's answer (the message); False rejects it."""
+    if decision is True:
+        return True, None
+    if decision is False or not str(decision).strip():
+        return False, "rejected"
+    return True, str(decision)
+
+
 def denial_message(decision: Decision) -> str | None:
     """None for an approval; the text the model receives for a denial."""
     if decision is True:

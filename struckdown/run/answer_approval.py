@@ -13,7 +13,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..approval_state import ANSWER_TOOL, ApprovalRequest, PausedSlot
+from ..approval_state import ANSWER_TOOL, ApprovalRequest, PausedSlot, answer_decided
 from ..codec import jsonable
 from ..errors import TemplateRuntimeError
 from ..incremental import ApprovalDecided, ApprovalRequested
@@ -50,7 +50,7 @@ async def ask_person(
         raise SlotPaused(paused(request))
     async with approval.lock():
         decision = await approval.ask(request)
-    await approval.emit(ApprovalDecided(slot, request.id, decision is not False, None if decision is not False else "rejected"))
+    await approval.emit(ApprovalDecided(slot, request.id, *answer_decided(decision)))
     return decision
 
 

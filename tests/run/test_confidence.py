@@ -16,8 +16,8 @@ from pydantic_ai.usage import UsageLimits
 
 import struckdown as sd
 from logprob_server import LogprobServer, answer_tokens
-from scripted import Call, Script
-from struckdown.incremental import SlotCompleted
+from scripted import Script
+from struckdown.incremental import ApprovalDecided, ApprovalRequested, SlotCompleted
 from struckdown.models import openai_compatible
 
 PICK = "Sky colour? [[pick:c|red, blue, confidence=logprobs]]"
@@ -170,10 +170,6 @@ def test_answer_probability_of_a_split_value() -> None:
     assert answer_probability([{"token": "no json", "logprob": 0.0}]) is None
 
 
-def unused(call: Call) -> Any:  # pragma: no cover - a script that must not be asked
-    raise AssertionError("not asked")
-
-
 # -- escalate=approve: a person picks the answer (the approval machinery, SPEC §12) -----------
 APPROVE = "Sky? [[pick:c|red, blue, confidence=vote:3, temperature=1, min_confidence=0.9, escalate=approve]] Then [[d]]"
 ASKED = {"answer": "red", "confidence": pytest.approx(2 / 3), "choices": ["red", "blue"]}
@@ -184,10 +180,19 @@ def split_vote() -> Script:
     return Script(lambda call: next(answers) if call.schema else f"after {call.turns[-2][1]}")
 
 
+async def _events(run: Any) -> list[Any]:
+    return [event async for event in run]
+
+
 def test_escalate_approve_asks_the_person_who_picks_the_answer() -> None:
     script = split_vote()
     asked: list[sd.ApprovalRequest] = []
-    result = sd.complete(APPROVE, model=script.model(), approve=lambda request: asked.append(request) or "blue")
+    events = asyncio.run(_events(sd.complete_incremental_async(
+        APPROVE, model=script.model(), approve=lambda request: asked.append(request) or "blue"
+    )))
+    result = events[-1].result
+    approvals = [e for e in events if isinstance(e, (ApprovalRequested, ApprovalDecided))]
+    assert approvals == [ApprovalRequested("c", "c.1", "@answer", ASKED), ApprovalDecided("c", "c.1", True, "blue")]
     (request,) = asked
     assert (request.id, request.slot, request.tool_name, request.arguments) == ("c.1", "c", "@answer", ASKED)
     assert result["c"] == "blue" and result.results["c"].confidence == pytest.approx(2 / 3)
@@ -213,6 +218,8 @@ def test_escalate_approve_pauses_and_resumes_with_the_chosen_answer() -> None:
     state = json.loads(json.dumps(caught.value.state))  # survives a trip through JSON
     after = Script(lambda call: f"after {call.turns[-2][1]}")
     result = sd.resume(state, {"c.1": "blue"}, model=after.model())
+    events = asyncio.run(_events(sd.resume_incremental_async(state, {"c.1": "blue"}, model=Script(lambda c: "x").model())))
+    assert [e for e in events if isinstance(e, ApprovalDecided)] == [ApprovalDecided("c", "c.1", True, "blue")]
     assert result["c"] == "blue" and result.results["c"].confidence == pytest.approx(2 / 3)
     assert result.results["c"].usage.requests == 3  # the three asks before the pause
     assert len(after.calls) == 1  # only [[d]]: the decided slot is not asked again
