@@ -135,7 +135,9 @@ def native_json(model: Any) -> bool:
     """Whether the model takes a JSON schema for its content (OpenAI, llama.cpp: the tokens
     are constrained to the schema); otherwise the schema goes in the prompt."""
     profile = getattr(model, "profile", None)
-    return bool(profile is not None and getattr(profile, "supports_json_schema_output", False))
+    if isinstance(profile, Mapping):  # pydantic-ai's profiles are TypedDicts
+        return bool(profile.get("supports_json_schema_output"))
+    return bool(getattr(profile, "supports_json_schema_output", False))
 
 
 def content_output(output_type: Any, native: bool) -> Any:

@@ -43,7 +43,7 @@ def test_the_confidence_is_the_probability_of_the_answer_tokens() -> None:
     (body,) = server.bodies
     # the answer comes as JSON content (its tokens carry logprobs), not as a tool call
     assert body["logprobs"] is True and body["top_logprobs"] == 1
-    assert "tools" not in body and body["response_format"] == {"type": "json_object"}
+    assert "tools" not in body and body["response_format"]["type"] == "json_schema"
 
 
 def test_the_structure_around_the_answer_does_not_count() -> None:
@@ -226,3 +226,30 @@ def test_escalate_approve_pauses_and_resumes_with_the_chosen_answer() -> None:
     assert after.calls[0].turns == [("user", "Sky?"), ("assistant", "blue"), ("user", "Then")]
     with pytest.raises(ValueError, match="no decision for 'c.1'"):
         sd.resume(state, {}, model=after.model())
+
+
+def test_measured_answers_are_not_served_from_the_response_cache() -> None:
+    from memory_cache import MemoryCache
+
+    cache = MemoryCache()
+    script = Script(lambda call: "red" if call.last_user == "Sky?" else 3)
+    template = "Sky? [[pick:c|red, blue, confidence=vote:2]] Count [[int:n]]"
+    for _ in range(2):
+        result = sd.complete(template, model=script.model(), cache=cache)
+        assert result.results["c"].confidence == 1.0
+    # the vote asks twice each run; [[n]] is asked once and then served from the cache
+    assert [c.last_user for c in script.calls] == ["Sky?", "Sky?", "Count", "Sky?", "Sky?"]
+
+
+def test_a_model_that_takes_a_json_schema_gets_it_as_response_format() -> None:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    server = LogprobServer({"gpt-4o": [answer_tokens("blue", 0.5, 0.5)]})
+    with server.serving() as url:
+        model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=url, api_key="test-key"))
+        result = sd.complete(PICK, model=model)
+    assert result["c"] == "blue" and result.results["c"].confidence == pytest.approx(0.25)
+    (body,) = server.bodies
+    assert body["response_format"]["type"] == "json_schema" and "tools" not in body
+    assert body["response_format"]["json_schema"]["schema"]["properties"]["response"]["anyOf"][0]["enum"] == ["red", "blue"]
