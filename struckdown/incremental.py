@@ -127,6 +127,7 @@ class SlotCompleted(_Event):
     elapsed_ms: float
     was_cached: bool
     truncated: bool = False  # the answer's last response stopped at its token limit (SPEC §14)
+    confidence: float | None = None  # SPEC §27: the answer's confidence (confidence=logprobs|vote:N)
 
 
 @dataclass(frozen=True)

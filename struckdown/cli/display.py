@@ -270,10 +270,14 @@ class RunDisplay:
                 head.append(" · cached", style="dim")
             if getattr(event, "truncated", False):
                 head.append(" · truncated", style="yellow")
+            if confidence_note(event.result):
+                head.append(f" · {confidence_note(event.result)}", style="dim")
             body = Text("\n".join("  " + line for line in (value.splitlines() or [""])))
             self._line(Group(head, body))
         else:  # (a slot that streamed while another one was writing shows up here, whole)
             self._line(Text(f"{slot}: {value}"))
+            if confidence_note(event.result):
+                self._line(Text(f"{slot}: {confidence_note(event.result)}", style="dim"))
             self._truncation_note(event)
 
     def _on_slot_retry(self, event: Any) -> None:
@@ -412,3 +416,12 @@ def answer_order(program: Any) -> dict[str, frozenset[str]]:
 
 def _is_guard(program: Any, key: str) -> bool:
     return key in program.guards
+
+
+def confidence_note(result: Any) -> str:
+    """SPEC §27: `confidence 0.72 · escalated to gpt-4o` (empty for a slot without confidence=)."""
+    confidence = getattr(result, "confidence", None)
+    if confidence is None:
+        return ""
+    escalated = getattr(result, "escalated_to", None)
+    return f"confidence {confidence:.2f}" + (f" · escalated to {visible(escalated)}" if escalated else "")

@@ -395,7 +395,9 @@ class Run:
             span(result)
         self.env.streaming_now.discard(node.key)
         self._store(result)
-        await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated))
+        await self.emit(
+            SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated, result.confidence)
+        )
         return result
 
     def _slot_env(self, segment: int) -> SlotEnv:
