@@ -8,16 +8,13 @@ import gc
 from collections.abc import Iterator
 from contextlib import aclosing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import loading
 from .errors import CliError, interrupts_end_the_process
 from .keywords import run_keywords
 from .loading import load_tools
 from .model_notes import show_config_models
-
-if TYPE_CHECKING:
-    from .batch import BatchRequest, BatchRun
 
 
 def freeze_start_up() -> None:
@@ -42,7 +39,7 @@ def _model(name: str | None, program: Any) -> Any:
     return default_environment().resolve_model(model)
 
 
-def local_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
+def local_runner(job: Any, request: Any, program: Any) -> Any:
     """The rows run on this process's event loop."""
     tools = load_tools(request.tools_file)
     model = _model(request.model, program)
@@ -73,7 +70,7 @@ def local_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
     return run
 
 
-def dask_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
+def dask_runner(job: Any, request: Any, program: Any) -> Any:
     """`--workers N` or `--engine dask`: the rows run on a Dask cluster (struckdown.distributed):
     N worker processes of a private cluster on 127.0.0.1, or the scheduler at --address.
 
