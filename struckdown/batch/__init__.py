@@ -194,6 +194,9 @@ class BatchCall:
                 spent = budget.spent() if budget is not None else None  # once spent, no new row starts
                 if spent is not None:
                     return spent
+                from ..run.effects import CURRENT_ROW
+
+                CURRENT_ROW.set(index)  # SPEC §25: effect ids name the row (each row runs in a task of its own)
                 with batching.row(index) if batching is not None else nullcontext():
                     return await environment._complete_row(
                         program, context, options, requests, batching, sessions, budget
