@@ -196,7 +196,8 @@ class BatchCall:
                     return spent
                 from ..run.effects import CURRENT_ROW
 
-                CURRENT_ROW.set(index)  # SPEC §25: effect ids name the row (each row runs in a task of its own)
+                # SPEC §25: effect ids name the row (sd batch's RowContext: the input row)
+                CURRENT_ROW.set(getattr(context, "row", index))
                 with batching.row(index) if batching is not None else nullcontext():
                     return await environment._complete_row(
                         program, context, options, requests, batching, sessions, budget

@@ -15,6 +15,7 @@ from typing import Any
 from ..batch.journal import Journal, JournalIndex, JournalLock, JournalReader, content_hash, journal_path
 from ..batch.output import journal_entry, output_row
 from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
+from ..run.effects import RowContext, effects_path
 from . import batch_report, compare, loading
 from .attachments import file_row, files_base, split_columns
 from .batch_rows import Hashes as _Hashes
@@ -251,6 +252,7 @@ class BatchRun:
             self.assemble(request.output, self.journal.path)
             if not self.tally.failures and not request.keep_journal:
                 self.journal.path.unlink(missing_ok=True)
+                effects_path(self.journal.path).unlink(missing_ok=True)
         elapsed = time.perf_counter() - started
         self.tally.summary(self.console, request, self.total, self.done_before, elapsed)
         self.report(elapsed)
@@ -296,7 +298,7 @@ class BatchRun:
                 raise self._changed(index)
             self.inflight[position] = (index, row)
             position += 1
-            yield self.prepare(row)
+            yield RowContext(self.prepare(row), row=index)  # effect ids name the input row (SPEC §25)
 
     def prepare(self, row: dict[str, Any]) -> dict[str, Any]:
         """The context a row runs with: the row, its `--file-columns` paths read as files."""
@@ -479,6 +481,8 @@ def _local_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
         **job.run_options(),
         "on_retry": job.progress_event,
     }
+    if request.output is not None:  # SPEC §25: the rows' tool effects, journaled beside the row journal
+        options["journal"] = effects_path(journal_path(request.output))
     options.pop("model", None), options.pop("tools", None)  # resolved once, above
 
     async def run(contexts: Iterator[dict[str, Any]]) -> None:

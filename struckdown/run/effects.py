@@ -45,6 +45,20 @@ Reconcile = Callable[[str, dict[str, Any]], Any]
 CURRENT_ROW: ContextVar[int | None] = ContextVar("struckdown_effect_row", default=None)
 
 
+class RowContext(dict[str, Any]):
+    """A batch row's context that names its row: `sd batch` runs only the rows a `--resume`
+    has not done, so the position among the rows run is not the input row."""
+
+    def __init__(self, values: dict[str, Any], *, row: int) -> None:
+        super().__init__(values)
+        self.row = row
+
+
+def effects_path(journal: Path) -> Path:
+    """`out.journal.jsonl` → `out.journal.effects.jsonl` (`sd batch`'s effect journal)."""
+    return journal.with_name(journal.name.removesuffix(".jsonl") + ".effects.jsonl")
+
+
 @dataclass(frozen=True)
 class EffectSpec:
     reconcile: Reconcile | None = None
@@ -88,18 +102,10 @@ class EffectJournal:
     """The effect records of one journal file (in memory: id → last record) and its writer."""
 
     def __init__(self, path: Path) -> None:
-        import fcntl
-
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock)
-            raise InputError(
-                f"journal {path} is being written by another process: wait for it to finish, or use another journal"
-            ) from None
+        self._lock_path = Path(f"{path}.lock")
+        self._lock = _locked(self._lock_path, path)
         self.records: dict[str, dict[str, Any]] = {}
         self.job = ""
         self._read()
@@ -171,8 +177,32 @@ class EffectJournal:
     def close(self) -> None:
         try:
             os.close(self._fd)
+            self._lock_path.unlink(missing_ok=True)  # still ours: we hold the lock on it
         finally:
             os.close(self._lock)
+
+
+def _locked(lock: Path, journal: Path) -> int:
+    """An exclusive `flock` on `lock` (removed by its holder on close: a taker checks that
+    the file it locked is still the one at the path, and tries again otherwise)."""
+    import fcntl
+
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise InputError(
+                f"journal {journal} is being written by another process: wait for it to finish, or use another journal"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
 
 
 _OPEN: dict[str, tuple[EffectJournal, int]] = {}

@@ -4,6 +4,7 @@ hook and the effect happens exactly once."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -72,14 +73,22 @@ def refund(ctx: RunContext, order: str) -> str:
 '''
 
 
+COMMANDS = {
+    "run": ["run", "t.sd", "--journal", "run.journal", "--json"],
+    "batch": ["batch", "t.sd", "rows.jsonl", "-o", "out.jsonl", "-j", "1"],  # its journal beside out.jsonl
+}
+
+
 @pytest.mark.parametrize("point", ["before", "after"])
-def test_a_killed_run_settles_its_effect_exactly_once(tmp_path: Path, point: str) -> None:
+@pytest.mark.parametrize("how", ["run", "batch"])
+def test_a_killed_run_settles_its_effect_exactly_once(tmp_path: Path, point: str, how: str) -> None:
     ledger, asked = tmp_path / "ledger", tmp_path / "asked"
     (tmp_path / "tools.py").write_text(TOOLS.format(ledger=str(ledger), asked=str(asked)))
     (tmp_path / "kill_model.py").write_text(textwrap.dedent(MODEL))
     (tmp_path / "t.sd").write_text("Refund order R7. [[reply|use_tools=true, max_iter=3]]\n")
-    command = [sys.executable, "-m", "struckdown.cli", "run", "t.sd", "--journal", "run.journal",
-               "--tools", "tools.py", "--model", "kill_model:factory", "--no-cache", "--json"]  # fmt: skip
+    (tmp_path / "rows.jsonl").write_text('{"n": 0}\n{"n": 1}\n')
+    command = [sys.executable, "-m", "struckdown.cli", *COMMANDS[how],
+               "--tools", "tools.py", "--model", "kill_model:factory", "--no-cache"]  # fmt: skip
     gate = fifo(tmp_path / "gate")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "GATE": str(gate), "GATE_AT": point}
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -92,12 +101,22 @@ def test_a_killed_run_settles_its_effect_exactly_once(tmp_path: Path, point: str
             process.kill()
     assert process.returncode == -signal.SIGKILL
     env.pop("GATE_AT")
+    if how == "batch":
+        command.append("--resume")
     again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert '"reply": "done: refunded R7"' in again.stdout
     effects = ledger.read_text().splitlines()
-    assert len(effects) == 1 and effects[0].startswith("eff_")  # exactly once, under its effect id
-    assert asked.read_text().splitlines() == effects  # the hook was asked about that very call
-    third = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert third.returncode == 0 and ledger.read_text().splitlines() == effects
-    assert asked.read_text().splitlines() == effects  # done now: answered from the journal, nobody asked
+    if how == "run":
+        assert '"reply": "done: refunded R7"' in again.stdout
+        assert len(effects) == 1 and effects[0].startswith("eff_")  # exactly once, under its effect id
+        assert asked.read_text().splitlines() == effects  # the hook was asked about that very call
+        third = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert third.returncode == 0 and ledger.read_text().splitlines() == effects
+        assert asked.read_text().splitlines() == effects  # done now: answered from the journal, nobody asked
+        return
+    # the batch: row 0 was killed in its call (settled by the hook), row 1 ran after the resume
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [row["reply"] for row in rows] == ["done: refunded R7", "done: refunded R7"]
+    assert len(effects) == 2 and len(set(effects)) == 2  # one effect per row, each once
+    assert asked.read_text().splitlines() == effects[:1]
+    assert not list(tmp_path.glob("out.journal*"))  # every row done: the journals are gone
