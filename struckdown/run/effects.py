@@ -107,6 +107,7 @@ class EffectJournal:
         self._lock_path = Path(f"{path}.lock")
         self._lock = _locked(self._lock_path, path)
         self.records: dict[str, dict[str, Any]] = {}
+        self.open: set[str] = set()  # ids started and not settled
         self.job = ""
         self._read()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
@@ -136,8 +137,7 @@ class EffectJournal:
                 if entry.get("journal") == HEADER:
                     self.job = self.job or str(entry.get("job") or "")
                 elif isinstance(entry.get("effect"), str):
-                    previous = self.records.get(entry["effect"], {})
-                    self.records[entry["effect"]] = {**previous, **entry}
+                    self._note(entry)
         if self.records and not self.job:
             raise InputError(f"journal {self.path} has effect records but no header line: it is not a struckdown journal")
 
@@ -152,13 +152,20 @@ class EffectJournal:
     def _append(self, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
         os.write(self._fd, line.encode("utf-8", "surrogatepass"))  # one write: whole, or cut short by a kill
-        previous = self.records.get(entry.get("effect", ""), {})
         if "effect" in entry:
-            self.records[entry["effect"]] = {**previous, **entry}
+            self._note(entry)
+
+    def _note(self, entry: dict[str, Any]) -> None:
+        effect = entry["effect"]
+        self.records[effect] = {**self.records.get(effect, {}), **entry}
+        if entry.get("state") == "started":
+            self.open.add(effect)
+        else:
+            self.open.discard(effect)
 
     def unsettled(self) -> bool:
         """Whether some call started and never finished (a run may then pause on it)."""
-        return any(record.get("state") == "started" for record in self.records.values())
+        return bool(self.open)
 
     def state(self, effect: str) -> dict[str, Any] | None:
         return self.records.get(effect)
