@@ -270,3 +270,52 @@ def scope_for(journal: EffectJournal | None, tools: tuple[Any, ...], names: tupl
         return None
     hooks = {name: hook for name, tool in zip(names, tools) if (hook := reconcile_of(tool)) is not None}
     return EffectScope(journal, CURRENT_ROW.get(), hooks)
+
+
+def with_effect_id(function: Any) -> Any:
+    """A function tool with an `effect_id` parameter, as the tool pydantic-ai sees: the
+    parameter left out of its schema (the model never fills it) and a `RunContext` first,
+    from which the call's `ctx.effect_id` is passed in (an empty string without a journal)."""
+    import functools
+    import inspect
+    import typing
+
+    from pydantic_ai import RunContext
+
+    signature = inspect.signature(function)
+    if "effect_id" not in signature.parameters:
+        return function
+    hints = typing.get_type_hints(function)
+    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()]
+    first = params[0] if params else None
+    takes_ctx = first is not None and typing.get_origin(first.annotation) is RunContext or (
+        first is not None and first.annotation is RunContext
+    )
+    rest = [p for p in (params[1:] if takes_ctx else params) if p.name != "effect_id"]
+    ctx_param = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=RunContext[Any])
+    new_signature = signature.replace(parameters=[ctx_param, *rest])
+
+    def arguments(ctx: Any, kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return ((ctx,) if takes_ctx else ()), {**kwargs, "effect_id": str(getattr(ctx, "effect_id", ""))}
+
+    if inspect.iscoroutinefunction(function):
+
+        async def call_async(ctx: Any, **kwargs: Any) -> Any:
+            args, keywords = arguments(ctx, kwargs)
+            return await function(*args, **keywords)
+
+        wrapper: Any = call_async
+    else:
+
+        def call_sync(ctx: Any, **kwargs: Any) -> Any:
+            args, keywords = arguments(ctx, kwargs)
+            return function(*args, **keywords)
+
+        wrapper = call_sync
+    functools.update_wrapper(wrapper, function)
+    del wrapper.__wrapped__  # pydantic-ai reads the signature below, not the function's
+    wrapper.__signature__ = new_signature
+    wrapper.__annotations__ = {p.name: p.annotation for p in new_signature.parameters.values()} | (
+        {"return": hints["return"]} if "return" in hints else {}
+    )
+    return wrapper

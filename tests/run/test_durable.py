@@ -213,3 +213,29 @@ def test_a_journal_another_process_writes_is_refused(tmp_path: Path) -> None:
 def test_journal_takes_a_path() -> None:
     with pytest.raises(ValueError, match="journal= takes a file path, not int"):
         sd.complete(TEMPLATE, model=refund_model([]), journal=3)  # type: ignore[arg-type]
+
+
+def test_a_tool_takes_the_effect_id_as_a_parameter(tmp_path: Path) -> None:
+    keys: list[str] = []
+    schemas: list[Any] = []
+
+    def refund(order: str, effect_id: str) -> str:
+        """Refund an order. Moves money."""
+        keys.append(effect_id)
+        return f"refunded {order}"
+
+    def reply(messages: Any, info: Any) -> ModelResponse:
+        schemas.append(info.function_tools[0].parameters_json_schema)
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("refund", {"order": "R7"})])
+        return ModelResponse(parts=[TextPart(f"done: {returns[-1].content}")])
+
+    journal = tmp_path / "run.journal"
+    result = sd.complete(TEMPLATE, model=FunctionModel(reply), tools=[refund], journal=journal)
+    assert result["reply"] == "done: refunded R7"
+    assert list(schemas[0]["properties"]) == ["order"]  # the model never sees effect_id
+    started = [line for line in records(journal) if line.get("state") == "started"]
+    assert keys == [started[0]["effect"]]
+    sd.complete(TEMPLATE, model=FunctionModel(reply), tools=[refund])
+    assert keys[1] == ""  # no journal: no effect id
