@@ -16,7 +16,8 @@ import traceback
 from collections.abc import Awaitable, Callable
 
 from . import (
-    batch, conversation, evals, guards, html_text, memory, overhead, parse, provider_batch, scale, startup, tools,
+    batch, conversation, durable, evals, guards, html_text, memory, overhead, parse, provider_batch, scale, startup,
+    tools,
 )
 from .common import RESULTS_PATH, Row, markdown_table, print_table, write_json
 
@@ -29,6 +30,7 @@ CASES: dict[str, tuple[str, Callable[[bool], Awaitable[list[Row]]]]] = {
     "f": ("parse", parse.run),
     "g": ("memory", memory.run),
     "h": ("scale: sd batch memory, rows/s, --workers, first token", scale.run),
+    "j": ("effect journal", durable.run),
     "l": ("long conversation", conversation.run),
     "p": ("provider batch", provider_batch.run),
     "v": ("eval: sd.evaluate vs the same rows as a batch", evals.run),
