@@ -23,6 +23,7 @@ from ..batch.journal import (
 from ..batch.output import confidence_columns, journal_entry, output_row
 from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
 from ..fileio import check_writable
+from ..run.effects import RowContext, effects_path
 from . import batch_report, compare
 from .attachments import file_row, files_base, split_columns
 from .batch_rows import Hashes as _Hashes
@@ -271,6 +272,7 @@ class BatchRun:
             self.assemble(request.output, self.journal.path)
             if not self.tally.failures and not request.keep_journal:
                 self.journal.path.unlink(missing_ok=True)
+                effects_path(self.journal.path).unlink(missing_ok=True)
         elapsed = time.perf_counter() - started
         self.tally.summary(self.console, request, self.total, self.done_before, elapsed)
         self.report(elapsed)
@@ -316,7 +318,7 @@ class BatchRun:
                 raise self._changed(index)
             self.inflight[position] = (index, row)
             position += 1
-            yield self.prepare(row)
+            yield RowContext(self.prepare(row), row=index)  # effect ids name the input row (SPEC §25)
 
     def prepare(self, row: dict[str, Any]) -> dict[str, Any]:
         """The context a row runs with: the row, its `--file-columns` paths read as files."""

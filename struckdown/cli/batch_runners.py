@@ -10,6 +10,8 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
+from ..batch.journal import journal_path
+from ..run.effects import effects_path
 from . import loading
 from .errors import CliError, interrupts_end_the_process
 from .keywords import run_keywords
@@ -51,6 +53,8 @@ def local_runner(job: Any, request: Any, program: Any) -> Any:
         **job.run_options(),
         "on_retry": job.progress_event,
     }
+    if request.output is not None:  # SPEC §25: the rows' tool effects, journaled beside the row journal
+        options["journal"] = effects_path(journal_path(request.output))
     options.pop("model", None), options.pop("tools", None)  # resolved once, above
 
     async def run(contexts: Iterator[dict[str, Any]]) -> None:
