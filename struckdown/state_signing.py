@@ -99,7 +99,21 @@ def _make_key_file(path: Path) -> bytes:
 
 
 def _canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str).encode()
+    """The bytes a part is signed as: sorted keys, and numbers as JavaScript writes them back
+    (the playground's page returns the state through `JSON.parse`/`JSON.stringify`, which
+    turns `12.0` into `12`): an integral float is its int."""
+    return json.dumps(_js_numbers(value), sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      default=str).encode()
+
+
+def _js_numbers(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _js_numbers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_js_numbers(v) for v in value]
+    return value
 
 
 def _digest(value: Any) -> str:

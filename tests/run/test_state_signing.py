@@ -158,3 +158,17 @@ def test_the_key_file_is_made_once_with_mode_0600(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv(KEY_ENV, str(tmp_path / "other.key"))  # another user, another machine
     with pytest.raises(ValueError, match="signed with another key"):
         sd.resume(state, {"reply.1": True}, model=script.model(), tools=bank.tools)
+
+
+def test_a_state_that_went_through_javascript_still_verifies() -> None:
+    """The playground's page returns a state through JSON.parse/JSON.stringify, which writes
+    an integral float (`12.0`) as `12`: the signature holds (found by the browser test)."""
+    import json
+
+    from struckdown.state_signing import sign_state, verify_state
+
+    signed = sign_state({"format": "struckdown.paused/1", "template": "T", "paused": [{"slot": "a", "ms": 12.0}],
+                         "finished": [], "requests": []})
+    through_js = json.loads(json.dumps(signed).replace("12.0", "12"))
+    assert through_js["paused"][0]["ms"] == 12
+    verify_state(through_js)
