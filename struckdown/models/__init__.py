@@ -353,6 +353,25 @@ def endpoint_of(model: Any) -> str:
     return str(getattr(model, "system", None) or type(model).__name__)
 
 
+def can_stream(model: Any) -> bool:
+    """Whether `model` can answer a streamed request: not a FunctionModel built without a
+    `stream_function` (pydantic-ai asserts on the first streamed request), nor a wrapper or
+    fallback chain holding one."""
+    if isinstance(model, str):
+        return True
+    from pydantic_ai.models.fallback import FallbackModel
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.wrapper import WrapperModel
+
+    if isinstance(model, FunctionModel):
+        return model.stream_function is not None
+    if isinstance(model, WrapperModel):
+        return can_stream(model.wrapped)
+    if isinstance(model, FallbackModel):
+        return all(can_stream(m) for m in model.models)
+    return True
+
+
 def _function_name(model: Any) -> str:
     fn = model.function or model.stream_function
     if fn is None:

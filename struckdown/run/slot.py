@@ -256,12 +256,13 @@ async def run_model_slot(
                     }
                     if gate is not None and gate.resumed is not None:  # the paused run's messages and the decisions
                         arguments = gate.resume_arguments(arguments)
+                    handler = streamer.handle if streamer is not None and _streams(model) else None
                     run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
                         instructions=instructions,
                         deps=env.deps,
                         model_settings=settings,
                         usage_limits=limits.usage_limits(),
-                        event_stream_handler=streamer.handle if streamer else None,
+                        event_stream_handler=handler,
                         toolsets=mcp.toolsets if mcp else None,
                         **arguments,
                     )
@@ -302,6 +303,8 @@ async def run_model_slot(
             usage = usage + _usage(spent_run)
     else:  # the meter counts requests; tool calls are the runs' (earlier attempts' included)
         usage = replace(usage, tool_calls=usage.tool_calls + sum(r.tool_calls for r in attempts.spent_runs))
+    if wrap is not None:  # pydantic-ai counts the calls that succeeded; the failed ones are calls too
+        usage = replace(usage, tool_calls=usage.tool_calls + sum(1 for call in wrap.calls if not call.ok))
     if meter is not None and paused_before is not None:
         # the paused run's requests were metered in the process that paused: add them back
         usage = replace(
@@ -331,6 +334,25 @@ async def _mcp_tools(env: SlotEnv, slot: str, control: Mapping[str, Any]) -> Any
     from ..tools.mcp import tools_for_slot
 
     return await tools_for_slot(env.mcp, slot, control)
+
+
+def _streams(model: Any) -> bool:
+    """Whether the slot's request may stream; a model that cannot (a FunctionModel without a
+    `stream_function`) gets a plain request and one warning per model, and its whole answer
+    is shown when it arrives."""
+    from ..models import can_stream, model_label
+
+    if can_stream(model):
+        return True
+    import warnings
+
+    warnings.warn(
+        f"model {model_label(model)} cannot stream (a FunctionModel without stream_function=): "
+        "its answers arrive whole",
+        UserWarning,
+        stacklevel=2,
+    )
+    return False
 
 
 def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> float | None:

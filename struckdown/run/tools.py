@@ -23,6 +23,7 @@ from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, ToolFailed, UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.toolsets import WrapperToolset
+from pydantic_ai.messages import ModelResponse, ToolCallPart
 
 from ..errors import StruckdownError
 from ..incremental import ToolCompleted, ToolStarted
@@ -222,6 +223,7 @@ class SlotToolset(WrapperToolset[Any]):
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
         assert self.state is not None
+        cut_short(ctx)
         if self.state.tracing is not None:
             return await self.state.tracing.tool(name, lambda: self._call_tool(name, tool_args, ctx, tool))
         return await self._call_tool(name, tool_args, ctx, tool)
@@ -302,6 +304,25 @@ class SlotToolset(WrapperToolset[Any]):
             flight.done.set()
 
 
+def cut_short(ctx: RunContext[Any]) -> None:
+    """SPEC §14: a response cut at its output token limit cannot be used, so a tool call it
+    holds does not run (nor wait for approval): the slot fails with a TruncatedError, as a
+    cut typed answer does."""
+    for message in reversed(ctx.messages):
+        if isinstance(message, ModelResponse):
+            if message.finish_reason == "length":
+                from ..models import model_display
+                from ..models.errors import TruncatedError
+
+                calls = [p.tool_name for p in message.parts if isinstance(p, ToolCallPart)]
+                raise TruncatedError(
+                    model_display(ctx.model),
+                    f"the response holding the tool call {', '.join(calls)}() was cut there (finish_reason 'length'), "
+                    "so the call did not run",
+                )
+            return
+
+
 #: The tool state of the slot run in progress in this task (set around `agent.run`).
 CURRENT_WRAP: ContextVar[ToolWrap | None] = ContextVar("struckdown_tool_wrap", default=None)
 
@@ -323,6 +344,7 @@ class WrapSlotTools(AbstractCapability[Any]):
         state = CURRENT_WRAP.get()
         if state is None or state.defer is None:
             return None
+        cut_short(ctx)
         return await state.defer(ctx, requests)
 
 
