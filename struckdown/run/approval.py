@@ -30,7 +30,7 @@ from ..errors import Paused, TemplateRuntimeError
 from ..incremental import ApprovalDecided, ApprovalRequested
 from ..results import SlotResult, ToolCall, Usage
 from ..slot_options import tool_names
-from ..syntax.nodes import Action, JinjaValue
+from ..syntax.nodes import Action
 from .tools import Flight, ToolBox, ToolWrap, _canonical
 
 if TYPE_CHECKING:
@@ -115,25 +115,6 @@ class ApprovalRun:
         self._lock: Any = None  # an anyio.Lock: one request shown at a time
 
     # -- before the run ------------------------------------------------------------
-    def check_names(self, program: Program) -> None:
-        """`approve=` names that are not tools of this run: a positioned error before any
-        model call (`{{ }}` values are checked when their slot runs)."""
-        known = list(self.toolbox.names)
-        for plan in program.plans.values():
-            raw = plan.control.get("approve")
-            if raw is None or isinstance(raw, JinjaValue):
-                continue
-            unknown = [n for n in tool_names(raw) if n != "*" and n not in known]
-            if unknown:
-                from ..check import close_match
-                from ..syntax.source import SourceMap
-
-                option = next(o for o in plan.slot.options if o.key == "approve")
-                pos = option.value_pos or option.pos
-                source = SourceMap(program.template.source, program.template.filename).for_file(pos.filename)
-                hint = close_match(unknown[0], known, "the run's tools") if known else "the run has no tools; pass tools=[…]"
-                raise source.error(f"approve= names {unknown[0]!r}, which is not a tool of this run", pos.line, pos.column, hint)
-
     async def announce(self) -> None:
         """A resumed run: the decisions it brings, as `ApprovalDecided` events."""
         if self.resume is None:

@@ -51,9 +51,9 @@ from .approval import ApprovalRun, SegmentPaused, SlotPaused
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .ledger import RunLedger
-from .resilience import check_tool_choices
 from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
+from .tool_checks import check_tool_names
 from .tools import ModelCallHook, RequestLimit
 
 #: Events a run may have produced ahead of a slow consumer before it waits for it.
@@ -136,7 +136,6 @@ class Run:
             decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
             resume=self.options.resume,
         )
-        self.approval.check_names(self.program)  # approve= names that are no tools: before any model call
         self.env.approval = self.approval
 
     # -- the run -------------------------------------------------------------
@@ -145,7 +144,8 @@ class Run:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
                 check_run(self)  # budgets' tool names, max_cost's prices: before any model call
-                check_tool_choices(self.program, self.env.toolbox.names)  # SPEC §14: before any model call
+                # budget=, approve=, tool_choice= names that are no tools: before any model call
+                check_tool_names(self.program, self.env.toolbox.names, mcp=self.env.mcp is not None)
             await self.approval.announce()
             segments = self._segments_to_run()
             if len(segments) == 1 and not self.guards.states:

@@ -303,8 +303,8 @@ async def run_model_slot(
             usage = usage + _usage(spent_run)
     else:  # the meter counts requests; tool calls are the runs' (earlier attempts' included)
         usage = replace(usage, tool_calls=usage.tool_calls + sum(r.tool_calls for r in attempts.spent_runs))
-    if wrap is not None:  # pydantic-ai counts the calls that succeeded; the failed ones are calls too
-        usage = replace(usage, tool_calls=usage.tool_calls + sum(1 for call in wrap.calls if not call.ok))
+    if wrap is not None:  # pydantic-ai counts the calls that succeeded; those that ran and failed count too
+        usage = replace(usage, tool_calls=usage.tool_calls + wrap.failed)
     if meter is not None and paused_before is not None:
         # the paused run's requests were metered in the process that paused: add them back
         usage = replace(

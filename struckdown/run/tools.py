@@ -22,8 +22,8 @@ import anyio
 from pydantic_ai import ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, ToolFailed, UnexpectedModelBehavior, UsageLimitExceeded
-from pydantic_ai.toolsets import WrapperToolset
 from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.toolsets import WrapperToolset
 
 from ..errors import StruckdownError
 from ..incremental import ToolCompleted, ToolStarted
@@ -170,6 +170,7 @@ class ToolWrap:
     budget: Any = None  # per-tool budgets and the run's tool-call limit (run/budgets.py ToolBudget)
     tracing: Any = None  # struckdown spans (observe.py), or None
     calls: list[ToolCall] = field(default_factory=list)
+    failed: int = 0  # calls that ran and failed (pydantic-ai counts only the ones that succeeded)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
 
@@ -238,7 +239,7 @@ class SlotToolset(WrapperToolset[Any]):
         was_cached = key in state.inflight
         refused = state.budget.spend(name) if state.budget is not None and not was_cached else None
         if refused is not None:  # SPEC §13: the call does not run, the model reads why
-            return await self._finish(name, arguments, started, (refused, False, refused), False)
+            return await self._finish(name, arguments, started, (refused, False, refused), False, ran=False)
         while True:
             flight = state.inflight.get(key)
             if flight is None:
@@ -254,11 +255,19 @@ class SlotToolset(WrapperToolset[Any]):
         return await self._finish(name, arguments, started, flight.outcome, was_cached)
 
     async def _finish(
-        self, name: str, arguments: dict[str, Any], started: float, outcome: tuple[Any, bool, str | None], was_cached: bool
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        started: float,
+        outcome: tuple[Any, bool, str | None],
+        was_cached: bool,
+        *,
+        ran: bool = True,
     ) -> Any:
         state = self.state
         assert state is not None
         output, ok, error = outcome
+        state.failed += ran and not ok
         elapsed = (time.perf_counter() - started) * 1000
         state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
         await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached))
