@@ -75,6 +75,8 @@ class Tally:
         self.halted = 0
         self.failures = 0
         self.unrun = 0  # rows the batch budget kept from starting
+        self.denied = 0  # tool calls that needed approval and were denied
+        self.denied_rows = 0
         self.requests = 0
         self.tokens = 0
         self.cost = 0.0
@@ -90,6 +92,9 @@ class Tally:
         self.rows += 1
         self.answer_keys.update(dict.fromkeys(entry["answers"]))
         usage = entry["usage"]
+        if entry.get("denied"):
+            self.denied += entry["denied"]
+            self.denied_rows += 1
         self.requests += usage.get("requests", 0)
         self.tokens += usage.get("total_tokens", 0)
         if usage.get("cost") is not None:
@@ -137,6 +142,13 @@ class Tally:
             more = self.failures - SHOWN_FAILURES
             console.file.write(f"… and {more} more failed row{'s' if more != 1 else ''} (see the _error column)\n")
         console.file.write(line + "\n")
+        if self.denied and getattr(request, "approve", "none") == "none":
+            calls, rows = self.denied, self.denied_rows
+            console.file.write(
+                f"note: {calls} tool call{'s' if calls != 1 else ''} that need{'s' if calls == 1 else ''} approval "
+                f"{'was' if calls == 1 else 'were'} denied in {rows} row{'s' if rows != 1 else ''} "
+                "(--approve none is the default; --approve all allows them)\n"
+            )
         console.file.flush()
 
 
