@@ -61,7 +61,7 @@ def test_empty_choices_is_a_model_error_through_the_api(empty_server: str) -> No
         complete("Say hi [[greeting]]", {})
     error = caught.value
     assert isinstance(error, StruckdownError) and not isinstance(error, IndexError)
-    assert error.model == f"'default' at {empty_server}"  # its name and where it runs
+    assert error.model == f"served at {empty_server}"  # where it runs (LLM_API_BASE names no model: issue 40 item 19)
     assert "the provider sent no answer: the response holds no choices" in str(error)
     assert "empty `choices` list" in error.hint
     assert isinstance(error.__cause__, IndexError)
