@@ -108,6 +108,14 @@ _TEXT_DESCRIPTIONS = {
     "speak": "What to say, in your own words",
     **LEGACY_DESCRIPTIONS,
 }
+_CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?"
+#: `time` and `datetime` are sent with a pattern, not `format: time|date-time`: a constrained
+#: decoder (llama.cpp's grammar) makes those formats require an offset, so "3:30 PM" came back as
+#: 20:30:00+00:00 (issue 40 item 20). The offset stays optional, as the descriptions say.
+_TEMPORAL_SCHEMAS: dict[str, dict[str, Any]] = {
+    "time": {"type": "string", "pattern": f"^{_CLOCK}$"},
+    "datetime": {"type": "string", "pattern": f"^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]{_CLOCK}$"},
+}
 _TEMPORAL_DESCRIPTIONS = {
     "date": "ISO 8601 date (YYYY-MM-DD)",
     "datetime": "ISO 8601 date and time (YYYY-MM-DDTHH:MM:SS, optional UTC offset)",
@@ -236,7 +244,10 @@ def _temporal_plan(type_name: str, options: Mapping[str, Any]) -> ItemPlan:
     high = parse_temporal(type_name, "max", options["max"], kind) if "max" in options else None
     check_bounds_order(type_name, "min", low, "max", high)
     description = _TEMPORAL_DESCRIPTIONS[type_name]
+    schema = _TEMPORAL_SCHEMAS.get(type_name)
     if low is None and high is None:
+        if schema is not None:
+            return ItemPlan(item=Annotated[kind, WithJsonSchema(schema)], description=description, schema=schema)
         return ItemPlan(item=kind, description=description)
     show = iso_duration if kind is dt.timedelta else (lambda value: value.isoformat())
     limits = [f"minimum {show(low)}"] if low is not None else []
@@ -254,9 +265,11 @@ def _temporal_plan(type_name: str, options: Mapping[str, Any]) -> ItemPlan:
             raise ValueError(too_high.format(show(high)))
         return value
 
-    return ItemPlan(
-        item=Annotated[kind, AfterValidator(within)], description=f"{description}, {', '.join(limits)}"
-    )
+    described = f"{description}, {', '.join(limits)}"
+    if schema is not None:
+        return ItemPlan(item=Annotated[kind, AfterValidator(within), WithJsonSchema(schema)], description=described,
+                        schema=schema)  # fmt: skip
+    return ItemPlan(item=Annotated[kind, AfterValidator(within)], description=described)
 
 
 def _reject_null(value: Any) -> Any:

@@ -16,6 +16,11 @@ from struckdown.codec import iso_duration
 from struckdown.types.spec import TextRules
 from types_support import NON_NULL_JSON, nullable, rejects, spec_of, value, value_json
 
+#: issue 40 item 20: a pattern whose offset is optional, never `format: time|date-time`
+CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?"
+TIME_PATTERN = f"^{CLOCK}$"
+DATETIME_PATTERN = f"^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]{CLOCK}$"
+
 
 # ---------------------------------------------------------------- schemas
 
@@ -74,14 +79,14 @@ SINGLE_SCHEMAS: list[tuple[TypeRequest, str, dict[str, Any]]] = [
         TypeRequest("datetime"),
         "DatetimeAnswer",
         nullable(
-            {"type": "string", "format": "date-time"},
+            {"type": "string", "pattern": DATETIME_PATTERN},
             "ISO 8601 date and time (YYYY-MM-DDTHH:MM:SS, optional UTC offset)",
         ),
     ),
     (
         TypeRequest("time"),
         "TimeAnswer",
-        nullable({"type": "string", "format": "time"}, "ISO 8601 time (HH:MM:SS)"),
+        nullable({"type": "string", "pattern": TIME_PATTERN}, "ISO 8601 time (HH:MM:SS)"),
     ),
     (
         TypeRequest("duration", options={"min": "PT30M", "max": "P1DT2H"}),
@@ -434,3 +439,23 @@ def test_int_bounds_property(low: int, span: int, candidate: int) -> None:
 def test_iso_duration_round_trips_through_pydantic(delta: dt.timedelta) -> None:
     spec = spec_of("duration", required=True)
     assert value(spec, iso_duration(delta)) == delta
+
+
+def test_time_and_datetime_patterns_take_naive_values_and_offsets_alike() -> None:
+    """Issue 40 item 20: what the schema lets a constrained decoder write is what the type
+    takes: a naive time stays naive."""
+    import re
+
+    for text in ("15:30", "15:30:00", "15:30:00.25", "15:30:00Z", "15:30:00+02:00", "09:05-0130"):
+        assert re.fullmatch(TIME_PATTERN, text), text
+    for text in ("3:30 PM", "25:00", "15:3"):
+        assert not re.fullmatch(TIME_PATTERN, text), text
+    for text in ("2024-05-01T15:30", "2024-05-01 15:30:00", "2024-05-01T15:30:00+00:00"):
+        assert re.fullmatch(DATETIME_PATTERN, text), text
+    time_spec = build_output(TypeRequest("time", required=True))
+    assert value(time_spec, "15:30") == dt.time(15, 30)  # no offset added
+    assert value(time_spec, "15:30:00Z").tzinfo is not None
+    when = value(build_output(TypeRequest("datetime", required=True)), "2024-05-01T15:30")
+    assert when == dt.datetime(2024, 5, 1, 15, 30) and when.tzinfo is None
+    bounded = build_output(TypeRequest("time", options={"min": "09:00"}, required=True))
+    assert bounded.output_type.model_json_schema()["properties"]["response"]["pattern"] == TIME_PATTERN
