@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..actions import call_action, option_argument
+from ..actions import call_action, check_allowed, option_argument
 from ..codec import as_text
 from ..errors import (
     BudgetExceeded,
@@ -141,6 +141,7 @@ class Run:
     # -- the run -------------------------------------------------------------
     async def main(self) -> None:
         try:
+            check_allowed(self.program, self.env.environment.actions)  # @fetch/@search not allowed: before any request
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
                 check_run(self)  # budgets' tool names, max_cost's prices: before any model call
