@@ -200,8 +200,11 @@ def read_state(
     *,
     template: str | None = None,
     tools: Sequence[str] = (),
+    servers: Sequence[str] = (),
 ) -> ResumePoint:
-    """Check a state and the decisions for it; every problem is a ValueError naming it."""
+    """Check a state and the decisions for it; every problem is a ValueError naming it.
+    A paused call's tool is one of `tools`, or an MCP tool `<server>_<tool>` of one of the
+    run's `servers` (whose tools are listed when the paused slot runs again)."""
     if isinstance(state, str):
         try:
             state = json.loads(state)
@@ -228,11 +231,15 @@ def read_state(
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"the paused state is incomplete or damaged ({type(exc).__name__}: {exc})") from None
     point.decisions = _check_decisions(point.requests(), decisions)
-    missing = sorted({r.tool_name for r in point.requests()} - set(tools))
+    prefixes = tuple(f"{server}_" for server in servers)
+    missing = sorted(
+        name for name in {r.tool_name for r in point.requests()} - set(tools) if not name.startswith(prefixes)
+    )
     if missing:
         raise ValueError(
             f"the paused calls use tool{'s' if len(missing) > 1 else ''} {', '.join(missing)}, "
-            f"which {'are' if len(missing) > 1 else 'is'} not among this run's tools; pass tools=[…] as the paused run had them"
+            f"which {'are' if len(missing) > 1 else 'is'} not among this run's tools; pass tools=[…] "
+            "(and mcp=… for an MCP tool) as the paused run had them"
         )
     return point
 

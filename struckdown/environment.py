@@ -324,6 +324,7 @@ class Environment:
 
         from .approval_state import read_state
         from .distributed.shipping import restored_option
+        from .tools.mcp import resolve_servers
 
         if isinstance(state, str):
             try:
@@ -335,7 +336,8 @@ class Environment:
             kept = {k: restored_option(k, v) for k, v in recorded.items() if k in _RUN_OPTIONS and k not in options}
             options = {**checked_options(kept), **options}  # type: ignore[typeddict-item]
         tools = self.engine_caches().toolbox(tuple(option_value("tools", options, self.defaults)))
-        point = read_state(state, decisions, template=template, tools=tools.names)
+        servers = [server.name for server in resolve_servers(option_value("mcp", options, self.defaults))]
+        point = read_state(state, decisions, template=template, tools=tools.names, servers=servers)
         path = options.get("template_path", point.template_path)  # where its includes resolve
         program = self.parse(point.template, template_path=path, include_paths=options.get("include_paths"))
         return program, point.context, options, point

@@ -191,7 +191,7 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
     _O("strict_undefined", "strict_undefined", default=False, flags=("--strict",), recorded=True,
        check=_flag("strict_undefined")),
     _O("mcp", "MCP tools", flags=("--mcp", "--mcp-config"), ships="mcp", recorded=True),
-    _O("approve", "approval", flags=("--approve",), ships="decision"),
+    _O("approve", "approval", ships="decision"),  # --approve is each command's own (run: all|none; resume: ID)
     _O("run_limits", "budgets", environment=False, ships="limits", recorded=True, check=_usage_limits("run_limits")),
     _O("max_cost", "max_cost", environment=False, flags=("--max-cost",), ships="caller", recorded=True, check=_cost),
     _O("prices", "prices", flags=("--prices",), recorded=True, check=_mapping("prices")),

@@ -7,9 +7,11 @@ control options. Values written as `{{ … }}` are checked when the slot runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from .syntax.nodes import JinjaValue
+from .types.table import names as _type_names
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")  # pydantic-ai's levels (0.x's too)
 
@@ -148,39 +150,74 @@ def server_names(value: Any) -> tuple[str, ...]:
     return names
 
 
-MODEL_SETTINGS: Mapping[str, Callable[[Any], Any]] = {
-    "temperature": _number(0, 2),
-    "max_tokens": _integer(1),
-    "seed": _integer(),
-    "top_p": _number(0, 1),
-    "model": _string,
-    "thinking": _thinking,
-}
+@dataclass(frozen=True)
+class SlotOption:
+    """Every fact of one slot option (SPEC §2.3, §22), in one row: the check stage, the plan,
+    the language server's hovers and completions and `sd explain` all read it here."""
 
-TYPE_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
-    "required": _boolean,
-    "min": lambda v: v if not isinstance(v, bool) else _string(v),
-    "max": lambda v: v if not isinstance(v, bool) else _string(v),
-    "min_length": _integer(0),
-    "max_length": _integer(0),
-    "pattern": _string,
-}
+    name: str
+    family: Literal["settings", "type", "control"]  # model setting, type option, control option
+    check: Callable[[Any], Any]  # the value checked (and normalised) at parse time
+    doc: str  # one line for hovers and docs
+    choices: tuple[str, ...] = ()  # the values a completion offers
+    names_tools: bool = False  # its value names tools of the run (checked against them, completed from them)
 
-CONTROL_OPTIONS: Mapping[str, Callable[[Any], Any]] = {
-    "use_tools": _boolean,
-    "max_iter": _integer(1),
-    "max_calls": _integer(0),
-    "tool_timeout": _positive,
-    "budget": _budget,
-    "when": _boolean,
-    "mcp": server_names,
-    "approve": tool_names,
+
+_BOOL = ("true", "false")
+_S = SlotOption
+#: Every slot option, once.
+SLOT_OPTIONS: Mapping[str, SlotOption] = {o.name: o for o in (
+    _S("temperature", "settings", _number(0, 2), "Sampling temperature, 0 to 2."),
+    _S("max_tokens", "settings", _integer(1), "Most tokens the answer may use (a whole number of at least 1)."),
+    _S("seed", "settings", _integer(), "Sampling seed (a whole number)."),
+    _S("top_p", "settings", _number(0, 1), "Nucleus sampling, 0 to 1."),
+    _S("model", "settings", _string, "The model for this slot only (a pydantic-ai model string)."),
+    _S("thinking", "settings", _thinking, "Reasoning effort: off, low, medium or high.", THINKING_LEVELS),
+    _S("required", "type", _boolean, "`required=true`: the answer may not be null (same as `!`).", _BOOL),
+    _S("min", "type", lambda v: v if not isinstance(v, bool) else _string(v),
+       "Lowest value allowed (numbers, dates, times, durations)."),
+    _S("max", "type", lambda v: v if not isinstance(v, bool) else _string(v),
+       "Highest value allowed (numbers, dates, times, durations)."),
+    _S("min_length", "type", _integer(0), "Fewest characters a text answer may have."),
+    _S("max_length", "type", _integer(0), "Most characters a text answer may have."),
+    _S("pattern", "type", _string, 'A regular expression the text answer must match: `pattern="^[A-Z]+$"`.'),
+    _S("use_tools", "control", _boolean, "`use_tools=true`: an agent slot that may call the run's tools.", _BOOL),
+    _S("max_iter", "control", _integer(1),
+       "Most model requests for this slot; lowers the caller's ceiling, never raises it."),
+    _S("max_calls", "control", _integer(0),
+       "Most tool calls for this slot; lowers the caller's ceiling, never raises it."),
+    _S("tool_timeout", "control", _positive,
+       "Seconds one tool call may take before it is cancelled (the model reads a TimeoutError); "
+       "lowers the caller's ceiling, never raises it."),
+    _S("budget", "control", _budget,
+       'Calls per tool in this slot: `budget="search=3, fetch=1"`; a call past it does not run '
+       "(the model reads why); lowers the caller's `tool_limits=`, never raises them.", names_tools=True),
+    _S("when", "control", _boolean, "A guard halts the run when `triggered` equals this (default true).", _BOOL),
+    _S("mcp", "control", server_names,
+       '`mcp=name` or `mcp="a, b"`: an agent slot that may use these MCP servers\' tools (`<server>_<tool>`).'),
+    _S("approve", "control", tool_names,
+       'Calls of these tools wait for a person\'s yes: one name, a quoted list `"a, b"`, or `"*"` '
+       "(every tool of the slot that is not @readonly); adds to the host's, never removes.", names_tools=True),
     # SPEC §14 (resilience): read by run/resilience.py
-    "fallback": _models,
-    "on_truncate": _on_truncate,
-    "tool_choice": _tool_choice,
-    "parallel_tools": _boolean,
-}
+    _S("fallback", "control", _models,
+       'Models this slot runs on, in order, when it cannot finish on its own: `fallback="m1, m2"`.'),
+    _S("on_truncate", "control", _on_truncate,
+       "An answer cut at its token limit: `keep` it (flagged truncated, the default) or `error`.", ("keep", "error")),
+    _S("tool_choice", "control", _tool_choice,
+       "`auto`, `required` or a tool's name (first request only), or `none` (no tools).", names_tools=True),
+    _S("parallel_tools", "control", _boolean,
+       "`parallel_tools=false`: the tool calls of one response run one after another, in order.", _BOOL),
+)}
+
+
+def _family(name: str) -> Mapping[str, Callable[[Any], Any]]:
+    return {key: option.check for key, option in SLOT_OPTIONS.items() if option.family == name}
+
+
+#: The three families as name → check (views of `SLOT_OPTIONS`).
+MODEL_SETTINGS = _family("settings")
+TYPE_OPTIONS = _family("type")
+CONTROL_OPTIONS = _family("control")
 
 #: tool_choice values that are not a tool's name.
 TOOL_CHOICES = ("auto", "required", "none")
@@ -191,7 +228,7 @@ DEFAULT_MAX_TOKENS: Mapping[str, int] = {"text": 4096, "structured": 4096, "valu
 #: The default cap when the slot or the call turns thinking on: reasoning tokens count too.
 THINKING_MAX_TOKENS = 16384
 #: Types whose answer is one short value (a list of them is "structured").
-VALUE_TYPES = frozenset({"bool", "int", "number", "pick", "date", "datetime", "time", "duration", "score", "halt"})
+VALUE_TYPES = _type_names(family="value")
 
 
 def type_family(type_name: str, quantifier: Any, is_text: bool) -> str:

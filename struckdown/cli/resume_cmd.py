@@ -22,7 +22,7 @@ from .display import RunDisplay, make_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, write_json
 from .keywords import run_keywords
-from .loading import load_tools
+from .loading import load_mcp, load_tools
 from .run_cmd import run_record
 
 
@@ -57,7 +57,7 @@ def resume_command(request: ResumeRequest) -> int:
     decisions = decisions_from_flags(request, requests, display)
     names = default_environment().engine_caches().toolbox(tuple(tools)).names
     try:
-        read_state(state, decisions, tools=names)  # every problem before any model call, as a CLI error
+        read_state(state, decisions, tools=names, servers=_server_names(flags, state))  # before any model call
     except ValueError as exc:
         raise CliError(str(exc)) from None
     later: Any = True if request.approve_all else False if request.deny_all else None
@@ -108,3 +108,13 @@ async def _drive_resume(
     if result is None:
         raise CliError("the run ended without a result", code=1)
     return result
+
+
+def _server_names(flags: Mapping[str, Any], state: Mapping[str, Any]) -> list[str]:
+    """The MCP servers of the resumed run: `--mcp`/`--mcp-config`, else those the state recorded."""
+    given = load_mcp(flags.get("mcp") or (), flags.get("mcp_config"))
+    if given is not None:
+        from ..tools.mcp import resolve_servers
+
+        return [server.name for server in resolve_servers(given)]
+    return [server["name"] for server in (state.get("options") or {}).get("mcp") or ()]

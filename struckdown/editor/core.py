@@ -240,17 +240,9 @@ def option_keys(type_name: str) -> list[str]:
 def option_family(key: str) -> str:
     from .. import slot_options as opts
 
-    if key in opts.MODEL_SETTINGS:
-        return "model setting"
-    if key in opts.TYPE_OPTIONS:
-        return "type option"
-    return "control option"
-
-
-def thinking_levels() -> tuple[str, ...]:
-    from ..slot_options import THINKING_LEVELS
-
-    return THINKING_LEVELS
+    option = opts.SLOT_OPTIONS.get(key)
+    family = option.family if option is not None else "control"
+    return {"settings": "model setting", "type": "type option"}.get(family, "control option")
 
 
 def action_names() -> list[str]:

@@ -16,75 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import slot_options as opts
 from ..describe import limit_text, quantity
+from ..types.table import TYPES
 from . import core
 from .pygments_lexer import scan
 from .roles import ROLES, SEMANTIC_TYPES
 
-TYPE_DOCS: dict[str, str] = {
-    "respond": "Free text (the default type: `[[name]]`).",
-    "extract": "Text copied verbatim from the input.",
-    "think": "Free text for reasoning; later text can use it.",
-    "speak": "Free text meant to be said to the user.",
-    "pick": "One of the positional choices: `[[pick:colour|red, green, blue]]`.",
-    "bool": "`true` or `false`.",
-    "int": "A whole number; `min=` / `max=` bound it.",
-    "number": "A number; `min=` / `max=` bound it.",
-    "date": "A `datetime.date` (ISO 8601 on the wire).",
-    "datetime": "A `datetime.datetime` (ISO 8601 on the wire).",
-    "time": "A `datetime.time` (ISO 8601 on the wire).",
-    "duration": "A `datetime.timedelta` (ISO 8601 duration on the wire).",
-    "json": "Any JSON value.",
-    "record": "A JSON object.",
-    "score": "The index of one of the ordered positional levels: `[[score:urgency|low, high]]`.",
-    "halt": "A guard: the run halts when the verdict `{triggered, reason}` has `triggered` equal to `when`.",
-}
-
-OPTION_DOCS: dict[str, str] = {
-    "temperature": "Sampling temperature, 0 to 2.",
-    "max_tokens": "Most tokens the answer may use (a whole number of at least 1).",
-    "seed": "Sampling seed (a whole number).",
-    "top_p": "Nucleus sampling, 0 to 1.",
-    "model": "The model for this slot only (a pydantic-ai model string).",
-    "thinking": "Reasoning effort: off, low, medium or high.",
-    "required": "`required=true`: the answer may not be null (same as `!`).",
-    "min": "Lowest value allowed (numbers, dates, times, durations).",
-    "max": "Highest value allowed (numbers, dates, times, durations).",
-    "min_length": "Fewest characters a text answer may have.",
-    "max_length": "Most characters a text answer may have.",
-    "pattern": 'A regular expression the text answer must match: `pattern="^[A-Z]+$"`.',
-    "use_tools": "`use_tools=true`: an agent slot that may call the run's tools.",
-    "max_iter": "Most model requests for this slot; lowers the caller's ceiling, never raises it.",
-    "max_calls": "Most tool calls for this slot; lowers the caller's ceiling, never raises it.",
-    "tool_timeout": (
-        "Seconds one tool call may take before it is cancelled (the model reads a TimeoutError); "
-        "lowers the caller's ceiling, never raises it."
-    ),
-    "approve": (
-        'Calls of these tools wait for a person\'s yes: one name, a quoted list `"a, b"`, or `"*"` '
-        "(every tool of the slot that is not @readonly); adds to the host's, never removes."
-    ),
-    "budget": (
-        'Calls per tool in this slot: `budget="search=3, fetch=1"`; a call past it does not run '
-        "(the model reads why); lowers the caller's `tool_limits=`, never raises them."
-    ),
-    "when": "A guard halts the run when `triggered` equals this (default true).",
-    "mcp": '`mcp=name` or `mcp="a, b"`: an agent slot that may use these MCP servers\' tools (`<server>_<tool>`).',
-    "fallback": 'Models this slot runs on, in order, when it cannot finish on its own: `fallback="m1, m2"`.',
-    "on_truncate": "An answer cut at its token limit: `keep` it (flagged truncated, the default) or `error`.",
-    "tool_choice": "`auto`, `required` or a tool's name (first request only), or `none` (no tools).",
-    "parallel_tools": "`parallel_tools=false`: the tool calls of one response run one after another, in order.",
-}
-
-VALUE_CHOICES: dict[str, tuple[str, ...]] = {
-    "required": ("true", "false"),
-    "use_tools": ("true", "false"),
-    "when": ("true", "false"),
-    "on_truncate": ("keep", "error"),
-    "parallel_tools": ("true", "false"),
-}
-TOOL_VALUED_OPTIONS = ("approve", "tool_choice")  # options whose value names tools
-
+TYPE_DOCS: dict[str, str] = {t.name: t.doc for t in TYPES.values() if not t.legacy}  # types/table.py's rows
 
 # ---------------------------------------------------------------------------
 # the text as tokens
@@ -290,18 +229,17 @@ def _in_slot(analysis: Analysis, inside: str, slot_open: int) -> list[Completion
 
 
 def _option_doc(analysis: Analysis, key: str) -> str:
-    doc = OPTION_DOCS.get(key, "")
+    doc = opts.SLOT_OPTIONS[key].doc if key in opts.SLOT_OPTIONS else ""
     if key == "use_tools" and analysis.tools and analysis.tools_file:
         doc += f"\n\nTools in {analysis.tools_file.name}: " + ", ".join(f"`{t.name}`" for t in analysis.tools)
     return doc
 
 
 def _values(analysis: Analysis, key: str) -> list[Completion]:
-    if key == "thinking":
-        return [Completion(level, "value", "thinking") for level in core.thinking_levels()]
-    if key in VALUE_CHOICES:
-        return [Completion(value, "value", key) for value in VALUE_CHOICES[key]]
-    if key in TOOL_VALUED_OPTIONS:
+    option = opts.SLOT_OPTIONS.get(key)
+    if option is not None and option.choices:
+        return [Completion(value, "value", key) for value in option.choices]
+    if option is not None and option.names_tools:
         return _tool_items(analysis)
     return []
 

@@ -1,6 +1,6 @@
 """Model resolution (SPEC §7): a Model instance, a pydantic-ai model string, an alias, or the environment.
 
-Resolution order for a string: `"test"` → `TestModel`; `package.module:factory`
+Resolution order for a string: `"test"` → `TestModel` (its `SampleModel` form); `package.module:factory`
 (an importable module that is not a pydantic-ai provider) → the Model the factory
 returns; an alias from
 `struckdown.toml` / `[tool.struckdown]`; with `LLM_API_BASE` set, a bare name, an
@@ -303,9 +303,10 @@ def _from_factory(reference: str) -> Any:
 
 
 def _test_model() -> Any:
-    from pydantic_ai.models.test import TestModel
+    """`"test"`: pydantic-ai's TestModel answering every type with a valid sample (a dry run)."""
+    from ..types.samples import SampleModel
 
-    return TestModel()
+    return SampleModel()
 
 
 def _openai_compatible(name: str, base_url: str, api_key: str, timeout: float, retries: int) -> Any:

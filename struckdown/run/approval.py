@@ -29,12 +29,13 @@ from ..approval_state import ApprovalRequest, Decision, PausedSlot, ResumePoint,
 from ..errors import Paused, TemplateRuntimeError
 from ..incremental import ApprovalDecided, ApprovalRequested
 from ..results import SlotResult, ToolCall, Usage
-from ..slot_options import tool_names
-from ..syntax.nodes import Action
+from ..slot_options import server_names, tool_names
+from ..syntax.nodes import Action, JinjaValue
 from .tools import Flight, ToolBox, ToolWrap, _canonical
 
 if TYPE_CHECKING:
     from ..plan import Program
+    from ..tools.mcp import SlotTools
     from ..types import OutputSpec
     from .guards import GuardBoard
 
@@ -113,8 +114,42 @@ class ApprovalRun:
         self.actions: dict[str, list[Any]] = {}  # keyless actions that ran, for the state
         self._replayed: dict[str, int] = {}  # how many of a position's stored actions were replayed
         self._lock: Any = None  # an anyio.Lock: one request shown at a time
+        self._mcp_named: list[tuple[Any, str, str]] = []  # (slot plan, `approve=` name of an MCP tool, its server)
 
     # -- before the run ------------------------------------------------------------
+    def check_names(self, program: Program, servers: Sequence[str] = ()) -> None:
+        """`approve=` names that are not tools of this run: a positioned error before any
+        model call (`{{ }}` values are checked when their slot runs). A name of the form
+        `<server>_<tool>` for an MCP server of the run waits for `check_mcp_names`, which
+        lists that server's tools."""
+        known = list(self.toolbox.names)
+        self._mcp_named = []
+        for plan in program.plans.values():
+            raw = plan.control.get("approve")
+            if raw is None or isinstance(raw, JinjaValue):
+                continue
+            for name in tool_names(raw):
+                if name == "*" or name in known:
+                    continue
+                server = _server_of(name, servers)
+                if server is None:
+                    raise _unknown_name(program, plan, name, known, servers)
+                used = plan.control.get("mcp")  # the slot's servers, when it names them
+                if used is not None and not isinstance(used, JinjaValue) and server not in server_names(used):
+                    raise _unknown_name(program, plan, name, known, servers, used)
+                self._mcp_named.append((plan, name, server))
+
+    async def check_mcp_names(self, program: Program, sessions: Any) -> None:
+        """The `approve=` names of MCP tools (`check_names` set them aside): the sessions of
+        their servers open now, before any model call, and list their tools."""
+        if not self._mcp_named or sessions is None:
+            return
+        for plan, name, server in self._mcp_named:
+            listed = await sessions.slot_tools(plan.key, [server])
+            if name not in listed.names and listed.listed:
+                known = sorted(set(self.toolbox.names) | listed.names)
+                raise _unknown_name(program, plan, name, known, sessions.names)
+
     async def announce(self) -> None:
         """A resumed run: the decisions it brings, as `ApprovalDecided` events."""
         if self.resume is None:
@@ -125,28 +160,35 @@ class ApprovalRun:
                 await self.emit(ApprovalDecided(slot.slot, request.id, decision is True, denial_message(decision)))
 
     # -- per slot ------------------------------------------------------------------
-    def names_for(self, option: Any, slot: str) -> frozenset[str]:
-        """The tools whose calls in this slot need approval: the host's, plus what the
-        slot's `approve=` adds (it can add, never remove)."""
+    def names_for(self, option: Any, slot: str, mcp: SlotTools | None = None) -> frozenset[str]:
+        """The tools whose calls in this slot need approval: the host's, the slot's MCP
+        tools marked `destructiveHint`, plus what the slot's `approve=` adds (it can add,
+        never remove; `*` is every tool of the slot, MCP ones included, that is not read-only)."""
+        names = set(self.host_names) | (mcp.destructive if mcp is not None else frozenset())
         if option is None:
-            return self.host_names
+            return frozenset(names)
         box = self.toolbox
-        asked = tool_names(option)
-        names = set(self.host_names)
-        for name in asked:
+        mcp_names = mcp.names if mcp is not None else frozenset()
+        for name in tool_names(option):
             if name == "*":
                 names |= set(box.names) - box.readonly_names
-            elif name in box.names:
+                if mcp is not None:
+                    names |= mcp.names - mcp.readonly
+            elif name in box.names or name in mcp_names:
                 names.add(name)
-            else:  # a `{{ }}` value: the run-start check could not see it
-                raise TemplateRuntimeError(f"slot {slot!r}: approve= names {name!r}, which is not a tool of this run")
+            else:  # a `{{ }}` value (the run-start check could not see it), or a server's other slot
+                raise TemplateRuntimeError(f"slot {slot!r}: approve= names {name!r}, which is not a tool of this slot")
         return frozenset(names)
 
-    def gate(self, slot: str, option: Any, join: Callable[[], Awaitable[None]], is_guard: bool) -> SlotGate:
+    def gate(
+        self, slot: str, option: Any, join: Callable[[], Awaitable[None]], is_guard: bool, mcp: SlotTools | None = None
+    ) -> SlotGate:
         """The approvals of one tool slot run (a tool may also ask from inside, by raising
         pydantic-ai's `ApprovalRequired`, so every tool slot has one)."""
-        names = self.names_for(option, slot)
+        names = self.names_for(option, slot, mcp)
         resumed = self.resume.paused.get(slot) if self.resume is not None else None
+        if resumed is not None:
+            _check_resumed_tools(resumed, set(self.toolbox.names) | (mcp.names if mcp is not None else set()))
         return SlotGate(self, slot, names, join, is_guard, resumed)
 
     async def ask(self, request: ApprovalRequest) -> Decision:
@@ -238,6 +280,45 @@ class ApprovalRun:
             spent = spent + _spent(slot.usage)
         paused.keep(results, program.keys, spent)
         return paused
+
+
+def _server_of(name: str, servers: Sequence[str]) -> str | None:
+    """The MCP server whose tool `name` would be (`<server>_<tool>`; the longest such server)."""
+    matching = [server for server in servers if name.startswith(f"{server}_")]
+    return max(matching, key=len) if matching else None
+
+
+def _unknown_name(
+    program: Program, plan: Any, name: str, known: Sequence[str], servers: Sequence[str], used: Any = None
+) -> Exception:
+    """The positioned error for an `approve=` name that is no tool of the run (or, `used`
+    given, a tool of a server the slot's `mcp=` leaves out)."""
+    from ..check import close_match
+    from ..syntax.source import SourceMap
+
+    option = next(o for o in plan.slot.options if o.key == "approve")
+    pos = option.value_pos or option.pos
+    source = SourceMap(program.template.source, program.template.filename).for_file(pos.filename)
+    if used is not None:
+        message = f"approve= names {name!r}, a tool of an MCP server this slot does not use (mcp={used})"
+        return source.error(message, pos.line, pos.column, "add its server to the slot's mcp=, or drop the name")
+    if known:
+        hint = close_match(name, list(known), "the run's tools")
+    elif servers:
+        hint = f"MCP tools are named <server>_<tool>; this run's servers: {', '.join(servers)}"
+    else:
+        hint = "the run has no tools; pass tools=[…]"
+    return source.error(f"approve= names {name!r}, which is not a tool of this run", pos.line, pos.column, hint)
+
+
+def _check_resumed_tools(paused: PausedSlot, known: set[str]) -> None:
+    """A resumed slot's paused calls need their tools (an MCP server's too) in this run."""
+    for request, _ in paused.requests:
+        if request.tool_name not in known:
+            raise TemplateRuntimeError(
+                f"slot {paused.slot!r}: the paused call {request.id} uses tool {request.tool_name!r}, which this run "
+                "does not have; resume with the tools and MCP servers (tools=…, mcp=…) the paused run had"
+            )
 
 
 def _position(node: Action) -> str:

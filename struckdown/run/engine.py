@@ -136,6 +136,8 @@ class Run:
             decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
             resume=self.options.resume,
         )
+        servers = self.options.mcp.names if self.options.mcp is not None else ()
+        self.approval.check_names(self.program, servers)  # approve= names that are no tools: before any model call
         self.env.approval = self.approval
 
     # -- the run -------------------------------------------------------------
@@ -145,8 +147,9 @@ class Run:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
                 check_run(self)  # budgets' tool names, max_cost's prices: before any model call
-                # budget=, approve=, tool_choice= names that are no tools: before any model call
+                # budget=, tool_choice= names that are no tools (approve=: above): before any model call
                 check_tool_names(self.program, self.env.toolbox.names, mcp=self.env.mcp is not None)
+                await self.approval.check_mcp_names(self.program, self.options.mcp)  # lists those servers' tools
             await self.approval.announce()
             segments = self._segments_to_run()
             if len(segments) == 1 and not self.guards.states:
@@ -171,7 +174,9 @@ class Run:
             error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
             raise error
         if self.approval.paused:  # SPEC §12: calls wait for decisions; the state resumes the run
-            paused = self.approval.pause(self.program, self.context, self.results, self.options.recorded)
+            paused = self.approval.pause(
+                self.program, self.context, self.results, self.options.recorded() if self.options.recorded else None
+            )
             await self.emit(ProcessingComplete(paused.results, early_termination=False, paused=True))
             return
         result = Result(self.results, self.program.keys)

@@ -172,7 +172,9 @@ class RunLedger:
         total = self.total
         total.requests += spent.requests
         total.tool_calls += spent.tool_calls
-        total.add(spent.input_tokens, spent.output_tokens, spent.cost if spent.requests else 0.0)
+        # a part priced before counts its cost; one that had no price (no prices= then) counts its
+        # requests and tokens only: a max_cost first given at resume starts from there (docs/budgets.md)
+        total.add(spent.input_tokens, spent.output_tokens, spent.cost if spent.cost is not None else 0.0)
 
     def meter(self, slot: str) -> SlotMeter:
         meter = SlotMeter(self, slot)

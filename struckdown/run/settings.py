@@ -10,8 +10,9 @@ continues.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..media.scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE
@@ -46,7 +47,7 @@ class RunSettings:
     image_max_side: int | None = DEFAULT_MAX_SIDE  # larger images are shrunk (None: sent as they are)
     max_images: int | None = DEFAULT_MAX_IMAGES  # per request (None: no limit)
     resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
-    recorded: Mapping[str, Any] | None = None  # the plain form of the options a paused state records
+    recorded: Callable[[], Mapping[str, Any]] | None = None  # the plain options a paused state records (made at a pause)
     spent: Any = None  # a resumed run: the Usage its earlier part spent (counts against run_limits and max_cost)
 
 
@@ -104,7 +105,7 @@ def build_settings(
             value("retries"), value("retry_base_delay"), value("retry_max_delay"), value("fallback"),
             value("on_truncate"), value("on_retry"),
         ),
-        recorded=recorded_options(options, defaults),
+        recorded=partial(recorded_options, options, defaults),
         spent=spent,
     )
 

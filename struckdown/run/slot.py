@@ -36,6 +36,7 @@ from .budgets import slot_budget
 from .ledger import CURRENT_METER
 from .resilience import SlotAttempts, is_truncated, slot_error
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
+from .wrappers import model_stack
 from .wrappers.cached import CURRENT_CACHE_RUN, CacheRun, store_answer
 
 if TYPE_CHECKING:
@@ -196,7 +197,7 @@ async def run_model_slot(
     wrap: ToolWrap | None = None
     gate = None  # SPEC §12: the slot's approvals (run/approval.py)
     if use_tools and env.approval is not None:
-        gate = env.approval.gate(key, resolved.control.get("approve"), env.join_guards, plan.slot.is_guard)
+        gate = env.approval.gate(key, resolved.control.get("approve"), env.join_guards, plan.slot.is_guard, mcp)
     if use_tools:
         readonly = (env.toolbox.readonly_names | mcp.readonly) if mcp else env.toolbox.readonly_names
         if gate is not None:
@@ -239,12 +240,9 @@ async def run_model_slot(
         while True:  # one attempt per model: the slot's own, then its fallbacks (SPEC §14)
             defaults = slot_run_defaults(model, env.environment, plan.slot.type_name, env.settings, resolved.settings)
             settings = attempts.model_settings(model_settings(env.settings, resolved.settings, defaults), env.settings, family)
-            cache_run = None
-            # cache -> retries -> meter -> provider: every real request (each retry included) is metered once
-            served_by = caches.retrying_model(caches.metered_model(model))
-            if env.cache is not None and not use_tools:  # agent slots are never served from the cache
-                cache_run = _cache_run(env.cache, model, spec)
-                served_by = caches.cached_model(served_by)
+            cached = env.cache is not None and not use_tools  # agent slots are never served from the cache
+            cache_run = _cache_run(env.cache, model, spec) if cached else None
+            served_by = model_stack(caches, model, cached=cached)  # run/wrappers: the order, written once
             cache_token = CURRENT_CACHE_RUN.set(cache_run)
             message_history, text_prompt = attempts.request(history, prompt)
             user_prompt = prepare_prompt(message_history, text_prompt)  # images placed in the question: content parts

@@ -43,7 +43,9 @@ def _written(option: str, value: Any) -> list[str]:
     return [] if value in CHOICE_WORDS else [str(value)]
 
 
-def unknown_tools(program: Any, known: Sequence[str], *, mcp: bool = False) -> Iterator[UnknownTool]:
+def unknown_tools(
+    program: Any, known: Sequence[str], *, mcp: bool = False, options: Sequence[str] = ("budget", "approve", "tool_choice")
+) -> Iterator[UnknownTool]:
     """Every static tool name of every slot option that is not in `known` (document order;
     `{{ }}` values are checked when their slot runs). With `mcp` (the run has MCP servers
     whose tools are not in `known`) nothing is checked: the servers' tools are listed later."""
@@ -58,20 +60,21 @@ def unknown_tools(program: Any, known: Sequence[str], *, mcp: bool = False) -> I
         for option in plan.slot.options:
             if option.key == "budget" and not plan.use_tools:
                 continue
-            if option.key not in ("budget", "approve", "tool_choice") or isinstance(option.value, JinjaValue):
+            if option.key not in options or isinstance(option.value, JinjaValue):
                 continue
             value = plan.control.get(option.key, option.value)
             for name in _written(option.key, value):
                 if name not in listing:
-                    hint = close_match(name, listing, "tools") if listing else NO_TOOLS
+                    hint = close_match(name, listing, "the run's tools") if listing else NO_TOOLS
                     yield UnknownTool(plan.key, option.key, name, option.value_pos or option.pos, hint)
 
 
 def check_tool_names(program: Any, known: Sequence[str], *, mcp: bool = False) -> None:
-    """The first unknown tool name as a positioned TemplateSyntaxError."""
+    """The first unknown tool name of `budget=` or `tool_choice=` as a positioned
+    TemplateSyntaxError (the run checks `approve=` names with its approvals, MCP tools included)."""
     from ..syntax.source import SourceMap
 
-    for problem in unknown_tools(program, known, mcp=mcp):
+    for problem in unknown_tools(program, known, mcp=mcp, options=("budget", "tool_choice")):
         template = program.template
         source = SourceMap(template.source, template.filename).for_file(problem.pos.filename)
         raise source.error(problem.message, problem.pos.line, problem.pos.column, problem.hint)

@@ -6,20 +6,24 @@ slot run, in a `SlotToolset` holding that run's state (`CURRENT_WRAP`). It gives
 per slot), waits for pending guards before any tool that is not `@readonly`, and
 turns a raising tool into pydantic-ai's `ToolFailed` carrying the string
 `"<ExceptionClass>: <message>"` the model reads. pydantic-ai already validates arguments (an invented argument is sent
-back as a retry before the call) and runs sync tools in a worker thread.
+back as a retry before the call) and runs sync tools in a worker thread; with a
+`tool_timeout`, in a thread of their own that the deadline leaves behind (`ThreadPerCall`).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, Future
+from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import anyio
-from pydantic_ai import ModelRetry, RunContext, Tool
+from pydantic_ai import Agent, ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, ToolFailed, UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import ModelResponse, ToolCallPart
@@ -33,6 +37,7 @@ READONLY_ATTR = "__struckdown_readonly__"
 SEQUENTIAL_ATTR = "__struckdown_sequential__"
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class ToolLimitExceeded(UsageLimitExceeded, StruckdownError):
@@ -174,6 +179,11 @@ class ToolWrap:
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
 
+def _abandonable(timeout: float | None) -> Any:
+    """With a deadline, sync tools run where the deadline can leave them (`ThreadPerCall`)."""
+    return nullcontext() if timeout is None else Agent.using_thread_executor(_THREAD_PER_CALL)
+
+
 def _unsendable(name: str, output: Any) -> str | None:
     """The error string for a tool result that cannot travel to the model as JSON
     (issue 24 item 12: it used to fail the whole slot without naming the tool)."""
@@ -291,7 +301,7 @@ class SlotToolset(WrapperToolset[Any]):
                 await self.state.join_guards()
             timeout = self.state.timeout
             problem: str | None = None
-            with anyio.move_on_after(timeout) as deadline:
+            with anyio.move_on_after(timeout) as deadline, _abandonable(timeout):
                 output = await call()
             if deadline.cancelled_caught:  # SPEC §14: cancelled at its deadline, the model reads why
                 output, problem = None, f"TimeoutError: tool {name!r} took longer than {timeout:g} s"
@@ -330,6 +340,35 @@ def cut_short(ctx: RunContext[Any]) -> None:
                     "so the call did not run",
                 )
             return
+
+
+class ThreadPerCall(Executor):
+    """Runs each sync tool call in a daemon thread of its own (SPEC §14 timeouts).
+
+    pydantic-ai's default thread runner waits for a worker thread even when the waiting task
+    is cancelled, so a sync tool past its deadline used to hold the slot until it returned.
+    Through an executor, the slot's deadline cancels only the wait: the slot goes on at once,
+    the thread runs to its end unobserved and its late result or error is dropped (a cancelled
+    asyncio future ignores it). Daemon, so a tool that never returns does not keep the
+    process alive at exit.
+    """
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        future: Future[T] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiter, who re-raises it
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="struckdown-tool", daemon=True).start()
+        return future
+
+
+_THREAD_PER_CALL = ThreadPerCall()
 
 
 #: The tool state of the slot run in progress in this task (set around `agent.run`).

@@ -375,6 +375,7 @@ class _Open:
     names: frozenset[str]
     readonly: frozenset[str]
     listed: bool  # whether `names` are all its tools (False: an object we could not list)
+    destructive: frozenset[str] = frozenset()  # `destructiveHint: true`, not read-only: they need approval
 
 
 @dataclass(frozen=True)
@@ -385,6 +386,7 @@ class SlotTools:
     names: frozenset[str]
     readonly: frozenset[str]
     listed: bool = True
+    destructive: frozenset[str] = frozenset()  # the tools that need approval (SPEC §12, §16)
 
     @property
     def all_readonly(self) -> bool:
@@ -451,6 +453,7 @@ class MCPSessions:
             frozenset().union(*(o.names for o in opened)),
             frozenset().union(*(o.readonly for o in opened)),
             all(o.listed for o in opened),
+            frozenset().union(*(o.destructive for o in opened)),
         )
 
     async def _ensure(self, name: str) -> None:
@@ -473,12 +476,12 @@ class MCPSessions:
         except Exception as exc:  # noqa: BLE001 - any failure to start or reach it
             raise MCPServerError(spec.name, f"could not open a session: {_reason(exc)}") from exc
         try:
-            names, readonly, listed = await _hints(toolset, spec)
+            names, readonly, listed, destructive = await _hints(toolset, spec)
         except BaseException:
             await _exit(toolset, spec.name)
             raise
         shown = toolset if spec.prefixed else toolset.prefixed(spec.name)
-        return _Open(toolset, shown.prepared(_mark_destructive), names, readonly, listed)
+        return _Open(toolset, shown.prepared(_mark_destructive), names, readonly, listed, destructive)
 
     async def aclose(self) -> None:
         """Close every open session (shielded: also when the run was cancelled)."""
@@ -508,10 +511,11 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-async def _hints(toolset: Any, spec: ServerSpec) -> tuple[frozenset[str], frozenset[str], bool]:
-    """Every tool name as slots see it, and those annotated readOnlyHint: true, from the
-    `MCPToolset` inside. Filters of the caller's own wrappers are not known here, so
-    their tools count as not all read-only (the guard join errs on the safe side)."""
+async def _hints(toolset: Any, spec: ServerSpec) -> tuple[frozenset[str], frozenset[str], bool, frozenset[str]]:
+    """Every tool name as slots see it, those annotated readOnlyHint: true and those that
+    need approval (destructiveHint: true and not read-only), from the `MCPToolset` inside.
+    Filters of the caller's own wrappers are not known here, so their tools count as not
+    all read-only (the guard join errs on the safe side)."""
     from pydantic_ai.toolsets import PrefixedToolset
 
     inner, known = toolset, True
@@ -519,10 +523,10 @@ async def _hints(toolset: Any, spec: ServerSpec) -> tuple[frozenset[str], frozen
         known = known and (spec.capability or isinstance(inner, PrefixedToolset))
         inner = getattr(inner, "wrapped", None)
     if inner is None:
-        return frozenset(), frozenset(), False
+        return frozenset(), frozenset(), False, frozenset()
     tools = await inner.list_tools()
     prefix = f"{spec.name}_"  # ours, or the one of the object that is already prefixed
-    names, readonly = set(), set()
+    names, readonly, destructive = set(), set(), set()
     for tool in tools:
         if spec.allowed is not None and tool.name not in spec.allowed:
             continue
@@ -530,7 +534,9 @@ async def _hints(toolset: Any, spec: ServerSpec) -> tuple[frozenset[str], frozen
         annotations = getattr(tool, "annotations", None)
         if annotations is not None and getattr(annotations, "read_only_hint", None) is True:
             readonly.add(prefix + tool.name)
-    return frozenset(names), frozenset(readonly), known
+        elif annotations is not None and getattr(annotations, "destructive_hint", None) is True:
+            destructive.add(prefix + tool.name)
+    return frozenset(names), frozenset(readonly), known, frozenset(destructive)
 
 
 def annotation(tool_def: Any, hint: str) -> bool:

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from ..codec import iso_duration
-from .legacy import ALIASES, LEGACY_DESCRIPTIONS, LEGACY_OPTIONS, LEGACY_POSITIONAL, LEGACY_TEXT_TYPES
+from .legacy import ALIASES
 from .legacy_plans import ConversationChunk, DateRule, dump_chunks, dump_rule
 from .options import (
     check_bounds_order,
@@ -36,7 +36,8 @@ from .options import (
     parse_pattern,
     parse_temporal,
 )
-from .spec import TextRules, TypeBuildError
+from .spec import TEMPORAL_PATTERNS, TextRules, TypeBuildError
+from .table import TYPES, names
 from .values import Verdict
 
 __all__ = [
@@ -73,9 +74,7 @@ def answer_model(model_name: str, /, **definitions: Any) -> type[BaseModel]:
     except SchemaError:
         return create_model(model_name, __config__=BACKTRACKING_ANSWER_CONFIG, **definitions)
 
-TEXT_TYPES: frozenset[str] = frozenset({"respond", "extract", "think", "speak"}) | LEGACY_TEXT_TYPES
-_TEXT_OPTIONS = frozenset({"min_length", "max_length", "pattern"})
-_RANGE_OPTIONS = frozenset({"min", "max"})
+TEXT_TYPES: frozenset[str] = names(family="text")
 _TEMPORAL_KINDS: dict[str, type] = {
     "date": dt.date,
     "datetime": dt.datetime,
@@ -83,44 +82,16 @@ _TEMPORAL_KINDS: dict[str, type] = {
     "duration": dt.timedelta,
 }
 
-#: Which type options each builtin accepts (``required`` is always accepted).
-BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = {
-    **{name: _TEXT_OPTIONS for name in TEXT_TYPES},
-    "pick": frozenset(),
-    "bool": frozenset(),
-    "int": _RANGE_OPTIONS,
-    "number": _RANGE_OPTIONS,
-    **{name: _RANGE_OPTIONS for name in _TEMPORAL_KINDS},
-    "json": frozenset(),
-    "record": frozenset(),
-    "score": _RANGE_OPTIONS,
-    "halt": frozenset(),
-    **LEGACY_OPTIONS,  # the 0.x names: default, boolean, poem, decide, date_rule, chunked_conversation
-}
+#: Which type options each builtin accepts (``required`` is always accepted): table.py's rows.
+BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = {t.name: t.options for t in TYPES.values()}
 BUILTIN_TYPES: frozenset[str] = frozenset(BUILTIN_OPTIONS)
 #: Types whose positional options mean something (choices for pick, levels for score).
-POSITIONAL_TYPES: frozenset[str] = frozenset({"pick", "score"}) | LEGACY_POSITIONAL
+POSITIONAL_TYPES: frozenset[str] = names(positional=True)
 
-_TEXT_DESCRIPTIONS = {
-    "respond": "The answer",
-    "extract": "Text copied verbatim from the input",
-    "think": "Your reasoning, step by step",
-    "speak": "What to say, in your own words",
-    **LEGACY_DESCRIPTIONS,
-}
-_CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?"
-#: `time` and `datetime` are sent with a pattern, not `format: time|date-time`: a constrained
-#: decoder (llama.cpp's grammar) makes those formats require an offset, so "3:30 PM" came back as
-#: 20:30:00+00:00 (issue 40 item 20). The offset stays optional, as the descriptions say.
+_TEXT_DESCRIPTIONS = {name: TYPES[name].description for name in TEXT_TYPES}
+_TEMPORAL_DESCRIPTIONS = {name: TYPES[name].description for name in _TEMPORAL_KINDS}
 _TEMPORAL_SCHEMAS: dict[str, dict[str, Any]] = {
-    "time": {"type": "string", "pattern": f"^{_CLOCK}$"},
-    "datetime": {"type": "string", "pattern": f"^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]{_CLOCK}$"},
-}
-_TEMPORAL_DESCRIPTIONS = {
-    "date": "ISO 8601 date (YYYY-MM-DD)",
-    "datetime": "ISO 8601 date and time (YYYY-MM-DDTHH:MM:SS, optional UTC offset)",
-    "time": "ISO 8601 time (HH:MM:SS)",
-    "duration": "ISO 8601 duration (e.g. PT1H30M, P3D)",
+    name: {"type": "string", "pattern": pattern} for name, pattern in TEMPORAL_PATTERNS.items()
 }
 #: ``required`` json must not be null; the schema says so explicitly rather than ``{}``.
 _NON_NULL_JSON_SCHEMA: dict[str, Any] = {
@@ -280,7 +251,7 @@ def _reject_null(value: Any) -> Any:
 
 def _score_plan(type_name: str, levels: tuple[str, ...], options: Mapping[str, Any]) -> ItemPlan:
     if levels:
-        if options.keys() & _RANGE_OPTIONS:
+        if options.keys() & TYPES["score"].options:
             raise TypeBuildError(f"{type_name}: min=/max= cannot be combined with named levels")
         if len(set(levels)) != len(levels):
             raise TypeBuildError(f"{type_name}: levels must be distinct, got {', '.join(levels)}")

@@ -12,29 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .table import TYPES, names
+
 #: Names that are another builtin under a second name.
-ALIASES: Mapping[str, str] = {"default": "respond", "boolean": "bool"}
+ALIASES: Mapping[str, str] = {t.name: t.alias_of for t in TYPES.values() if t.alias_of is not None}
 
 #: Free-text types (the answer is plain text, streamed).
-LEGACY_TEXT_TYPES: frozenset[str] = frozenset({"default", "poem"})
+LEGACY_TEXT_TYPES: frozenset[str] = names(legacy=True, family="text")
 
 #: Types whose positional options mean something (`decide`'s choices).
-LEGACY_POSITIONAL: frozenset[str] = frozenset({"decide"})
-
-_TEXT_OPTIONS = frozenset({"min_length", "max_length", "pattern"})
+LEGACY_POSITIONAL: frozenset[str] = names(legacy=True, positional=True)
 
 #: Type options (besides `required`) each legacy name accepts.
-LEGACY_OPTIONS: Mapping[str, frozenset[str]] = {
-    "default": _TEXT_OPTIONS,
-    "poem": _TEXT_OPTIONS,
-    "boolean": frozenset(),
-    "decide": frozenset(),
-    "date_rule": frozenset(),
-    "chunked_conversation": frozenset(),
-}
+LEGACY_OPTIONS: Mapping[str, frozenset[str]] = {t.name: t.options for t in TYPES.values() if t.legacy}
 
 #: Every legacy name. `[[poem]]` (no type) is a free-text slot named `poem`, not an
 #: ambiguity: 0.x templates use these words as answer names.
 LEGACY_NAMES: frozenset[str] = frozenset(LEGACY_OPTIONS)
 
-LEGACY_DESCRIPTIONS: Mapping[str, str] = {"default": "The answer", "poem": "A poem"}
+LEGACY_DESCRIPTIONS: Mapping[str, str] = {
+    t.name: t.description for t in TYPES.values() if t.legacy and t.description is not None
+}

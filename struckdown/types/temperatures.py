@@ -12,22 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from .table import TYPES
+
 if TYPE_CHECKING:
     from .registry import TypeRegistry
 
 DEFAULT_TEMPERATURES: Mapping[str, float] = {
-    **dict.fromkeys(
-        ("pick", "bool", "int", "number", "date", "datetime", "time", "duration", "json", "record", "score",
-         "extract", "halt", "boolean", "decide", "date_rule"),
-        0.0,
-    ),
-    "chunked_conversation": 0.3,
-    "think": 0.5,
-    "respond": 0.7,
-    "default": 0.7,
-    "speak": 0.8,
-    "poem": 1.5,
-}
+    t.name: t.temperature for t in TYPES.values() if t.temperature is not None
+}  # table.py's rows
 
 
 def default_temperature(type_name: str, registry: TypeRegistry | None = None) -> float | None:

@@ -117,3 +117,23 @@ def test_jobs_cap_the_rows_of_the_whole_job_across_the_workers(tmp_path: Path) -
     assert peak_overlap(lines) == 3  # the cap was reached and never exceeded
     assert len({pid for *_, pid in lines}) == 2
     assert [r.split(",")[0] for r in out.read_text().splitlines()[1:]] == [str(i) for i in range(12)]
+
+
+def test_workers_take_the_run_flags_they_used_to_refuse(tmp_path: Path) -> None:
+    """SPEC §22: --max-cost, --prices, --fallback, --tool-timeout, --on-truncate, --retries and
+    --max-tokens all travel to the workers (they were refused, or --fallback was)."""
+    template = tmp_path / "t.sd"
+    template.write_text("Row {{ id }} [[answer]]\n", encoding="utf-8")
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(6)), encoding="utf-8")
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"dask-rows": {"input": 1.0, "output": 2.0}, "test": {"input": 0, "output": 0}}),
+                      encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH")]))}
+    done = sd_batch([str(template), str(inputs), "-o", str(out), "--model", MODEL, "--workers", "2", "--no-cache",
+                     "--max-cost", "5", "--prices", str(prices), "--fallback", "test", "--tool-timeout", "5",
+                     "--on-truncate", "error", "--retries", "1", "--max-tokens", "50"], env)
+    assert done.returncode == 0, done.stderr
+    rows = read_jsonl(out)
+    assert [row["answer"] for row in rows] == [f"answer {i}" for i in range(6)]

@@ -65,15 +65,15 @@ def test_sd_check_tools_checks_every_tool_name_of_every_option(tmp_path: Path) -
         {template}:1:30: error: budget= names 'serch', which is not a tool of this run
             Q [[a|use_tools=true, budget="serch=1"]]
                                          ^
-            hint: did you mean 'search'? tools: search, fetch
+            hint: did you mean 'search'? the run's tools: search, fetch
         {template}:2:31: error: approve= names 'fetc', which is not a tool of this run
             R [[b|use_tools=true, approve=fetc]]
                                           ^
-            hint: did you mean 'fetch'? tools: search, fetch
+            hint: did you mean 'fetch'? the run's tools: search, fetch
         {template}:3:35: error: tool_choice= names 'seach', which is not a tool of this run
             S [[c|use_tools=true, tool_choice=seach]]
                                               ^
-            hint: did you mean 'search'? tools: search, fetch
+            hint: did you mean 'search'? the run's tools: search, fetch
     """)
     assert result.stderr == "3 errors, 0 warnings in 1 template\n"
     fixed = write(tmp_path / "ok.sd", TYPOS.replace("serch", "search").replace("fetc]", "fetch]").replace("seach", "search"))

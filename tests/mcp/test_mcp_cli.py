@@ -75,5 +75,5 @@ def test_sd_check_mcp_checks_tool_names_against_the_servers_tools(tmp_path: Path
     result = sd("check", template, "--mcp", f"notes={notes.url}")
     assert result.exit_code == 1
     assert result.stdout.splitlines()[0] == f"{template}:1:30: error: budget= names 'notes_lokup', which is not a tool of this run"
-    assert "hint: did you mean 'notes_lookup'? tools: notes_erase, notes_fail, notes_hang, notes_lookup, notes_remember" in result.stdout
+    assert "hint: did you mean 'notes_lookup'? the run's tools: notes_erase, notes_fail, notes_hang, notes_lookup, notes_remember" in result.stdout
     assert result.stderr == "1 error, 0 warnings in 1 template\n"

@@ -144,7 +144,7 @@ def test_budget_option_errors() -> None:
         "line 1:30: budget= names 'serch', which is not a tool of this run\n"
         '    Q [[a|use_tools=true, budget="serch=1"]]\n'
         "                                 ^\n"
-        "hint: did you mean 'search'? tools: search"
+        "hint: did you mean 'search'? the run's tools: search"
     )
     assert script.calls == []  # before any model call
     with pytest.raises(sd.ConfigurationError, match="tool_limits="):

@@ -44,6 +44,7 @@ class Ctx:
     retried: list[Any] = field(default_factory=list)
     cache: MemoryCache = field(default_factory=MemoryCache)
     failed_once: list[bool] = field(default_factory=list)
+    mcp_url: str = ""  # the notes MCP server of the process-marked pairs
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,10 @@ RECIPES: dict[str, Recipe] = {
     "response cache": Recipe(options=lambda ctx: {"cache": ctx.cache}, check=lambda r, ctx: len(ctx.cache.items) > 0),
     "templates": Recipe(options=lambda ctx: {"include_paths": []}),
     "strict_undefined": Recipe(options=lambda ctx: {"strict_undefined": True}),
-    "MCP tools": Recipe(),  # a real server per pair is a process test: tests/mcp/test_mcp_pairs.py
+    "MCP tools": Recipe(  # a real server: the process-marked pairs below
+        text="Look up tea in the notes. [[noted|mcp=notes]]\n", options=lambda ctx: {"mcp": {"notes": ctx.mcp_url}},
+        check=lambda r, ctx: "notes_lookup" in _called(r, "noted"),
+    ),
     "max_cost": Recipe(options=lambda ctx: {"max_cost": 10.0, "prices": PRICES}, check=_cost_known),
     "prices": Recipe(options=lambda ctx: {"prices": PRICES}, check=_cost_known),
     "instrument": Recipe(options=lambda ctx: {"instrument": True}),
@@ -160,8 +164,13 @@ def _answer(ctx: Ctx) -> Callable[[Call], Any]:
             return {"reason": "a polite request", "triggered": False}
         called = {text.partition("(")[0] for role, text in call.turns if role == "call"}
         refunding = "Refund" in call.last_user  # each tool slot calls its own tools
+        noting = "notes" in call.last_user
         for tool in call.info.function_tools:
-            if tool.name not in called and (tool.name == "refund") == refunding:
+            if tool.name.startswith("notes_"):
+                if noting and tool.name == "notes_lookup" and tool.name not in called:
+                    return Tools([("notes_lookup", {"word": "tea"})])
+                continue
+            if tool.name not in called and (tool.name == "refund") == refunding and not noting:
                 return Tools([(tool.name, {"order_id": "text"} if "order_id" in str(tool.parameters_json_schema)
                                else value_for(tool.parameters_json_schema))])
         return auto_answer(call)
@@ -173,8 +182,8 @@ def _wants_retry(ctx: Ctx) -> bool:
     return getattr(ctx, "retry_on", False)
 
 
-def _setup(features: tuple[str, ...]) -> tuple[Ctx, str, dict[str, Any], dict[str, Any]]:
-    ctx = Ctx(Script(lambda call: None), Script(auto_answer))
+def _setup(features: tuple[str, ...], mcp_url: str = "") -> tuple[Ctx, str, dict[str, Any], dict[str, Any]]:
+    ctx = Ctx(Script(lambda call: None), Script(auto_answer), mcp_url=mcp_url)
     ctx.script.answer = _answer(ctx)
     ctx.retry_on = "retries" in features  # type: ignore[attr-defined]
     template, context = BASE, dict(CONTEXT)
@@ -251,3 +260,26 @@ def test_feature_across_a_pause_and_resume(feature: str) -> None:
 def test_resume_takes_only_run_keywords() -> None:
     with pytest.raises(TypeError, match="bogus"):
         sd.resume({}, {}, bogus=1)  # type: ignore[call-arg]
+
+
+@pytest.fixture(scope="module")
+def notes_url() -> Any:
+    """The notes MCP server (tests/mcp/notes_server.py) over streamable HTTP on 127.0.0.1."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
+    from mcp_support import serving
+    from notes_server import Record, build
+
+    with serving(build(Record()).streamable_http_app()) as url:
+        yield url
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("feature", IN_PROCESS)
+def test_mcp_tools_with_every_feature(feature: str, notes_url: str) -> None:
+    pair = ("MCP tools", feature)
+    ctx, template, context, options = _setup(pair, notes_url)
+    _check(pair, sd.complete(template, context, **options), ctx)
+    ctx, template, context, options = _setup(pair, notes_url)
+    results = sd.complete_batch(template, [context, context], concurrency=2, **options)
+    assert all(isinstance(r, sd.Result) for r in results), results
+    _check(pair, results[1], ctx)

@@ -311,7 +311,7 @@ def value_for(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any
     if kind == "number":
         return max(float(schema.get("minimum", 0)), 1.5)
     if kind == "string":
-        if schema.get("pattern", "").startswith("^[0-9]{4}-"):  # datetime (a pattern, not a format)
+        if schema.get("pattern", "").startswith("^[1-9][0-9]{3}-"):  # datetime (a pattern, not a format)
             return "2025-03-03T10:00:00Z"
         if schema.get("pattern", "").startswith("^([01][0-9]|2[0-3]):"):  # time
             return "10:30:00"

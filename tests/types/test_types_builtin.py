@@ -19,7 +19,7 @@ from types_support import NON_NULL_JSON, nullable, rejects, spec_of, value, valu
 #: issue 40 item 20: a pattern whose offset is optional, never `format: time|date-time`
 CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?"
 TIME_PATTERN = f"^{CLOCK}$"
-DATETIME_PATTERN = f"^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]{CLOCK}$"
+DATETIME_PATTERN = f"^[1-9][0-9]{{3}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]{CLOCK}$"
 
 
 # ---------------------------------------------------------------- schemas

@@ -1,1 +1,45 @@
-"""struckdown.run.wrappers"""
+"""The slot's two stacks, each written once in order (SPEC §22; DESIGN "A stack written once").
+
+**The model stack**, outermost first, around the provider model a slot attempt runs on:
+
+    cache  →  retries  →  meter  →  provider
+
+* `cached.CachedModel`: a response-cache hit never reaches the layers below (agent slots
+  are never served from the cache);
+* `retries.RetryingModel`: a transient provider failure is sent again (SPEC §14);
+* `run/ledger.MeteredModel`: every real request, each retry included, is counted, priced and
+  checked against the budgets once;
+* the provider model (or its provider-batch wrapper, `batch/provider_models.py`).
+
+Fallback is not a layer: it restarts the whole slot on the next model (`run/resilience.py`).
+`model_stack` builds it; `run/slot.py` calls nothing else.
+
+**The tool stack**, outermost first, around each tool call of an agent slot
+(`run/tools.SlotToolset` and pydantic-ai's deferred tools):
+
+    approval  →  budget  →  single flight  →  guard join  →  timeout  →  tool
+
+* approval: a call that needs a person's yes is deferred (SPEC §12; `run/approval.py`);
+* budget: a call past its `budget=` / `tool_limits=` does not run, the model reads why;
+* single flight: identical calls of one slot run once and share the result;
+* guard join: a tool that is not `@readonly` waits for the pending guards' verdicts;
+* timeout: `tool_timeout` ends the wait, the model reads the timeout message;
+* the tool (a function, sync or async, or an MCP server's tool).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The model stack, outermost first (the docstring says what each layer does).
+MODEL_STACK = ("cache", "retries", "meter", "provider")
+#: The tool stack, outermost first.
+TOOL_STACK = ("approval", "budget", "single flight", "guard join", "timeout", "tool")
+
+
+def model_stack(caches: Any, model: Any, *, cached: bool) -> Any:
+    """`model` wrapped in the layers of `MODEL_STACK`, innermost first (one wrapper per model
+    and layer, from the Environment's caches, so agents are reused across runs)."""
+    served = caches.metered_model(model)
+    served = caches.retrying_model(served)
+    return caches.cached_model(served) if cached else served
