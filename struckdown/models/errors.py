@@ -333,8 +333,9 @@ def _connection_error(exc: BaseException, label: str, detail: str) -> ModelConne
             label,
             _short(detail),
             what="the request timed out",
-            hint="raise STRUCKDOWN_TIMEOUT (seconds per attempt, default 120), use a smaller or faster model, "
-            "or ask for shorter answers",
+            hint="a long answer on a slow model: cap it with max_tokens= (--max-tokens N) or end it on time with "
+            "max_seconds= (--max-seconds S, the text so far is kept); or raise STRUCKDOWN_TIMEOUT (seconds per "
+            "attempt, default 120), or use a smaller or faster model",
         )
     return ModelConnectionError(label, _short(detail))
 

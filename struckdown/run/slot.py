@@ -33,6 +33,7 @@ from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from .budgets import slot_budget
+from .deadline import slot_seconds, within
 from .ledger import CURRENT_METER
 from .resilience import SlotAttempts, is_truncated, slot_error
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
@@ -56,6 +57,7 @@ class SlotEnv:
     stream: bool
     environment: EnvironmentView
     tool_timeout: float | None = None  # the host's ceiling for one tool call
+    max_seconds: float | None = None  # the host's ceiling for one slot's answer (`max_seconds=` lowers it)
     capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
     mcp: Any = None  # the run's MCPSessions (struckdown.mcp_tools), None without MCP servers
@@ -223,7 +225,13 @@ async def run_model_slot(
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
     if gate is not None and gate.may_pause:  # its run may end with DeferredToolRequests
         output_type = caches.deferrable(output_type)
-    streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
+    seconds = slot_seconds(env.max_seconds, resolved.control.get("max_seconds"), key)
+    # with a deadline a free-text answer streams even unseen: what came before it is the answer
+    streamer = (
+        _Streamer(env, key, buffer_text=use_tools, quiet=not env.stream)
+        if spec.is_text and (env.stream or seconds is not None)
+        else None
+    )
     model = env.resolve_model(resolved.settings.get("model"))
     attempts = SlotAttempts.start(
         key, env.emit, env.resilience, resolved.control, model, env.resolve_fallback, env.toolbox.names
@@ -255,15 +263,25 @@ async def run_model_slot(
                     if gate is not None and gate.resumed is not None:  # the paused run's messages and the decisions
                         arguments = gate.resume_arguments(arguments)
                     handler = streamer.handle if streamer is not None and _streams(model) else None
-                    run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
-                        instructions=instructions,
-                        deps=env.deps,
-                        model_settings=settings,
-                        usage_limits=limits.usage_limits(),
-                        event_stream_handler=handler,
-                        toolsets=mcp.toolsets if mcp else None,
-                        **arguments,
-                    )
+                    agent = caches.agent_for(output_type, served_by, env.toolbox if use_tools else None)
+
+                    async def request() -> Any:
+                        return await agent.run(
+                            instructions=instructions,
+                            deps=env.deps,
+                            model_settings=settings,
+                            usage_limits=limits.usage_limits(),
+                            event_stream_handler=handler,
+                            toolsets=mcp.toolsets if mcp else None,
+                            **arguments,
+                        )
+
+                    got, late = await within(seconds, request)
+                run: Any = got
+                if late:  # SPEC §14 as for max_tokens: the text so far is the answer, cut
+                    assert seconds is not None
+                    run = _cut_at_deadline(attempts, spec, seconds, streamer, message_history, user_prompt, model)
+                    cache_run = None  # a cut answer is never stored
                 cut = attempts.truncated_error(run, typed=not spec.is_text)
                 if cut is not None:
                     raise cut
@@ -283,7 +301,7 @@ async def run_model_slot(
     finally:
         CURRENT_WRAP.reset(token)
         CURRENT_METER.reset(meter_token)
-    if gate is not None and wrap is not None:
+    if gate is not None and wrap is not None and not isinstance(run, _CutRun):
         gate.check(run, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
     if streamer is not None:
         await streamer.flush()
@@ -332,6 +350,51 @@ async def _mcp_tools(env: SlotEnv, slot: str, control: Mapping[str, Any]) -> Any
     from ..tools.mcp import tools_for_slot
 
     return await tools_for_slot(env.mcp, slot, control)
+
+
+@dataclass
+class _CutRun:
+    """What a slot run cut at its deadline leaves, in the shape of pydantic-ai's run result:
+    the text that streamed before it, as a response cut at its limit (finish_reason 'length')."""
+
+    output: str
+    messages: list[ModelMessage]
+    new: list[ModelMessage]
+    usage: Any
+
+    def all_messages(self) -> list[ModelMessage]:
+        return self.messages
+
+    def new_messages(self) -> list[ModelMessage]:
+        return self.new
+
+
+def _cut_at_deadline(
+    attempts: SlotAttempts,
+    spec: OutputSpec,
+    seconds: float,
+    streamer: _Streamer | None,
+    history: list[ModelMessage],
+    user_prompt: Any,
+    model: Any,
+) -> _CutRun:
+    """The answer of an attempt that met `max_seconds`: a typed answer cannot be used
+    (TruncatedError); free text keeps what streamed (`on_truncate` decides, as for max_tokens)."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, UserPromptPart
+
+    from ..models import model_label
+    from ..models.errors import TruncatedError
+
+    if not spec.is_text:
+        raise TruncatedError(model_label(model), f"the typed answer did not finish within max_seconds={seconds:g}")
+    if attempts.on_truncate == "error":
+        raise TruncatedError(model_label(model), f"the answer did not finish within max_seconds={seconds:g}")
+    text = (streamer.accumulated + "".join(streamer.held)) if streamer is not None else ""
+    new: list[ModelMessage] = []
+    if user_prompt is not None:
+        new.append(ModelRequest(parts=[UserPromptPart(user_prompt)]))
+    new.append(ModelResponse(parts=[TextPart(text)], finish_reason="length", model_name=getattr(model, "model_name", None)))
+    return _CutRun(text, [*history, *new], new, attempts.usage)
 
 
 def _streams(model: Any) -> bool:
@@ -388,8 +451,9 @@ class _Streamer:
     follows), so only the final answer streams.
     """
 
-    def __init__(self, env: SlotEnv, slot: str, *, buffer_text: bool) -> None:
+    def __init__(self, env: SlotEnv, slot: str, *, buffer_text: bool, quiet: bool = False) -> None:
         self.env, self.slot, self.buffer_text = env, slot, buffer_text
+        self.quiet = quiet  # only collects the text (a deadline's answer), emits nothing
         self.accumulated = ""
         self.held: list[str] = []
         self.started = False
@@ -436,6 +500,9 @@ class _Streamer:
             await self._emit(delta)
 
     async def _emit(self, delta: str) -> None:
+        if self.quiet:
+            self.accumulated += delta
+            return
         if not self.started:
             await self.env.join_guards()
             self.started = True

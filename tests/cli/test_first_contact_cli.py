@@ -95,3 +95,65 @@ def test_sd_run_stops_at_a_budget_typo_with_its_position_before_any_request(tmp_
     assert f"{template}:1:30: budget= names 'serch', which is not a tool of this run" in result.stderr
     assert "did you mean 'search'?" in result.stderr
     assert calls == []
+
+
+# -- item 17: a runaway answer, its token rate, max_seconds ---------------------------------
+
+
+def test_the_live_display_shows_a_streaming_answers_token_rate() -> None:
+    import io
+
+    from rich.console import Console
+
+    from struckdown.cli.display import RunDisplay, token_rate
+    from struckdown.incremental import SlotStreamStart, TokenDelta
+
+    assert token_rate(10.0, 30, 12.0) == "30 tokens · 15.0 tok/s · 2 s"
+    assert token_rate(10.0, 1, 10.5) == "1 token · 2.0 tok/s · 0 s"
+    display = RunDisplay(Console(file=io.StringIO(), force_terminal=False), {}, ("poem",))
+    display.handle(SlotStreamStart("poem"))
+    text = ""
+    for word in ("Roses ", "are ", "red"):
+        text += word
+        display.handle(TokenDelta("poem", word, text))
+    out = io.StringIO()
+    Console(file=out, width=120, force_terminal=False).print(display.__rich__())
+    first = out.getvalue().splitlines()[0]
+    assert "poem · 3 tokens · " in first and " tok/s · " in first
+
+
+def test_sd_run_max_seconds_keeps_the_text_so_far_and_says_how_to_go_further(
+    tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    passes = [asyncio.Event()]  # bound to the run's loop when first waited on
+    asked: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # the deadline's clock: passes once the model streamed
+        asked.append(seconds)
+        await passes[-1].wait()
+
+    monkeypatch.setattr("struckdown.run.deadline.sleep", sleep)
+
+    async def whole(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise AssertionError("streamed")
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
+        yield "Roses "
+        yield "are red"
+        passes[-1].set()
+        await asyncio.Event().wait()
+        yield ""
+
+    use_model(FunctionModel(whole, stream_function=stream, model_name="slow"))
+    template = write(tmp_path / "t.sd", "Write a poem [[poem]]\n")
+    out = tmp_path / "out.json"
+    result = sd("run", template, "--max-seconds", "30", "--no-cache", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert asked == [30.0]
+    assert "poem: Roses are red" in result.stdout
+    assert "poem: cut off at its limit (raise max_tokens= or --max-tokens; max_seconds= or --max-seconds)" in result.output
+    import json
+
+    assert json.loads(out.read_text())["answers"] == {"poem": "Roses are red"}

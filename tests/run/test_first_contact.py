@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 
 import pytest
@@ -99,3 +100,90 @@ def test_failed_tool_calls_count_in_usage_as_the_display_shows_them() -> None:
     assert sorted((c.tool_name, c.ok) for c in calls) == [("boom", False), ("good", True)]
     assert result.results["answer"].usage.tool_calls == 2
     assert result.usage.tool_calls == 2
+
+
+# -- item 17: max_seconds= ---------------------------------------------------------------
+
+
+class Clock:
+    """The deadline's clock: it passes once the model has streamed all it will (no real wait)."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+        self.passes = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        await self.passes.wait()
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr("struckdown.run.deadline.sleep", fake.sleep)
+    return fake
+
+
+def runaway(clock: Clock, words: tuple[str, ...] = ("Roses ", "are ", "red")) -> FunctionModel:
+    """Streams `words`, lets the clock pass, then never finishes (a runaway on a slow model)."""
+
+    async def whole(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        assert info.output_tools, "a free-text answer with a deadline is streamed"
+        clock.passes.set()  # a typed answer is asked for whole: it never comes
+        await asyncio.Event().wait()
+        raise AssertionError("cancelled at the deadline")
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
+        for word in words:
+            yield word
+        clock.passes.set()
+        await asyncio.Event().wait()  # never: the deadline ends it
+        yield ""
+
+    return FunctionModel(whole, stream_function=stream, model_name="slow")
+
+
+def test_max_seconds_ends_a_runaway_answer_as_truncated_with_the_text_so_far(clock: Clock) -> None:
+    result = sd.complete("Write a poem [[poem]]", model=runaway(clock), max_seconds=5)
+    assert result["poem"] == "Roses are red"
+    slot = result.results["poem"]
+    assert slot.truncated is True and clock.asked == [5]
+    assert slot.messages[-1].finish_reason == "length"  # type: ignore[union-attr]
+    assert result.usage.requests == 1
+
+
+def test_a_slot_max_seconds_lowers_the_hosts_never_raises_it(clock: Clock) -> None:
+    sd.complete("Write a poem [[poem|max_seconds=2]]", model=runaway(clock), max_seconds=5)
+    assert clock.asked == [2]
+    clock.passes = asyncio.Event()
+    with pytest.warns(UserWarning, match="template asked for max_seconds=10 but the caller's ceiling is 5; using 5"):
+        sd.complete("Write a poem [[poem|max_seconds=10]]", model=runaway(clock), max_seconds=5)
+    assert clock.asked == [2, 5]
+    clock.passes = asyncio.Event()
+    sd.complete("Write a poem [[poem|max_seconds=1.5]]", model=runaway(clock))  # no host ceiling
+    assert clock.asked == [2, 5, 1.5]
+
+
+def test_max_seconds_streams_the_text_then_flags_the_answer(clock: Clock) -> None:
+    events = list(sd.complete_incremental("Write a poem [[poem]]", model=runaway(clock), max_seconds=5))
+    tokens = [e.delta for e in events if type(e).__name__ == "TokenDelta"]
+    assert tokens == ["Roses ", "are ", "red"]
+    completed = [e for e in events if type(e).__name__ == "SlotCompleted"]
+    assert completed[0].result.output == "Roses are red" and completed[0].result.truncated
+
+
+def test_max_seconds_with_on_truncate_error_or_a_typed_answer_is_a_truncated_error(clock: Clock) -> None:
+    with pytest.raises(sd.TruncatedError) as info:
+        sd.complete("Write a poem [[poem|on_truncate=error]]", model=runaway(clock), max_seconds=5)
+    assert "the answer did not finish within max_seconds=5" in str(info.value)
+    clock.passes = asyncio.Event()
+    with pytest.raises(sd.TruncatedError) as typed:
+        sd.complete("How many? [[int:n]]", model=runaway(clock), max_seconds=3)
+    assert "the typed answer did not finish within max_seconds=3" in str(typed.value)
+
+
+def test_max_seconds_is_checked() -> None:
+    with pytest.raises(sd.TemplateSyntaxError, match="max_seconds"):
+        sd.parse("Q [[a|max_seconds=0]]")
+    with pytest.raises(ValueError, match="max_seconds must be a number of seconds above 0"):
+        sd.complete("Q [[a]]", model="test", max_seconds=-1)

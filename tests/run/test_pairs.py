@@ -117,6 +117,7 @@ RECIPES: dict[str, Recipe] = {
         check=lambda r, ctx: r.usage.requests <= 40,
     ),
     "tool_timeout": Recipe(options=lambda ctx: {"tool_timeout": 30.0}),
+    "max_seconds": Recipe(options=lambda ctx: {"max_seconds": 600.0}, check=lambda r, ctx: not any(s.truncated for s in r.results.values())),
     "concurrency": Recipe(options=lambda ctx: {"max_requests": 2}, check=lambda r, ctx: ctx.script.peak <= 2),
     "guards": Recipe(text="Is this abusive? [[halt:abusive]]\n", options=lambda ctx: {"on_halt": "return"},
                      check=lambda r, ctx: r.halted is None),
