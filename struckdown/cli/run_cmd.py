@@ -106,7 +106,12 @@ async def _drive(
     from ..api import complete_incremental_async
 
     result = None
-    with interrupts_end_the_process(), display:
+
+    def keep_output() -> None:  # docs/cli.md: an interrupted run is still written
+        if request.output is not None and recorder is not None:
+            write_json(request.output, {**recorder.record(KeyboardInterrupt()), "error": "interrupted", "interrupted": True})
+
+    with interrupts_end_the_process(before_exit=keep_output), display:
         async for event in complete_incremental_async(
             program,
             context,
