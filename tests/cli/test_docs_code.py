@@ -197,3 +197,17 @@ def test_skipped_blocks_are_counted_and_say_why() -> None:
     ]
     assert all(ALLOWED_REASONS.search(reason) for _, reason in reasons), reasons
     assert len(reasons) == SKIPPED, reasons
+
+
+def test_no_flag_row_is_written_twice_in_a_table_of_cli_md() -> None:
+    """Issue 40 item 7: a flag documented in two rows of `sd batch`'s table said two things."""
+    flags_seen: dict[str, int] = {}
+    table = 0
+    for line in (DOCS / "cli.md").read_text(encoding="utf-8").splitlines():
+        if not line.startswith("| "):
+            table += 1
+            flags_seen.clear()
+            continue
+        for flag in re.findall(r"`(--?[a-z][a-z-]*)", line.split("|")[1]):
+            assert flag not in flags_seen, f"{flag} is in two rows of one table of docs/cli.md"
+            flags_seen[flag] = table

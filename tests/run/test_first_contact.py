@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
+from pathlib import Path
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -187,3 +188,52 @@ def test_max_seconds_is_checked() -> None:
         sd.parse("Q [[a|max_seconds=0]]")
     with pytest.raises(ValueError, match="max_seconds must be a number of seconds above 0"):
         sd.complete("Q [[a]]", model="test", max_seconds=-1)
+
+
+# -- item 7: docs/resilience.md says failed attempts count as requests ---------------------
+
+
+def test_a_failed_attempt_counts_as_a_request_without_tokens() -> None:
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    calls: list[int] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ModelHTTPError(503, "m", "overloaded")
+        return ModelResponse(parts=[TextPart("ok")])
+
+    result = sd.complete("Q [[a]]", model=FunctionModel(reply), retry_base_delay=0, retry_max_delay=0)
+    assert result["a"] == "ok" and len(calls) == 2
+    assert result.usage.requests == 2 and result.results["a"].usage.requests == 2
+
+
+# -- item 7: docs/observability.md names pydantic-ai 2.68's spans ---------------------------
+
+
+def test_the_span_names_observability_md_shows() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from scripted import Tools, auto_answer
+
+    def look(q: str) -> str:
+        return "x"
+
+    def answer(call):  # type: ignore[no-untyped-def]
+        if call.tool_names and len(call.messages) == 1:
+            return Tools([("look", {"q": "a"})])
+        return auto_answer(call)
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sd.complete("Q [[a|use_tools=true]]", model=Script(answer).model("mm"), tools=[look], instrument=provider)
+    names = [span.name for span in exporter.get_finished_spans()]
+    assert names == ["chat mm", "struckdown tool", "execute_tool look", "chat mm", "invoke_agent struckdown",
+                     "struckdown slot", "struckdown run"]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
+    for name in ("invoke_agent struckdown", "execute_tool <tool>", "chat <model>", "struckdown tool"):
+        assert name in page
