@@ -4,7 +4,7 @@ waits for a person's decision (`@struckdown.needs_approval`; the template's
 
     sd run examples/refund_agent.sd --context examples/refund_agent.json --tools examples/refund_tools.py
     sd run … --pause-to refund.state.json      # exits 4, awaiting approval
-    sd resume refund.state.json --approve reply.1
+    sd resume refund.state.json --tools examples/refund_tools.py --approve reply.1
 """
 
 from __future__ import annotations

@@ -74,6 +74,22 @@ _EXPORTS = {
     "OnHalt": "run_options",
     "LLMCredentials": "models",
     "make_search": "actions.search",
+    "ACTION_LOOKUP": "compat_names",
+    "Actions": "compat_names",
+    "CostSummary": "compat_names",
+    "LLMConfig": "compat_names",
+    "ParsedOptions": "compat_names",
+    "escape_context_dict": "compat_names",
+    "escape_struckdown_syntax": "compat_names",
+    "mark_struckdown_safe": "compat_names",
+    "parse_options": "compat_names",
+    "CheckpointReached": "incremental",
+    "IncrementalEvent": "incremental",
+    "ProcessingComplete": "incremental",
+    "ProcessingError": "incremental",
+    "SlotCompleted": "incremental",
+    "SlotRetracted": "incremental",
+    "ThinkingDelta": "incremental",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -136,6 +152,15 @@ if TYPE_CHECKING:
     from .compat import LLMError as LLMError
     from .compat import StruckdownResult as StruckdownResult
     from .compat import TemplateError as TemplateError
+    from .compat_names import ACTION_LOOKUP as ACTION_LOOKUP
+    from .compat_names import Actions as Actions
+    from .compat_names import CostSummary as CostSummary
+    from .compat_names import LLMConfig as LLMConfig
+    from .compat_names import ParsedOptions as ParsedOptions
+    from .compat_names import escape_context_dict as escape_context_dict
+    from .compat_names import escape_struckdown_syntax as escape_struckdown_syntax
+    from .compat_names import mark_struckdown_safe as mark_struckdown_safe
+    from .compat_names import parse_options as parse_options
     from .environment import Environment as Environment
     from .environment import default_environment as default_environment
     from .errors import (
@@ -162,6 +187,13 @@ if TYPE_CHECKING:
     from .errors import (
         TemplateSyntaxError as TemplateSyntaxError,
     )
+    from .incremental import CheckpointReached as CheckpointReached
+    from .incremental import IncrementalEvent as IncrementalEvent
+    from .incremental import ProcessingComplete as ProcessingComplete
+    from .incremental import ProcessingError as ProcessingError
+    from .incremental import SlotCompleted as SlotCompleted
+    from .incremental import SlotRetracted as SlotRetracted
+    from .incremental import ThinkingDelta as ThinkingDelta
     from .media import File as File
     from .media import Image as Image
     from .media import attach as attach

@@ -136,7 +136,7 @@ def load_type_file(path: PathLike) -> list[str]:
 
 
 def register_action(
-    name: str, func: Callable[..., Any], *, side_effects: bool = False, role: Any = None
+    name: str, func: Callable[..., Any], *, side_effects: bool = False, role: Any = "user"
 ) -> None:
     """Register an action on the default Environment (see Environment.register_action)."""
     default_environment().register_action(name, func, side_effects=side_effects, role=role)

@@ -53,6 +53,12 @@ class ApprovalRequest:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "slot": self.slot, "tool_name": self.tool_name, "arguments": jsonable(self.arguments)}
 
+    def call_hash(self) -> str:
+        """What a decision on this request binds: the tool's name and its exact arguments."""
+        from .state_signing import call_hash
+
+        return call_hash(self.tool_name, jsonable(self.arguments))
+
 
 def check_decision(value: Any, request_id: str) -> Decision:
     """A decision as the SPEC has it: True, False or the text the model receives."""
@@ -119,8 +125,9 @@ def build_state(
     options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     from . import __version__
+    from .state_signing import sign_state
 
-    return {
+    return sign_state({
         "format": STATE_FORMAT,
         "struckdown": __version__,
         "template": template,
@@ -131,10 +138,10 @@ def build_state(
         "finished": [_slot_to_json(result) for result in finished.values()],
         "actions": {where: jsonable(values) for where, values in actions.items()},
         "paused": [_paused_to_json(slot) for slot in paused],
-        "requests": [request.to_dict() for slot in paused for request, _ in slot.requests],
+        "requests": [{**request.to_dict(), "call_hash": request.call_hash()} for slot in paused for request, _ in slot.requests],
         "options": dict(options or {}),  # the recorded run options, plain (run_options.OPTIONS[…].recorded)
         "extra": {},
-    }
+    })
 
 
 def _file_hash(path: str) -> str | None:
@@ -213,6 +220,9 @@ def read_state(
     if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
         found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
         raise ValueError(f"not a paused struckdown run (format {found!r}, expected {STATE_FORMAT!r})")
+    from .state_signing import verify_state
+
+    verify_state(state)  # before anything in it is used: an edited state names what differs
     try:
         text = str(state["template"])
         path = state.get("template_path")
@@ -280,11 +290,14 @@ def _paused_from_json(item: Mapping[str, Any], listed: Sequence[Mapping[str, Any
     except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError, shown as one line
         raise ValueError(f"the paused state's messages of slot {item.get('slot')!r} cannot be read: {exc}") from None
     known = {f.name for f in fields(RunUsage)}
+    calls = _pending_calls(messages)
     requests = []
     for entry in item["requests"]:
         shown = by_id[entry["id"]]
         request = ApprovalRequest(entry["id"], item["slot"], shown["tool_name"], dict(shown["arguments"]))
-        requests.append((request, list(entry["tool_call_ids"])))
+        ids = list(entry["tool_call_ids"])
+        _check_binding(request, shown.get("call_hash"), ids, calls)
+        requests.append((request, ids))
     return PausedSlot(
         slot=item["slot"],
         messages=list(messages),
@@ -294,6 +307,33 @@ def _paused_from_json(item: Mapping[str, Any], listed: Sequence[Mapping[str, Any
         requests=requests,
         asked=int(item.get("asked", len(requests))),
     )
+
+
+def _pending_calls(messages: Sequence[Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The tool calls of the paused slot's last response, by id: the calls that run when approved."""
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+
+    last = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+    if last is None:
+        return {}
+    return {p.tool_call_id: (p.tool_name, p.args_as_dict()) for p in last.parts if isinstance(p, ToolCallPart)}
+
+
+def _check_binding(
+    request: ApprovalRequest, stored: Any, ids: Sequence[str], calls: Mapping[str, tuple[str, dict[str, Any]]]
+) -> None:
+    """The call a person is shown (the request) is the call that runs (each tool call it
+    covers), and both are the call the state bound when it paused (`call_hash`)."""
+    from .state_signing import call_hash
+
+    bound = request.call_hash()
+    if stored != bound:
+        raise ValueError(f"request {request.id!r} ({request.label()}) is not the call the run paused with (its hash differs)")
+    for tool_call_id in ids:
+        found = calls.get(tool_call_id)
+        if found is None or call_hash(found[0], jsonable(found[1])) != bound:
+            runs = "nothing" if found is None else ApprovalRequest(request.id, request.slot, *found).label()
+            raise ValueError(f"request {request.id!r} shows {request.label()}, but the call it would run is {runs}")
 
 
 def _usage_value(name: str, value: Any) -> Any:

@@ -118,3 +118,15 @@ def _unexpected(function: str, key: str, valid: frozenset[str]) -> str:
         return f"{message}: {REMOVED[key]}"
     close = difflib.get_close_matches(key, sorted(valid), n=1)
     return f"{message}; did you mean {close[0]!r}?" if close else message
+
+
+def one_context(function: str, context: Any) -> None:
+    """0.x's `complete(template, [ctx1, ctx2])` is a TypeError at the call saying what to use."""
+    if context is None or isinstance(context, Mapping):
+        return
+    if isinstance(context, (list, tuple)) or (hasattr(context, "__iter__") and not isinstance(context, (str, bytes))):
+        raise TypeError(
+            f"{function}() takes one context dict; for a list of contexts use complete_batch() "
+            f"(or complete_batch_async())"
+        )
+    raise TypeError(f"{function}() takes a context dict (a mapping of names to values), not {type(context).__name__}")

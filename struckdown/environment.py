@@ -112,14 +112,16 @@ class Environment:
         fn: Callable[..., Any],
         *,
         side_effects: bool = False,
-        role: Literal["user", "assistant"] | None = None,
+        role: Literal["user", "assistant", "none"] | None = "user",
     ) -> None:
         """Make `[[@name:key|args]]` call `fn(*args, **kwargs)` (sync or async).
 
-        A function with a `context` parameter also receives the variables so far.
-        Mark anything that changes the world `side_effects=True`: pending guards are
-        joined before it runs. With `role`, the result also joins the conversation
-        as a user or assistant turn.
+        A function with a `context` parameter also receives the variables so far;
+        arguments are converted to the parameters' annotated types. Mark anything that
+        changes the world `side_effects=True`: pending guards are joined before it runs.
+        The result joins the conversation as a user turn, as in 0.18 (`role="assistant"`:
+        an assistant turn; `role="none"` or None: not at all); a template's `role=`
+        option on the action chooses again for that one use.
         """
         self.actions.register(name, fn, side_effects=side_effects, role=role)
         self._programs.clear()
@@ -230,6 +232,7 @@ class Environment:
         from .run import run_to_result
 
         options = self._checked("complete_async", options)
+        one_context("complete_async", context)
         program = self.program(template, options)
         async with self._mcp_sessions(program, options) as sessions:
             return await run_to_result(program, context, self.run_settings(options, stream=False, mcp=sessions))
@@ -272,6 +275,7 @@ class Environment:
         cancels every in-flight model call, tool and guard. A bad keyword is a
         TypeError here, at the call, not at the first event.
         """
+        one_context("complete_incremental_async", context)
         return self._events(template, context, stream, self._checked("complete_incremental_async", options))
 
     async def _events(
@@ -282,11 +286,8 @@ class Environment:
         program = self.program(template, options)
         async with self._mcp_sessions(program, options) as sessions:
             stream_of_events = events(program, context, self.run_settings(options, stream=stream, mcp=sessions))
-            try:
-                async for event in stream_of_events:
-                    yield event
-            finally:
-                await stream_of_events.aclose()
+            async for event in _ending_at_error(stream_of_events):
+                yield event
 
     def complete(
         self, template: str | Program, context: Mapping[str, Any] | None = None, **options: Unpack[RunOptions]
@@ -295,6 +296,7 @@ class Environment:
         from .sync import run_sync
 
         options = self._checked("complete", options)
+        one_context("complete", context)
         return run_sync(lambda: self.complete_async(template, context, **options))
 
     def complete_incremental(
@@ -310,6 +312,7 @@ class Environment:
         from .sync import iterate_sync
 
         options = self._checked("complete_incremental", options)
+        one_context("complete_incremental", context)
         return iterate_sync(lambda: self.complete_incremental_async(template, context, stream=stream, **options))
 
     # -- resuming a paused run (SPEC §12) ----------------------------------------------
@@ -322,8 +325,9 @@ class Environment:
         ValueError before any model call."""
         import json
 
-        from .approval_state import read_state
+        from .approval_state import STATE_FORMAT, read_state
         from .distributed.shipping import restored_option
+        from .state_signing import verify_state
         from .tools.mcp import resolve_servers
 
         if isinstance(state, str):
@@ -331,6 +335,8 @@ class Environment:
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"the paused state is not JSON: {exc}") from None
+        if isinstance(state, Mapping) and state.get("format") == STATE_FORMAT:
+            verify_state(state)  # signed, unedited: before any option it records is used (issue 39 N3)
         recorded = state.get("options") if isinstance(state, Mapping) else None
         if isinstance(recorded, Mapping):
             kept = {k: restored_option(k, v) for k, v in recorded.items() if k in _RUN_OPTIONS and k not in options}
@@ -407,11 +413,8 @@ class Environment:
         async with self._mcp_sessions(program, options) as sessions:
             settings = self.run_settings(options, stream=stream, mcp=sessions, resume=point)
             stream_of_events = events(program, stored if context is None else context, settings)
-            try:
-                async for event in stream_of_events:
-                    yield event
-            finally:
-                await stream_of_events.aclose()
+            async for event in _ending_at_error(stream_of_events):
+                yield event
 
     async def complete_batch_async(
         self,
@@ -527,3 +530,27 @@ def default_environment() -> Environment:
             if _default is None:
                 _default = Environment()
     return _default
+
+
+async def _ending_at_error(stream_of_events: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
+    """The events of a run; a failed run's last is its `ProcessingError`, after which the
+    generator ends without raising (as 0.x's did): the error is `event.error`. An error
+    before that event (a bad template, say) is raised as it is."""
+    reported = False
+    try:
+        async for event in stream_of_events:
+            reported = event.type == "processing_error"
+            yield event
+    except Exception:
+        if not reported:
+            raise
+    finally:
+        await stream_of_events.aclose()
+
+
+def one_context(function: str, context: Any) -> None:
+    """A list of contexts is a TypeError naming complete_batch() (0.x's habit, SPEC §11)."""
+    if context is not None and not isinstance(context, Mapping):
+        from .compat import one_context as check
+
+        check(function, context)

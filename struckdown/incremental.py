@@ -1,4 +1,9 @@
-"""The events one engine produces (SPEC §6); every one has `.type` and `to_json()`."""
+"""The events one engine produces (SPEC §6); every one has `.type` and `to_json()`.
+
+For code written against struckdown 0.x: `event.type` also equals 0.x's name of the
+event (`event.type == "checkpoint"` holds for a `CheckpointReached`), `model_dump()`
+gives the event as a dict carrying 0.x's type and field names besides today's, and
+the renamed fields read under their 0.x names (`slot_key`, `segment_index`, ...)."""
 
 from __future__ import annotations
 
@@ -8,6 +13,28 @@ from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 if TYPE_CHECKING:
     from .results import Result, SlotResult, Usage
+
+
+class EventType(str):
+    """An event's `type`: today's name, which also compares equal to 0.x's (`legacy`)."""
+
+    legacy: str
+
+    def __new__(cls, name: str, legacy: str | None = None) -> EventType:
+        self = super().__new__(cls, name)
+        self.legacy = legacy or name
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other) or (isinstance(other, str) and other == self.legacy)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (EventType, (str(self), self.legacy))
 
 
 @dataclass(frozen=True)
@@ -28,6 +55,19 @@ class _Event:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
+    def model_dump(self) -> dict[str, Any]:
+        """The event as 0.x's pydantic events dumped it: `type` is 0.x's name, renamed
+        fields appear under their 0.x names too (`slot_key`, `segment_index`, ...)."""
+        out = self.to_dict()
+        out["type"] = getattr(self.type, "legacy", str(self.type))
+        for old, new in _OLD_NAMES:
+            if new in out:
+                out[old] = out[new]
+        if isinstance(self, ProcessingError):
+            out["error_message"] = self.error_message
+            out["error"] = str(self.error)
+        return out
+
     @property
     def slot_key(self) -> str | None:
         """0.x's name of `slot` (read-only), on the events that have one."""
@@ -39,13 +79,13 @@ class _Event:
 
 @dataclass(frozen=True)
 class SlotStreamStart(_Event):
-    type: ClassVar[str] = "slot_stream_start"
+    type: ClassVar[str] = EventType("slot_stream_start", "stream_start")
     slot: str
 
 
 @dataclass(frozen=True)
 class TokenDelta(_Event):
-    type: ClassVar[str] = "token_delta"
+    type: ClassVar[str] = EventType("token_delta")
     slot: str
     delta: str
     accumulated: str
@@ -53,14 +93,14 @@ class TokenDelta(_Event):
 
 @dataclass(frozen=True)
 class ThinkingDelta(_Event):
-    type: ClassVar[str] = "thinking_delta"
+    type: ClassVar[str] = EventType("thinking_delta")
     slot: str
     delta: str
 
 
 @dataclass(frozen=True)
 class ToolStarted(_Event):
-    type: ClassVar[str] = "tool_started"
+    type: ClassVar[str] = EventType("tool_started")
     slot: str
     tool_name: str
     arguments: dict[str, Any]
@@ -68,7 +108,7 @@ class ToolStarted(_Event):
 
 @dataclass(frozen=True)
 class ToolCompleted(_Event):
-    type: ClassVar[str] = "tool_completed"
+    type: ClassVar[str] = EventType("tool_completed")
     slot: str
     tool_name: str
     arguments: dict[str, Any]
@@ -81,7 +121,7 @@ class ToolCompleted(_Event):
 
 @dataclass(frozen=True)
 class SlotCompleted(_Event):
-    type: ClassVar[str] = "slot_completed"
+    type: ClassVar[str] = EventType("slot_completed")
     slot: str
     result: SlotResult
     elapsed_ms: float
@@ -91,14 +131,14 @@ class SlotCompleted(_Event):
 
 @dataclass(frozen=True)
 class SlotRetracted(_Event):
-    type: ClassVar[str] = "slot_retracted"
+    type: ClassVar[str] = EventType("slot_retracted")
     slot: str
     reason: str
 
 
 @dataclass(frozen=True)
 class CheckpointReached(_Event):
-    type: ClassVar[str] = "checkpoint_reached"
+    type: ClassVar[str] = EventType("checkpoint_reached", "checkpoint")
     segment: int
     name: str | None
 
@@ -115,7 +155,7 @@ class CheckpointReached(_Event):
 
 @dataclass(frozen=True)
 class ProcessingComplete(_Event):
-    type: ClassVar[str] = "processing_complete"
+    type: ClassVar[str] = EventType("processing_complete", "complete")
     result: Result
     early_termination: bool = False
     paused: bool = False  # SPEC §12: the run waits for approval decisions (`result.paused` holds them)
@@ -123,10 +163,20 @@ class ProcessingComplete(_Event):
 
 @dataclass(frozen=True)
 class ProcessingError(_Event):
-    type: ClassVar[str] = "processing_error"
+    type: ClassVar[str] = EventType("processing_error", "error")
     slot: str | None
     error: BaseException
     result: Result | None = None  # the answers so far, with every request the run made in its usage
+
+    @property
+    def error_message(self) -> str:
+        """0.x's field: the error's text."""
+        return str(self.error)
+
+    @property
+    def partial_results(self) -> dict[str, Any]:
+        """0.x's field: slot key → SlotResult of the answers so far."""
+        return dict(self.result.results) if self.result is not None else {}
 
 
 @dataclass(frozen=True)
@@ -192,6 +242,8 @@ class SlotFallback(_Event):
     reason: str
 
 
+_OLD_NAMES = (("slot_key", "slot"), ("segment_index", "segment"), ("segment_name", "name"))
+
 Event = Union[
     SlotStreamStart,
     TokenDelta,
@@ -210,8 +262,13 @@ Event = Union[
     SlotFallback,
 ]
 
+#: 0.x's name of the union of every event
+IncrementalEvent = Event
+
 __all__ = [
     "ApprovalDecided",
+    "EventType",
+    "IncrementalEvent",
     "ApprovalRequested",
     "CheckpointReached",
     "Event",

@@ -77,9 +77,13 @@ def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str
 
 def _finalize(value: Any) -> Any:
     """`{{ photos }}`: a list of images or files renders as each of them (a single one
-    renders itself, through `str`); anything else is left to `str` as before."""
+    renders itself, through `str`); `None` renders as empty text, as in struckdown 0.18
+    (an optional answer that came back null leaves no "None" in later text); anything
+    else is left to `str` as before."""
     if type(value) is str:
         return value
+    if value is None:
+        return ""
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], Media):
         return render_list(value)
     return value
@@ -254,18 +258,53 @@ class Renderer:
         expression.set_environment(self.sandbox)
         return expression
 
-    def render_text(self, source: str, variables: Mapping[str, Any], compiled: dict[str, jinja2.Template] | None = None) -> str:
+    def render_text(
+        self,
+        source: str,
+        variables: Mapping[str, Any],
+        compiled: dict[str, jinja2.Template] | None = None,
+        exports: dict[str, Any] | None = None,
+    ) -> str:
         """Render one piece of text. `compiled` is the Program's own cache, so a template
-        with more texts than any global bound still compiles each text once."""
+        with more texts than any global bound still compiles each text once. `exports`,
+        when given, receives what the text defines at its top level (`{% set %}` values
+        and macros), so later text may use them as 0.18's whole-template render allowed."""
         if "{" not in source:  # plain text: what Jinja would give, without Jinja
             return source.replace("\r\n", "\n").replace("\r", "\n")
         _work.left = MAX_STEPS
         if compiled is None:
-            return self.compile_text(source).render(variables)
-        template = compiled.get(source)
-        if template is None:  # the shared cache may hold it already (checking compiles `{% %}` text)
+            template = self.compile_text(source)
+        elif source in compiled:
+            template = compiled[source]
+        else:  # the shared cache may hold it already (checking compiles `{% %}` text)
             template = compiled[source] = self.compile_text(source)
-        return template.render(variables)
+        if exports is None or "{%" not in source:
+            return template.render(variables)
+        context = template.new_context(dict(variables))
+        try:
+            text = self.sandbox.concat(template.root_render_func(context))
+        except Exception:  # noqa: BLE001 - Jinja's own rewriting of the traceback, as render() does
+            self.sandbox.handle_exception()
+        exports.update(context.get_exported())
+        return str(text)
+
+    def defined_names(self, source: str) -> frozenset[str]:
+        """Names a piece of text defines for the text after it: top-level `{% set %}`
+        targets and `{% macro %}` names (also inside a top-level `{% if %}`)."""
+        if "{%" not in source:
+            return frozenset()
+        names: set[str] = set()
+        pending: list[nodes.Node] = list(self.sandbox.parse(source).body)
+        while pending:
+            node = pending.pop()
+            if isinstance(node, (nodes.Assign, nodes.AssignBlock)):
+                target = node.target
+                names |= {target.name} if isinstance(target, nodes.Name) else {n.name for n in target.find_all(nodes.Name)}
+            elif isinstance(node, nodes.Macro):
+                names.add(node.name)
+            elif isinstance(node, nodes.If):
+                pending.extend([*node.body, *node.else_, *(n for elif_ in node.elif_ for n in elif_.body)])
+        return frozenset(names)
 
     def evaluate(self, expression: str, variables: Mapping[str, Any]) -> Any:
         _work.left = MAX_STEPS

@@ -94,8 +94,14 @@ class ToolCall:
     was_cached: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SlotResult:
+    """One slot's answer and how it was reached.
+
+    For code written against struckdown 0.x, `str(slot)` is the answer's text and
+    `slot == "text"` compares the answer; read-only `prompt`, `completion`, `thinking`
+    and `response_schema` give 0.x's views of the same data (docs/migration.md)."""
+
     key: str
     type: str
     output: Any
@@ -106,6 +112,66 @@ class SlotResult:
     tool_calls: tuple[ToolCall, ...] = ()
     truncated: bool = False  # the answer's last response stopped at its token limit (SPEC §14)
     fallback_used: str | None = None  # the fallback model that answered (its pydantic-ai model_name)
+    # the JSON schema the answer was asked for in (0.x's name); None once pickled to another process
+    response_schema: dict[str, Any] | None = None
+
+    def __str__(self) -> str:
+        return str(self.output)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the schema stays in the process that ran the slot (a batch row's result crossing to
+        # another process would carry it once per row); there `response_schema` is None
+        state = dict(self.__dict__)
+        state.pop("response_schema", None)
+        return state
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SlotResult):
+            return all(getattr(self, f) == getattr(other, f) for f in _SLOT_FIELDS)
+        return bool(self.output == other)
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, like 0.x
+
+    @property
+    def prompt(self) -> str:
+        """0.x's `prompt`: the text of the last user turn the slot's request carried."""
+        from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+        for message in reversed(self.messages):
+            if isinstance(message, ModelRequest):
+                for part in reversed(message.parts):
+                    if isinstance(part, UserPromptPart):
+                        content = part.content
+                        return content if isinstance(content, str) else "".join(c for c in content if isinstance(c, str))
+        return ""
+
+    @property
+    def thinking(self) -> str | None:
+        """The thinking parts of the slot's responses, joined by blank lines (None: none)."""
+        from pydantic_ai.messages import ModelResponse, ThinkingPart
+
+        parts = [
+            p.content for m in self.messages if isinstance(m, ModelResponse) for p in m.parts
+            if isinstance(p, ThinkingPart) and p.content
+        ]
+        return "\n\n".join(parts) if parts else None
+
+    @property
+    def completion(self) -> dict[str, Any]:
+        """0.x's completion record, rebuilt from the usage: `usage` (prompt_tokens,
+        completion_tokens, total_tokens), `_hidden_params.response_cost`, `_thinking`,
+        `_output`, `_cached`."""
+        return {
+            "usage": {
+                "prompt_tokens": self.usage.input_tokens,
+                "completion_tokens": self.usage.output_tokens,
+                "total_tokens": self.usage.total_tokens,
+            },
+            "_hidden_params": {"response_cost": self.usage.cost},
+            "_thinking": self.thinking,
+            "_output": self.output,
+            "_cached": self.cached,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         from .codec import jsonable
@@ -131,6 +197,21 @@ class SlotResult:
                 for c in self.tool_calls
             ],
         }
+
+
+_SLOT_FIELDS = (
+    "key", "type", "output", "messages", "usage", "elapsed_ms", "cached", "tool_calls", "truncated", "fallback_used",
+)
+
+
+class Outputs(dict[str, Any]):
+    """0.x's `result.outputs`: a plain dict of the answers whose keys also read as attributes."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 class Result(Mapping[str, Any]):
@@ -209,3 +290,42 @@ class Result(Mapping[str, Any]):
         from .codec import jsonable
 
         return {k: jsonable(v) for k, v in self.items()}
+
+    # -- struckdown 0.x's names (read-only; docs/migration.md) ---------------------------
+    @property
+    def outputs(self) -> Outputs:
+        """The answers as a dict whose keys also read as attributes (0.x's Box)."""
+        return Outputs(self)
+
+    @property
+    def total_cost(self) -> float:
+        """The run's cost in USD; an unknown price counts 0, as in 0.x (`usage.cost` is None then)."""
+        return self.usage.cost or 0.0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.usage.input_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.usage.output_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.usage.total_tokens
+
+    @property
+    def has_unknown_costs(self) -> bool:
+        return self.usage.requests > 0 and self.usage.cost is None
+
+    @property
+    def thinking(self) -> dict[str, str]:
+        """Slot key → the thinking text of that slot, for the slots that thought."""
+        return {k: s.thinking for k, s in self.results.items() if s.thinking is not None}
+
+    def strip_debug_data(self) -> Result:
+        """A copy without the messages each slot sent and received (0.x's debug data)."""
+        from dataclasses import replace
+
+        slim = {k: replace(s, messages=()) for k, s in self.results.items()}
+        return Result(slim, self._order, self.halted, self._discarded, self.paused)

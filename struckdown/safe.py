@@ -11,3 +11,8 @@ class Safe(str):
     """Compatibility no-op: a plain string."""
 
     __slots__ = ()
+
+    @property
+    def content(self) -> str:
+        """0.x's field: the wrapped text."""
+        return str(self)

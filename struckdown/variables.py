@@ -71,13 +71,16 @@ def _expected(program: Program) -> tuple[Read, ...]:
     defined: set[str] = set(JINJA_NAMES)
     found: dict[str, Read] = {}
     for segment in program.segments:
+        local: set[str] = set()  # {% set %} values and macros of this segment's text (0.18 rendered per segment)
         for node in walk(segment.nodes):
-            new = node_reads(node, renderer) - defined - found.keys()
+            new = node_reads(node, renderer) - defined - local - found.keys()
             placed = [(locate(node.source, node.pos, name) if isinstance(node, Text) else node.pos, name) for name in new]
             for pos, name in sorted(placed, key=lambda item: (item[0].line, item[0].column, item[1])):
                 found[name] = Read(name, pos, answered_at.get(name))
             if isinstance(node, (Slot, Action)) and node.key is not None:
                 defined.add(node.key)
+            elif isinstance(node, Text):  # {% set %} values and macros carry to later text (0.18)
+                local |= renderer.defined_names(node.source)
     return tuple(found.values())
 
 

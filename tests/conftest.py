@@ -161,3 +161,13 @@ def instant_retry_waits(monkeypatch: pytest.MonkeyPatch) -> None:
         return None
 
     monkeypatch.setattr(resilience.CLOCK, "sleep", no_wait)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _state_key_file(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Paused states are signed with a per-user key file (struckdown.state_signing): the
+    tests' is a temporary one, never the user's ~/.config/struckdown/state.key. Set in
+    os.environ, so `sd` processes the tests start use it too."""
+    import os
+
+    os.environ["STRUCKDOWN_STATE_KEY_FILE"] = str(tmp_path_factory.mktemp("state-key") / "state.key")

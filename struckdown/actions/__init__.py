@@ -5,8 +5,11 @@ Built-ins: `@timestamp`, `@set`, `@fetch` (opt-in: STRUCKDOWN_ALLOW_FETCH=1), an
 `@markdownify` and `@noop` (their own modules: `actions/history.py`, `actions/evidence.py`,
 `actions/search.py`). Each Environment owns an `ActionRegistry` (`builtin_actions()`
 plus what users add with `Environment.register_action`). An action marked
-`side_effects=True` is a join point for pending guards (SPEC §4); one with a
-`role` also becomes a conversation turn (`@history` adds the turns it read).
+`side_effects=True` is a join point for pending guards (SPEC §4). As in 0.18, an
+action's value joins the conversation as a user turn (`role="assistant"` for an
+assistant turn, `role="none"` to keep it out, at registration or as the template's
+`role=` option); `@history` adds the turns it read. Arguments are converted to the
+function's annotated types, as 0.x did.
 
 An unquoted identifier among an action's options that names a variable (a context
 value or an earlier answer) passes that variable's value, as in 0.x
@@ -25,6 +28,10 @@ from typing import Any, Literal
 
 from ..syntax.nodes import Action, Option
 
+Role = Literal["user", "assistant"]
+#: the values of a template's `role=` option on an action (`none`: out of the conversation)
+ROLE_CHOICES = ("user", "assistant", "none")
+
 
 @dataclass(frozen=True)
 class ActionSpec:
@@ -32,11 +39,36 @@ class ActionSpec:
     func: Callable[..., Any]
     side_effects: bool = False
     validate: Callable[[Action], None] = field(default=lambda node: None)
-    role: Literal["user", "assistant"] | None = None  # the result also joins the conversation as this turn
+    role: Role | None = "user"  # the result also joins the conversation as this turn (None: it does not)
     turns: bool = False  # the result is a list of {"role", "content"} turns that join the conversation
 
     def check(self, node: Action) -> None:
-        self.validate(node)
+        role = self.role_option(node)
+        if role is not None and role.value not in ROLE_CHOICES:
+            raise ValueError(f"role= is one of user, assistant, none, not {role.value!r}")
+        self.validate(self.without_role(node))
+
+    def role_option(self, node: Action) -> Option | None:
+        """The template's `role=` on this action (0.18): which turn its value becomes. An
+        action whose value is turns (`@history`) reads `role=` itself."""
+        if self.turns:
+            return None
+        return next((o for o in node.options if o.key == "role"), None)
+
+    def without_role(self, node: Action) -> Action:
+        role = self.role_option(node)
+        if role is None:
+            return node
+        from dataclasses import replace
+
+        return replace(node, options=tuple(o for o in node.options if o is not role))
+
+    def role_for(self, node: Action) -> Role | None:
+        """The turn this action's value becomes here: the template's `role=` if given."""
+        role = self.role_option(node)
+        if role is None:
+            return self.role
+        return None if role.value == "none" else role.value  # type: ignore[return-value]  # checked at parse
 
     @property
     def wants_context(self) -> bool:
@@ -50,17 +82,17 @@ class ActionSpec:
             inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
         )
 
-    @property
-    def joins_conversation(self) -> bool:
-        return self.role is not None or self.turns
-
-    def add_to(self, conversation: Any, value: Any) -> None:
-        """Add the result to the segment's conversation: as one turn of `role`, or (for an
-        action of `turns`) as the turns it holds, in order."""
+    def add_to(self, conversation: Any, value: Any, node: Action) -> None:
+        """Add the result to the segment's conversation: as one turn of its role (the
+        template's `role=`, else the action's; none: nothing), or (for an action of
+        `turns`) as the turns it holds, in order. An empty value adds no turn."""
         from ..codec import as_text
 
         if not self.turns:
-            conversation.add_turn(self.role, as_text(value))
+            role = self.role_for(node)
+            text = "" if value is None else as_text(value)
+            if role is not None and text.strip():
+                conversation.add_turn(role, text)
             return
         for turn in value or ():
             conversation.add_turn(turn["role"], as_text(turn["content"]))
@@ -95,14 +127,18 @@ class ActionRegistry:
         *,
         side_effects: bool = False,
         validate: Callable[[Action], None] | None = None,
-        role: Literal["user", "assistant"] | None = None,
+        role: Role | Literal["none"] | None = "user",
         turns: bool = False,
     ) -> None:
         if not name.isidentifier():
             raise ValueError(f"action names are identifiers, got {name!r}")
-        if role not in (None, "user", "assistant"):
-            raise ValueError(f"role must be 'user', 'assistant' or None, not {role!r}")
-        self._actions[name] = ActionSpec(name, func, side_effects, validate or (lambda node: None), role, turns)
+        if role not in (None, "user", "assistant", "none"):
+            raise ValueError(f"role must be 'user', 'assistant' or 'none' (None), not {role!r}")
+        kept: Role | None = None if role in (None, "none") else role  # type: ignore[assignment]
+        self._actions[name] = ActionSpec(name, func, side_effects, validate or (lambda node: None), kept, turns)
+
+    def unregister(self, name: str) -> None:
+        self._actions.pop(name, None)
 
     def get(self, name: str) -> ActionSpec:
         return self._actions[name]
@@ -144,19 +180,53 @@ FETCH_TIMEOUT_S = 10.0
 FETCH_MAX_BYTES = 1_000_000
 
 
-def _fetch(url: str) -> str:
-    """HTTP GET a page and return it as plain markdown-ish text (opt-in). The time and
-    size caps are the host's (FETCH_TIMEOUT_S, FETCH_MAX_BYTES): a template cannot raise them."""
+FETCH_MAX_CHARS = 64_000  # 0.18's default max_chars
+
+
+def _fetch(
+    url: str, raw: bool = False, timeout: float | None = None, max_chars: int | None = None, playwright: bool = False
+) -> str:
+    """HTTP GET a page and return it as markdown (opt-in). The time and size caps are the
+    host's (FETCH_TIMEOUT_S, FETCH_MAX_BYTES): 0.18's `timeout=` and `max_chars=` may only
+    lower them; `raw=true` keeps the HTML; `playwright=` is accepted and does nothing
+    (a warning says so: no browser runs here)."""
     if os.environ.get("STRUCKDOWN_ALLOW_FETCH") != "1":
         raise PermissionError("@fetch is disabled; set STRUCKDOWN_ALLOW_FETCH=1 to allow it")
     if not re.match(r"https?://", url):
         raise ValueError("@fetch takes http:// or https:// URLs only")
+    if playwright:
+        import warnings
+
+        warnings.warn("@fetch: playwright= is accepted for 0.18's templates but no browser runs; fetched directly",
+                      stacklevel=2)
+    wait = FETCH_TIMEOUT_S if timeout is None else min(max(float(timeout), 0.001), FETCH_TIMEOUT_S)
     import urllib.request
 
-    with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310 - scheme checked above
-        raw = response.read(FETCH_MAX_BYTES + 1)[:FETCH_MAX_BYTES]
+    with urllib.request.urlopen(url, timeout=wait) as response:  # noqa: S310 - scheme checked above
+        body = response.read(FETCH_MAX_BYTES + 1)[:FETCH_MAX_BYTES]
         charset = response.headers.get_content_charset() or "utf-8"
-    return html_to_text(raw.decode(charset, errors="replace"))
+    page = body.decode(charset, errors="replace")
+    text = page if raw else page_to_markdown(page)
+    return text[: FETCH_MAX_CHARS if max_chars is None else max(0, min(int(max_chars), FETCH_MAX_BYTES))]
+
+
+def page_to_markdown(html: str, extract_content: bool = True) -> str:
+    """A page as markdown that keeps links and emphasis (the `markdownify` library, in the
+    `search` extra); without it, the readable text of `html_to_text`. `extract_content`
+    drops navigation, headers, footers, asides and forms first, as 0.18 kept the content."""
+    try:
+        from bs4 import BeautifulSoup
+        from markdownify import markdownify
+    except ImportError:
+        return html_to_text(html)
+    soup = BeautifulSoup(html, "html.parser")
+    dropped = ["script", "style", "noscript", "template"]
+    if extract_content:
+        dropped += ["nav", "header", "footer", "aside", "form"]
+    for tag in soup(dropped):
+        tag.decompose()
+    text: str = markdownify(str(soup), heading_style="ATX", bullets="-")
+    return re.sub(r"\n\s*\n+", "\n\n", text).strip()
 
 
 def html_to_text(html: str) -> str:
@@ -201,16 +271,28 @@ _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _BLOCKS = frozenset({"p", "div", "li", "tr"})
 
 
+_FETCH_KEYS = ("url", "raw", "timeout", "max_chars", "playwright")
+
+
 def _check_fetch(node: Action) -> None:
     if not node.options:
         raise ValueError('needs a URL: [[@fetch:page|url="https://…"]]')
-    if any(o.key not in (None, "url") for o in node.options):
-        raise ValueError('takes only a URL: [[@fetch:page|url="https://…"]] (its time and size caps are the host\'s)')
+    unknown = [o.key for o in node.options if o.key not in (None, *_FETCH_KEYS)]
+    if unknown:
+        raise ValueError(
+            f"unknown option {unknown[0]!r} (it takes url=, raw=, timeout=, max_chars=, playwright=; "
+            'its time and size caps are the host\'s): [[@fetch:page|url="https://…"]]'
+        )
 
 
-def _markdownify(html: str) -> str:
-    """HTML → readable markdown-ish text (`html_to_text`), e.g. a page held in a context value."""
-    return html_to_text(str(html))
+def _markdownify(html: str, extract_content: bool = True) -> str:
+    """HTML → markdown with links and emphasis (needs the `search` extra), e.g. a page held
+    in a context value."""
+    try:
+        import markdownify  # noqa: F401 - only to say what is missing
+    except ImportError:
+        raise ImportError("@markdownify needs the markdownify library: pip install 'struckdown[search]'") from None
+    return page_to_markdown(str(html), extract_content)
 
 
 def _noop(*args: Any, **kwargs: Any) -> str:
@@ -273,11 +355,12 @@ def builtin_actions() -> ActionRegistry:
     registry.register("timestamp", _timestamp, validate=_check_timestamp)
     registry.register("set", _set, validate=_check_set)
     registry.register("fetch", _fetch, validate=_check_fetch)
-    registry.register("history", action_history.history, validate=action_history.check, turns=True)
-    registry.register("evidence", action_evidence.evidence, validate=action_evidence.check, role="user")
-    registry.register("search", action_search.builtin_search, validate=action_search.check, role="user")
+    registry.register("history", action_history.history, validate=action_history.check, turns=True, role=None)
+    registry.register("evidence", action_evidence.evidence, validate=action_evidence.check)
+    registry.register("search", action_search.builtin_search, validate=action_search.check)
     registry.register(
-        "markdownify", _markdownify, validate=takes_only("html", usage="[[@markdownify:text|html=page]]", needs_value=True)
+        "markdownify", _markdownify,
+        validate=takes_only("html", "extract_content", usage="[[@markdownify:text|html=page]]", needs_value=True),
     )
     registry.register("noop", _noop)
     return registry
@@ -292,6 +375,61 @@ async def call_action(spec: ActionSpec, args: list[Any], kwargs: Mapping[str, An
             args = [dict(variables), *args]
         else:
             extra = {"context": dict(variables)}
-    if inspect.iscoroutinefunction(spec.func):
-        return await spec.func(*args, **kwargs, **extra)
-    return await anyio.to_thread.run_sync(lambda: spec.func(*args, **kwargs, **extra))
+    args, kwargs = convert_arguments(spec.func, args, {**kwargs, **extra})
+    if inspect.iscoroutinefunction(inspect.unwrap(spec.func)) or inspect.iscoroutinefunction(spec.func):
+        return await spec.func(*args, **kwargs)
+    return await anyio.to_thread.run_sync(lambda: spec.func(*args, **kwargs))
+
+
+def convert_arguments(
+    func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """Each argument converted to its parameter's annotation, as 0.x did (`n="3"` → 3 for
+    `n: int`; a number for a `str` parameter becomes its text). Unannotated and `Any`
+    parameters, and `context`, are passed as they are; a value that does not convert is
+    a TypeError naming the parameter. Arguments that do not fit the signature are left
+    for the call itself to refuse."""
+    try:
+        bound = inspect.signature(func).bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs
+    hints = _hints(func)
+    params = inspect.signature(func).parameters
+    for name, value in list(bound.arguments.items()):
+        hint = hints.get(name)
+        if name == "context" or hint is None or hint is Any:
+            continue
+        kind = params[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            bound.arguments[name] = tuple(_convert(hint, v, name) for v in value)
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            bound.arguments[name] = {k: _convert(hint, v, k) for k, v in value.items()}
+        else:
+            bound.arguments[name] = _convert(hint, value, name)
+    return list(bound.args), dict(bound.kwargs)
+
+
+def _hints(func: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    try:
+        return typing.get_type_hints(inspect.unwrap(func))
+    except Exception:  # noqa: BLE001 - annotations that do not resolve convert nothing
+        return {}
+
+
+def _convert(hint: Any, value: Any, name: str) -> Any:
+    from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(hint, config=ConfigDict(coerce_numbers_to_str=True))
+    except Exception:  # noqa: BLE001 - a class with its own config, or one pydantic cannot take
+        try:
+            adapter = TypeAdapter(hint)
+        except Exception:  # noqa: BLE001 - not a type pydantic knows: passed as it is
+            return value
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"] if exc.errors() else str(exc)
+        raise TypeError(f"argument {name}={value!r}: {problem}") from None

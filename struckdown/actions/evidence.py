@@ -2,7 +2,9 @@
 
 The files are the `.txt`, `.md`, `.markdown` and `.rst` files under a folder
 (`folder=`, else `context["_evidence_folder"]`, else `./evidence`), which must lie
-inside the working directory. Each paragraph (text between blank lines) is a
+inside the working directory. With no folder named and no `./evidence`, the value
+is empty text and a warning says so (as in 0.18); a named folder that is missing is
+an error. Each paragraph (text between blank lines) is a
 passage; the top `n` (default 3) by BM25 score, best first, are the value, each
 headed by the file it came from. Passages that share no word with the query are
 never returned. The ranking is the `bm25s` library's (the `search` extra:
@@ -15,6 +17,7 @@ The value joins the conversation as a user turn, as in 0.x, so the next slot see
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,8 +54,16 @@ def evidence(
         raise ValueError("@evidence needs a query")
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
         raise ValueError(f"n= must be a whole number from 1 to {MAX_N}, not {n!r}")
-    chosen = folder if folder is not None else (context or {}).get("_evidence_folder", DEFAULT_FOLDER)
-    index = _index_of(_folder(str(chosen)))
+    chosen = folder if folder is not None else (context or {}).get("_evidence_folder")
+    try:
+        where = _folder(str(chosen or DEFAULT_FOLDER))
+    except FileNotFoundError as exc:
+        if chosen is not None:  # a folder the template or context named: a typo is an error
+            raise
+        # as 0.18: no ./evidence folder is no evidence, with a warning
+        warnings.warn(f"@evidence: {exc}; it returns no passages", stacklevel=2)
+        return ""
+    index = _index_of(where)
     return "\n\n".join(f"[{source}] {text}" for source, text in index.top(words, n))
 
 

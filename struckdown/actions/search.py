@@ -27,7 +27,9 @@ SEARCH_TIMEOUT_S = 10
 MAX_RESULTS = 20
 DEFAULT_RESULTS = 5
 USAGE = '[[@search:hits|query, n=5]] or [[@search:hits|query="a topic"]]'
-_KEYS = ("query", "n", "max_results")
+_KEYS = ("query", "n", "max_results", "timeout", "max_tokens", "embed", "raw", "playwright")
+#: 0.18's options that change nothing here (it fetched and embedded pages; this returns snippets)
+_INERT = ("embed", "raw", "playwright")
 
 #: `(query, n) -> results`, each a mapping with title, url (or href) and snippet (or body).
 SearchBackend = Callable[[str, int], Sequence[Mapping[str, Any]]]
@@ -38,21 +40,33 @@ def check(node: Action) -> None:
         raise ValueError(f"needs a query: {USAGE}")
     unknown = [o.key for o in node.options if o.key is not None and o.key not in _KEYS]
     if unknown:
-        raise ValueError(f"unknown option {unknown[0]!r} (it takes query=, n=): {USAGE}")
+        raise ValueError(f"unknown option {unknown[0]!r} (it takes query=, n= or max_results=, max_tokens=, "
+                         f"timeout=; 0.18's embed=, raw=, playwright= are accepted and change nothing): {USAGE}")
 
 
 def make_search(backend: SearchBackend) -> Callable[..., str]:
     """The `@search` action over `backend` (register it with `register_action`)."""
 
-    def search(query: Any = None, n: int | None = None, max_results: int | None = None) -> str:
+    def search(
+        query: Any = None, n: int | None = None, max_results: int | None = None, max_tokens: int | None = None,
+        timeout: float | None = None, embed: Any = None, raw: Any = None, playwright: Any = None,
+    ) -> str:
         words = " ".join(str(q) for q in query) if isinstance(query, (list, tuple)) else str(query or "")
         if not words.strip():
             raise ValueError("@search needs a query")
         count = n if n is not None else max_results if max_results is not None else DEFAULT_RESULTS
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"n= must be a whole number of at least 1, not {count!r}")
+        inert = [name for name, value in (("embed", embed), ("raw", raw), ("playwright", playwright)) if value]
+        if inert:
+            import warnings
+
+            warnings.warn(f"@search: {', '.join(n + '=' for n in inert)} accepted for 0.18's templates and "
+                          "change nothing (the results are snippets)", stacklevel=2)
         results = list(backend(words.strip(), min(count, MAX_RESULTS)))[: min(count, MAX_RESULTS)]
-        return format_results(results)
+        text = format_results(results)
+        # 0.18's max_tokens=: about four characters a token; timeout= is under the host's own cap anyway
+        return text if max_tokens is None else text[: max(0, int(max_tokens)) * 4]
 
     search.__doc__ = f"Web search through {getattr(backend, '__name__', 'a backend')}."
     return search

@@ -17,7 +17,7 @@ from typing import Any, Callable, TextIO
 
 from ..codec import json_text
 from ..errors import InputError
-from ..fileio import BOM, parse_json, read_text, write_atomically, write_error
+from ..fileio import BOM, parse_json, write_atomically, write_error
 
 OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".xlsx": "xlsx"}
 
@@ -76,13 +76,33 @@ class InputRows:
         if self._stdin_copy is None:
             self._stdin_copy = _copy_stdin()
         with self._stdin_copy.open(encoding="utf-8", errors="surrogateescape", newline="") as handle:
-            yield from _jsonl(handle, "<stdin>")
+            first = handle.readline()
+            while first and not first.strip():
+                first = handle.readline()
+            handle.seek(0)
+            first = first.lstrip(BOM + " \t")
+            start = first[:1]
+            if start == "{" and _is_json_object(first):
+                yield from _jsonl(handle, "<stdin>")
+            elif start in ("[", "{"):  # one JSON value: a list of objects, or one object
+                yield from _json(handle, Path("<stdin>"))
+            else:  # plain text, as 0.18 read it: one row
+                from .documents import text_row
+
+                yield text_row(handle.read(), "<stdin>", "<stdin>")
 
     def close(self) -> None:
         """Remove the copy of stdin."""
         if self._stdin_copy is not None:
             self._stdin_copy.unlink(missing_ok=True)
             self._stdin_copy = None
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 def _copy_stdin() -> Path:
@@ -132,7 +152,15 @@ def iter_file(path: Path) -> Iterator[dict[str, Any]]:
         return _lines_of(path, lambda handle: _json(handle, path))
     if suffix in (".jsonl", ".ndjson"):
         return _lines_of(path, lambda handle: _jsonl(handle, str(path)))
-    return iter([{"input": read_text(path, "input"), "filename": path.name}])
+    return _file_row(path)
+
+
+def _file_row(path: Path) -> Iterator[dict[str, Any]]:
+    """A text or document file: one row of its text (input, content, source, filename,
+    basename), as 0.18 read them (batch/documents.py)."""
+    from .documents import file_row
+
+    yield file_row(path)
 
 
 def _lines_of(path: Path, rows: Callable[[TextIO], Iterator[dict[str, Any]]]) -> Iterator[dict[str, Any]]:

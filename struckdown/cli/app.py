@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from .compat_options import TypeFileOpt
 from .errors import reporting_errors
 from .options import RUN_COMMAND_FLAGS, IncludeOpt, McpConfigOpt, McpOpt, TemplateArg, ToolsOpt, run_flags
 
@@ -117,12 +118,16 @@ def run(
             show_default=False,
         ),
     ] = None,
+    type_files: TypeFileOpt = None,
     *,
     flags: dict[str, Any],
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
+        from .compat_options import load_type_files
         from .run_cmd import RunRequest, run_command
+
+        load_type_files(type_files)
 
         code = run_command(
             RunRequest(
@@ -162,12 +167,17 @@ def resume_(
         typer.Option("--pause-to", metavar="FILE", help="Where a new pause goes. Default: STATE_FILE.",
                      show_default=False),
     ] = None,
+    trust_state: Annotated[
+        bool,
+        typer.Option("--trust-state", help="Import the tools file, model factory and MCP servers the state names "
+                     "(by default only what --tools / --model name)."),
+    ] = False,
     *,
     flags: dict[str, Any],
 ) -> None:
     """Continue a run paused for approval: decide its calls, then run the rest.
 
-    The run's options (model, tools file, MCP servers, retries, fallback, budgets, prices, …) are the paused run's unless a flag says otherwise. Calls left undecided are asked on a terminal. A later call that needs approval pauses the run again (exit 4), unless --approve-all or --deny-all decides it.
+    The state's signature is checked first; an edited state is refused. The run's options (model string, retries, budgets, prices, …) are the paused run's unless a flag says otherwise; its tools file and a model factory are imported only when --tools / --model name them again, and its fallback factories and MCP servers are used only with --trust-state (which also loads the tools file and model factory the state names). Calls left undecided are asked on a terminal. A later call that needs approval pauses the run again (exit 4), unless --approve-all or --deny-all decides it.
     """  # noqa: E501 - typer keeps line breaks inside a paragraph
     with reporting_errors():
         from .resume_cmd import ResumeRequest, resume_command
@@ -183,6 +193,7 @@ def resume_(
                 output=output,
                 as_json=as_json,
                 pause_to=pause_to,
+                trust_state=trust_state,
             )
         )
     raise typer.Exit(code)
@@ -233,23 +244,42 @@ def explain(
 )
 @run_flags(*RUN_COMMAND_FLAGS, "max_requests")
 def batch(
-    template: TemplateArg,
-    inputs: Annotated[
-        list[str],
+    args: Annotated[
+        Optional[list[str]],
         typer.Argument(
-            help="CSV, XLSX, JSON (a list of objects), JSONL or text files (one row each); '-' reads JSONL from stdin.",
-            show_default=False,
-        ),
-    ],
-    output: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--output",
-            "-o",
-            help="Output file: .jsonl, .json, .csv or .xlsx. Default: JSONL on stdout (no journal).",
+            metavar="TEMPLATE INPUT…",
+            help="The template (a file, or with -i an inline prompt), then the inputs: CSV, XLSX, JSON (a list of "
+            "objects), JSONL, text, PDF or DOCX files (one row each); '-' reads stdin (JSONL, JSON or text). "
+            "With -p every argument is an input.",
             show_default=False,
         ),
     ] = None,
+    prompt_file: Annotated[
+        Optional[Path],
+        typer.Option("--prompt", "-p", metavar="FILE", help="The template file (0.18's spelling).", show_default=False),
+    ] = None,
+    input_patterns: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--input", "-i", metavar="PATTERN",
+            help="Inputs: a recursive glob ('data/**/*.txt'), a file, an http(s) URL or '-' (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--output",
+            "-o",
+            help="Output file: .jsonl, .json, .csv or .xlsx; repeat -o for several formats of one run. "
+            "Default: JSONL on stdout (no journal).",
+            show_default=False,
+        ),
+    ] = None,
+    keep_inputs: Annotated[
+        bool, typer.Option("--keep-inputs", "-k", help="Accepted for 0.18: input columns are always kept.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")] = False,
     jobs: Annotated[
         Optional[int],
         typer.Option(
@@ -308,7 +338,17 @@ def batch(
             "--file-columns",
             metavar="COL[,COL…]",
             help="Columns holding paths (relative to the input file) of images or files to send as such "
-            "(repeatable or comma-separated; a JSON list of paths gives a list).",
+            "(repeatable or comma-separated; a JSON list of paths gives a list). Only files under the input "
+            "file's folder (or --files-root) are read.",
+            show_default=False,
+        ),
+    ] = None,
+    files_root: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--files-root",
+            metavar="FOLDER",
+            help="The folder --file-columns paths are relative to and may not leave (default: the input file's).",
             show_default=False,
         ),
     ] = None,
@@ -354,7 +394,8 @@ def batch(
                      "accuracy, per-class precision/recall/F1, Cohen's kappa (needs struckdown[stats]; repeatable).",
                      show_default=False),
     ] = None,
- *,
+    type_files: TypeFileOpt = None,
+    *,
     flags: dict[str, Any],
 ) -> None:
     """Run a template over many rows, in parallel, journaling each finished row.
@@ -364,8 +405,11 @@ def batch(
     Every finished row is appended at once to OUTPUT.journal.jsonl, so Ctrl-C or a crash loses nothing: run again with --resume.
     """  # noqa: E501 - typer keeps line breaks inside a paragraph
     with reporting_errors():
-        from .batch import BatchRequest, batch_command
+        from .batch import BatchRequest
+        from .compat_options import load_type_files
         from .errors import CliError
+
+        load_type_files(type_files)
 
         if engine not in ("local", "dask"):
             raise CliError(f"--engine must be local or dask, not {engine!r}")
@@ -373,11 +417,12 @@ def batch(
             raise CliError("--address is for --engine dask")
         if address is not None and workers is not None:
             raise CliError("--workers starts a private cluster; with --address the cluster's workers run the rows")
-        code = batch_command(
+        from .batch_0x import run_0x
+
+        code = run_0x(
             BatchRequest(
-                template=template,
-                inputs=inputs,
-                output=output,
+                template=Path(),
+                inputs=(),
                 jobs=jobs or ((batch_size or 1000) if provider_batch else 8),
                 resume=resume,
                 flags=flags,
@@ -390,9 +435,11 @@ def batch(
                 batch_size=batch_size,
                 approve=approve,
                 file_columns=file_columns or (),
+                files_root=files_root,
                 head=head,
                 compare=compare or (),
-            )
+            ),
+            args or (), prompt_file, input_patterns or (), output or (), quiet,
         )
     raise typer.Exit(code)
 

@@ -129,20 +129,33 @@ def decider(approve: str | None, pause_to: Path | None, display: RunDisplay | No
 
 def write_pause(path: Path, paused: Any, cli: dict[str, Any]) -> None:
     """The state, with what `sd resume` needs to run it again (the flags of this run)."""
+    from ..state_signing import sign_state
     from .io import write_json
 
     state = dict(paused.state)
     state["extra"] = {**state.get("extra", {}), "cli": cli}
-    write_json(path, state)
+    write_json(path, sign_state(state))  # signed again: extra is covered too
 
 
-def report_pause(paused: Any, path: Path) -> int:
+def resume_flags(cli: dict[str, Any]) -> str:
+    """The flags `sd resume` needs to load what the paused run loaded (it imports only
+    what its command line names): `--tools FILE`, and `--model NAME` for a factory."""
+    from ..tools.files import factory_reference
+
+    flags = f" --tools {cli['tools']}" if cli.get("tools") else ""
+    model = cli.get("model")
+    if isinstance(model, str) and ":" in model and factory_reference(model) is not None:
+        flags += f" --model {model}"
+    return flags
+
+
+def report_pause(paused: Any, path: Path, cli: dict[str, Any] | None = None) -> int:
     """What the user reads after a pause; the exit code 4."""
     lines = ["awaiting approval:"]
     lines += [f"  {r.id}  {call_label(r.tool_name, r.arguments)}" for r in paused.requests]
     first = paused.requests[0].id if paused.requests else "ID"
     lines.append(
-        f"state written to {path}; continue with: sd resume {path} --approve {first} "
+        f"state written to {path}; continue with: sd resume {path}{resume_flags(cli or {})} --approve {first} "
         f"(or --deny {first}=REASON, --approve-all, --deny-all)"
     )
     sys.stderr.write(visible("\n".join(lines)) + "\n")

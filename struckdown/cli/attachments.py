@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ _TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "appli
 
 
 def file_value(spec: str, where: str, base: Path | None = None) -> Any:
-    """The context value for the file `spec` (relative to `base` when given)."""
+    """The context value for the file `spec` (relative to `base` when given): a path the
+    user typed on the command line, so `~` is expanded and any readable file may be named."""
     path = Path(spec).expanduser()
     if base is not None and not path.is_absolute():
         path = base / path
@@ -32,6 +34,11 @@ def file_value(spec: str, where: str, base: Path | None = None) -> Any:
         data = path.read_bytes()
     except OSError as exc:
         raise CliError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    return _value(data, path, where)
+
+
+def _value(data: bytes, path: Path, where: str) -> Any:
+    """What a file's bytes become: an Image, a File, text or a parsed JSON value."""
     media_type = sniff(data) or guess(path.name)
     if media_type is not None and media_type.startswith("image/"):
         return Image(data, media_type, name=path.name)
@@ -51,6 +58,53 @@ def file_value(spec: str, where: str, base: Path | None = None) -> Any:
     if not data:
         raise CliError(f"{where}: {path} is empty")
     return File(data, media_type, name=path.name)
+
+
+def confined_value(spec: str, where: str, root: Path) -> Any:
+    """The value of the file a row's cell names, read only if it lies under `root` (issue
+    39 N2: a row is data, possibly someone else's). `~` is not expanded; an absolute path
+    or `..` outside the root, a symlink out of it and anything but a regular file (a FIFO,
+    a device, a folder, /proc) are a CliError naming the cell."""
+    if "\0" in spec or not spec.strip():
+        raise CliError(f"{where}: {spec!r} is not a path")
+    if spec.startswith("~"):
+        raise CliError(f"{where}: {spec!r}: ~ is not expanded in a file column (paths are relative to {root})")
+    base = Path(os.path.abspath(root))
+    path = Path(os.path.normpath(base / spec))  # an absolute spec replaces the base
+    if not _within(path, base):  # decided on the name, before the path is touched
+        raise CliError(f"{where}: {spec!r} is outside the files folder {base} (see --files-root)")
+    real = Path(os.path.realpath(path))
+    if not _within(real, Path(os.path.realpath(base))):
+        raise CliError(f"{where}: {spec!r} leads outside the files folder {base} through a symlink")
+    try:
+        if not stat.S_ISREG(os.stat(real).st_mode):
+            raise CliError(f"{where}: {spec!r} is not a regular file")
+        # O_NONBLOCK: a FIFO swapped in after the check opens at once (and is refused below)
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise CliError(f"{where}: no such file: {path}") from None
+    except OSError as exc:
+        raise CliError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise CliError(f"{where}: {spec!r} is not a regular file")
+        opened = _opened_path(handle.fileno())  # a folder on the way swapped for a symlink after the check
+        if opened is not None and not _within(opened, Path(os.path.realpath(base))):
+            raise CliError(f"{where}: {spec!r} leads outside the files folder {base} through a symlink")
+        data = handle.read()
+    return _value(data, path, where)
+
+
+def _opened_path(fd: int) -> Path | None:
+    """The real path of an open file, where the system tells it (Linux: /proc/self/fd)."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
 
 
 def pair_value(key: str, raw: str) -> Any:
@@ -89,8 +143,8 @@ class Unreadable(Media):
 
 def file_row(row: Mapping[str, Any], columns: Sequence[str], base: Path) -> dict[str, Any]:
     """One row with its file columns' paths turned into values (a JSON list of paths
-    gives a list). An empty cell stays empty; a missing or unreadable file fails the
-    row when the template places it."""
+    gives a list). An empty cell stays empty; a missing, unreadable or refused file
+    (outside `base`, see `confined_value`) fails the row when the template places it."""
     out = dict(row)
     for column in columns:
         value = row.get(column)
@@ -104,31 +158,40 @@ def file_row(row: Mapping[str, Any], columns: Sequence[str], base: Path) -> dict
                 converted.append(Unreadable(f"{where}: {path!r} is not a path"))
                 continue
             try:
-                converted.append(file_value(path, where, base))
+                converted.append(confined_value(path, where, base))
             except (CliError, ValueError) as exc:
                 converted.append(Unreadable(exc.message if isinstance(exc, CliError) else f"{where}: {exc}"))
         out[column] = converted if isinstance(value, list) else converted[0]
     return out
 
 
-def files_base(present: Sequence[str], rows: int, columns: Sequence[str], inputs: Sequence[str]) -> Path | None:
-    """Where `--file-columns` paths are relative to (the inputs' folder; stdin: the
-    working directory), None without the option, from the columns `present` in the
-    `rows` input rows (read once, in a scan). A CliError, before anything runs, for a
-    column no row has or inputs in different folders."""
+def files_base(
+    present: Sequence[str], rows: int, columns: Sequence[str], inputs: Sequence[str], root: Path | None = None
+) -> Path | None:
+    """The folder `--file-columns` paths are read under: `--files-root` (`root`), else the
+    inputs' folder (stdin: the working directory); None without the option. From the
+    columns `present` in the `rows` input rows (read once, in a scan). A CliError, before
+    anything runs, for a column no row has, a root that is no folder, or inputs in
+    different folders without a root."""
     columns = split_columns(columns)
     if not columns:
+        if root is not None:
+            raise CliError("--files-root is the folder of --file-columns paths: give --file-columns too")
         return None
     known = set(present)
     missing = [c for c in columns if c not in known]
     if rows and missing:
         listed = ", ".join(sorted(known)) or "none"
         raise CliError(f"--file-columns: no input row has a column {missing[0]!r} (columns: {listed})")
+    if root is not None:
+        if not root.is_dir():
+            raise CliError(f"--files-root {root} is not a folder")
+        return Path(os.path.abspath(root))
     folders = {os.path.dirname(os.path.abspath(spec)) for spec in inputs if spec != "-"}
     if len(folders) > 1:
         raise CliError(
             "--file-columns: the inputs are in different folders, so relative paths are ambiguous; "
-            "give inputs from one folder (or absolute paths in the column)"
+            "give inputs from one folder, or the folder the paths are under with --files-root"
         )
     return Path(folders.pop()) if folders else Path.cwd()
 

@@ -56,6 +56,7 @@ class BatchRequest:
     approve: str = "none"  # SPEC §12: all | none decides every tool call that needs approval
     instrument: Any = None  # the tracer provider --otel made
     file_columns: Sequence[str] = ()  # columns of paths sent as images or files (cli/attachments.py)
+    files_root: Path | None = None  # --files-root: the only folder those paths may lead into
     head: int | None = None  # only the first N rows, then a projection for all (batch_report)
     compare: Sequence[str] = ()  # COLUMN[=SLOT]: score answers against ground truth (compare.py)
     options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for every row's run
@@ -278,9 +279,8 @@ class BatchRun:
     def check_columns(self) -> None:
         """After the scan, before any row runs: `--file-columns` and `--compare` name
         columns the inputs have; answers never overwrite an input column."""
-        columns = list(self.columns)
-        request = self.request
-        self.file_base = files_base(columns, self.total, request.file_columns, request.inputs)
+        columns, request = list(self.columns), self.request
+        self.file_base = files_base(columns, self.total, request.file_columns, request.inputs, request.files_root)
         if request.compare:
             self.comparisons = compare.comparisons(request.compare, self.program, columns)
         self.renames = batch_report.answer_columns(columns, self.program.keys, _warn)

@@ -8,12 +8,15 @@ at its end, so it is answered.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from .compat_options import TypeFileOpt
 from .errors import CliError, reporting_errors
 from .options import RUN_COMMAND_FLAGS, run_flags
 
@@ -39,7 +42,9 @@ def prompt_source(words: list[str], prompt_file: Path | None, stdin_text: str | 
 def with_a_slot(text: str) -> str:
     """The prompt, answered: `[[response]]` appended when it holds no slot."""
     from ..environment import default_environment
+    from .loading import load_beside
 
+    load_beside(None)  # actions/ and types/ of the working directory, as 0.x's CLI loaded them
     program = default_environment().parse(text)
     if program.slots() or any(segment.keys for segment in program.segments):
         return text
@@ -77,15 +82,46 @@ def command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the answers as JSON on stdout.")] = False,
     stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream tokens as they arrive.")] = True,
- *,
+    type_files: TypeFileOpt = None,
+    source: Annotated[
+        Optional[str],
+        typer.Option("--source", "-s", metavar="FILE|URL", help="A document or page: its text is {{ input }} "
+                     "(also content, source, filename, basename; url for a URL).", show_default=False),
+    ] = None,
+    data: Annotated[
+        Optional[list[str]],
+        typer.Option("--data", "-d", metavar="[KEY=]FILE.json", help="JSON into {{ data }} (or {{ KEY }}); repeatable.",
+                     show_default=False),
+    ] = None,
+    attach: Annotated[
+        Optional[list[str]],
+        typer.Option("--attach", metavar="NAME=PATH", help="An image or file as {{ NAME }} (like -c NAME=@PATH).",
+                     show_default=False),
+    ] = None,
+    interactive: Annotated[bool, typer.Option("--interactive", "-i", hidden=True)] = False,
+    dump: Annotated[Optional[Path], typer.Option("--dump", hidden=True)] = None,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, hidden=True)] = 0,
+    debug_api: Annotated[bool, typer.Option("--debug-api", hidden=True)] = False,
+    show_context: Annotated[bool, typer.Option("--show-context", hidden=True)] = False,
+    *,
     flags: dict[str, Any],
 ) -> None:
     """Chat with a model: an inline prompt ("Tell me a joke [[joke]]"), a template on stdin, or a template file."""
-    with reporting_errors():
+    with reporting_errors(), contextlib.ExitStack() as stack:
+        from .chat_0x import context_pairs, refuse
+        from .compat_options import load_type_files
         from .run_cmd import RunRequest, run_command
 
+        load_type_files(type_files)
+        refuse([flag for flag, given in (
+            ("-i/--interactive", interactive),
+            ("--dump", dump is not None), ("-v/--verbose", verbose > 0), ("--debug-api", debug_api),
+            ("--show-context", show_context),
+        ) if given])
+
         path, text = prompt_source(list(prompt or ()), prompt_file, None if prompt or prompt_file else _stdin())
-        pairs = list(set_ or ())
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="sd-chat-"))
+        pairs = context_pairs(source, data or (), attach or (), Path(scratch)) + list(set_ or ())
         if history is not None:
             import json
 

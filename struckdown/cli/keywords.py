@@ -28,8 +28,8 @@ def run_keywords(flags: Mapping[str, Any], *, instrument: Any = None, tools: Any
         option = RUN_FLAGS[name].option
         if name == "tools":
             out["tools"] = tools if tools is not None else loading.load_tools(value)
-        elif name == "max_tokens":
-            out["settings"] = {"max_tokens": value}
+        elif name in ("max_tokens", "seed", "thinking"):  # model settings of every request
+            out["settings"] = {**out.get("settings", {}), name: _setting(name, value)}
         elif name == "fallback":
             out["fallback"] = list(value)
         elif name == "include_path":
@@ -50,6 +50,17 @@ def run_keywords(flags: Mapping[str, Any], *, instrument: Any = None, tools: Any
     if mcp is not None:
         out["mcp"] = mcp
     return out
+
+
+def _setting(name: str, value: Any) -> Any:
+    if name != "thinking":
+        return value
+    from ..slot_options import SLOT_OPTIONS
+
+    try:  # the slot option's own check: the same levels and spellings as thinking= in a template
+        return SLOT_OPTIONS["thinking"].check(value)
+    except ValueError as exc:
+        raise CliError(f"--thinking: {exc}") from None
 
 
 def _prices(path: Any) -> Any:

@@ -93,6 +93,18 @@ RUN_FLAGS: Mapping[str, Flag] = {
             show_default=False,
         ),
     ]),
+    "seed": Flag("settings", Annotated[
+        Optional[int],
+        typer.Option("--seed", help="Sampling seed of every request (a slot's own seed= wins).", show_default=False),
+    ]),
+    "thinking": Flag("settings", Annotated[
+        Optional[str],
+        typer.Option(
+            "--thinking", metavar="off|minimal|low|medium|high|xhigh",
+            help="Reasoning effort of every request, where the model has it (a slot's own thinking= wins).",
+            show_default=False,
+        ),
+    ]),
     "fallback": Flag("fallback", Annotated[
         Optional[list[str]],
         typer.Option(
@@ -176,8 +188,8 @@ RUN_FLAGS: Mapping[str, Flag] = {
 
 #: The flags every command that runs a template takes (sd run, sd batch, sd resume, sd chat).
 RUN_COMMAND_FLAGS = (
-    "model", "tools", "no_cache", "retries", "max_tokens", "fallback", "tool_timeout", "max_seconds", "on_truncate",
-    "include_path", "strict", "mcp", "mcp_config", "prices", "max_cost", "otel",
+    "model", "tools", "no_cache", "retries", "max_tokens", "seed", "thinking", "fallback", "tool_timeout", "max_seconds",
+    "on_truncate", "include_path", "strict", "mcp", "mcp_config", "prices", "max_cost", "otel",
 )
 
 

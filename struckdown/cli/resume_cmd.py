@@ -1,9 +1,11 @@
 """`sd resume FILE`: decide the calls a paused run waits for, and continue it (SPEC §12).
 
 The state file is what `sd run … --pause-to FILE` wrote: the run's template, context and
-finished slots, the paused calls, and the flags that run had (model, tools file). A call
-that needs approval later in the resumed run pauses it again into FILE (exit code 4),
-unless --approve-all or --deny-all decides every call.
+finished slots, the paused calls, and the flags that run had (model, tools file). Its
+signature is checked before anything else (issue 39 N3/N4), and only the tools file and
+model factory the command line names are imported (`--trust-state`: the ones the state
+names). A call that needs approval later in the resumed run pauses it again into FILE
+(exit code 4), unless --approve-all or --deny-all decides every call.
 """
 
 from __future__ import annotations
@@ -38,19 +40,24 @@ class ResumeRequest:
     as_json: bool = False
     stream: bool | None = None
     pause_to: Path | None = None
-
+    trust_state: bool = False  # load the tools file, model factory and MCP servers the state names
 
 
 def resume_command(request: ResumeRequest) -> int:
     from ..approval_state import ApprovalRequest, read_state
     from ..environment import default_environment
+    from ..state_signing import verify_state
 
     state = read_state_file(request.state_file)
+    try:
+        verify_state(state)  # before anything the state names is imported or read
+    except ValueError as exc:
+        raise CliError(f"{request.state_file}: {exc}") from None
     cli = dict((state.get("extra") or {}).get("cli") or {})
     flags = request.flags
-    tools_file = flags.get("tools") or (Path(cli["tools"]) if cli.get("tools") else None)
-    tools = load_tools(tools_file)
-    model = flags.get("model") if flags.get("model") is not None else cli.get("model")
+    _refuse_state_code(request, state)
+    tools = load_tools(_tools_file(request, cli))
+    model = _model(request, cli)
     requests = [ApprovalRequest(r["id"], r["slot"], r["tool_name"], dict(r["arguments"])) for r in state["requests"]]
     console = make_console(sys.stderr if request.as_json else sys.stdout)
     display = RunDisplay(console, {}, ())
@@ -89,9 +96,65 @@ def resume_command(request: ResumeRequest) -> int:
         sys.stdout.write(dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
     if result.paused is not None:
+        tools_given = flags.get("tools")
+        cli = {**cli, "tools": str(Path(tools_given).resolve()) if tools_given else cli.get("tools"),
+               "model": model if isinstance(model, str) else cli.get("model")}
         write_pause(pause_to, result.paused, cli)
-        return report_pause(result.paused, pause_to)
+        return report_pause(result.paused, pause_to, cli)
     return EXIT_HALTED if result.halted is not None else EXIT_OK
+
+
+def _tools_file(request: ResumeRequest, cli: dict[str, Any]) -> Path | None:
+    """--tools, else (with --trust-state) the state's; a state that names one otherwise is an error."""
+    given = request.flags.get("tools")
+    if given is not None:
+        return Path(given)
+    named = cli.get("tools")
+    if not named:
+        return None
+    if request.trust_state:
+        return Path(str(named))
+    raise CliError(
+        f"the paused run used the tools file {named}; sd resume imports only what its command line names: "
+        f"pass --tools {named} (or --trust-state to load what the state names)"
+    )
+
+
+def _refuse_state_code(request: ResumeRequest, state: dict[str, Any]) -> None:
+    """MCP servers (commands) and `module:factory` fallbacks the state's recorded options
+    name start or import code: only with --trust-state, or when --mcp / --fallback replace them."""
+    if request.trust_state:
+        return
+    from ..tools.files import factory_reference
+
+    found = state.get("options")
+    recorded: dict[str, Any] = found if isinstance(found, dict) else {}
+    flags = request.flags
+    given_mcp = flags.get("mcp") or flags.get("mcp_config")
+    named = [f"MCP servers {recorded['mcp']!r}"] if recorded.get("mcp") and not given_mcp else []
+    fallback = () if flags.get("fallback") else recorded.get("fallback") or ()
+    for name in [fallback] if isinstance(fallback, str) else fallback:
+        if isinstance(name, str) and ":" in name and factory_reference(name) is not None:
+            named.append(f"the fallback model factory {name}")
+    if named:
+        raise CliError(f"the paused run used {' and '.join(named)}; sd resume starts or imports them only with "
+                       "--trust-state (or when --mcp / --fallback replace them)")
+
+
+def _model(request: ResumeRequest, cli: dict[str, Any]) -> Any:
+    """--model, else the state's model string; a `module:factory` one only with --trust-state."""
+    if request.flags.get("model") is not None:
+        return request.flags["model"]
+    named = cli.get("model")
+    if isinstance(named, str) and ":" in named and not request.trust_state:
+        from ..tools.files import factory_reference
+
+        if factory_reference(named) is not None:
+            raise CliError(
+                f"the paused run used the model factory {named}; sd resume imports only what its command line "
+                f"names: pass --model {named} (or --trust-state to load what the state names)"
+            )
+    return named
 
 
 async def _drive_resume(

@@ -72,8 +72,9 @@ def run_command(request: RunRequest) -> int:
         sys.stdout.write(dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
     if result.paused is not None and request.pause_to is not None:
-        approval_cmd.write_pause(request.pause_to, result.paused, _resume_flags(request, model))
-        return approval_cmd.report_pause(result.paused, request.pause_to)
+        flags = _resume_flags(request, model)
+        approval_cmd.write_pause(request.pause_to, result.paused, flags)
+        return approval_cmd.report_pause(result.paused, request.pause_to, flags)
     return EXIT_HALTED if result.halted is not None else EXIT_OK
 
 
@@ -94,8 +95,10 @@ def _resume_flags(request: RunRequest, model: Any) -> dict[str, Any]:
 def load_text(request: RunRequest) -> Any:
     """A template given as text (includes resolve against the working directory)."""
     from ..environment import default_environment
+    from .loading import load_beside
 
     assert request.source is not None
+    load_beside(None)  # actions/ and types/ of the working directory, as 0.x's CLI loaded them
     return default_environment().parse(request.source, include_paths=request.include_paths)
 
 
@@ -125,6 +128,8 @@ async def _drive(
                 recorder.see(event)
             if event.type == "processing_complete":
                 result = event.result
+            elif event.type == "processing_error":  # the generator ends quietly after it: the CLI reports it
+                raise event.error
     if result is None:  # the engine always ends with ProcessingComplete or an error
         raise CliError("the run ended without a result", code=1)
     return result

@@ -64,12 +64,28 @@ def serve(
         Optional[list[str]],
         typer.Option(
             "--api-key",
-            help="Bearer token clients send (repeatable, one per user or team; default STRUCKDOWN_API_KEY, "
-            "comma-separated). On loopback without one, a random token is made and printed.",
+            help="Bearer token clients send (repeatable, one per user or team). Shows in the process list: "
+            "prefer --api-key-file or STRUCKDOWN_API_KEY (comma-separated). On loopback without one, a random "
+            "token is made and printed.",
+            show_default=False,
+        ),
+    ] = None,
+    api_key_file: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--api-key-file",
+            help="A file of bearer tokens, one a line (# comments); not visible to other users like a flag is.",
             show_default=False,
         ),
     ] = None,
     models: ModelsOpt = None,
+    allow_factories: Annotated[
+        bool,
+        typer.Option(
+            "--allow-factories",
+            help="Let --models name package.module:factory models (their Python runs in the workers).",
+        ),
+    ] = False,
     tools: Annotated[
         Optional[Path], typer.Option("--tools", "-t", help="The only tools runs may use.", show_default=False)
     ] = None,
@@ -86,25 +102,58 @@ def serve(
         from ..web.config import LOOPBACK_HOSTS, WebConfig
         from ..web.pool import PoolLimits
 
-        keys = tuple(_split(api_key) or _split([os.environ.get("STRUCKDOWN_API_KEY", "")]))
+        keys = _keys(api_key, api_key_file)
         printed = None
         if not keys:
             if host not in LOOPBACK_HOSTS:
-                raise CliError(f"refusing to serve on {host} without a key: pass --api-key or set STRUCKDOWN_API_KEY")
+                raise CliError(
+                    f"refusing to serve on {host} without a key: pass --api-key-file or --api-key, "
+                    "or set STRUCKDOWN_API_KEY"
+                )
             printed = secrets.token_urlsafe(18)
             keys = (printed,)
         if tools is not None and not tools.is_file():
             raise CliError(f"tools file {tools} does not exist")
+        allowed = _split(models)
+        if not allow_factories:
+            from ..web.policy import is_factory
+
+            for name in allowed:
+                if is_factory(name):
+                    raise CliError(f"--models {name}: a module:factory name runs Python in the workers; "
+                                   "pass --allow-factories to serve it")
         config = WebConfig(
             mode="serve",
             tokens=keys,
-            models=_split(models),
+            models=allowed,
+            allow_factories=allow_factories,
             tools_file=tools.resolve() if tools else None,
             max_body_bytes=max_body,
             rate_per_minute=rate,
             limits=PoolLimits(workers=workers, time_limit_s=time_limit, memory_mb=memory_mb),
         )
         _serve(config, host, port, printed, open_browser=False)
+
+
+def _keys(flags: Optional[list[str]], path: Optional[Path]) -> tuple[str, ...]:
+    """The API keys: --api-key-file, then --api-key (with a warning: a flag shows in
+    /proc/PID/cmdline and `ps` to every user of the machine), then STRUCKDOWN_API_KEY."""
+    keys: list[str] = []
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"--api-key-file {path}: cannot read it ({exc})") from None
+        keys += [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+        if not keys:
+            raise CliError(f"--api-key-file {path} holds no key")
+    if flags:
+        sys.stderr.write("warning: --api-key is visible to every user of this machine (ps, /proc/PID/cmdline); "
+                         "use --api-key-file or STRUCKDOWN_API_KEY\n")
+        keys += _split(flags)
+    if not keys:
+        keys += _split([os.environ.get("STRUCKDOWN_API_KEY", "")])
+    return tuple(dict.fromkeys(keys))
 
 
 def _split(values: Optional[list[str]]) -> tuple[str, ...]:

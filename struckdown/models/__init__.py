@@ -48,6 +48,20 @@ DEFAULT_MAX_RETRIES = 2
 
 #: Prefixes that mean "the OpenAI wire format", routed to LLM_API_BASE when it is set.
 _OPENAI_PREFIXES = ("openai-chat:", "openai:")
+#: Providers that speak the OpenAI chat wire format: with LLM_API_BASE set, their names go
+#: to that endpoint (the prefix dropped), as 0.18 sent every name to its proxy.
+_OPENAI_COMPATIBLE = frozenset({
+    "openai", "openai-chat", "ollama", "deepseek", "openrouter", "together", "fireworks", "litellm", "github",
+    "vercel", "heroku", "moonshotai", "cerebras", "nebius", "ovhcloud", "alibaba", "sambanova", "grok", "xai",
+})
+#: struckdown's extra that installs each provider's SDK (`pip install 'struckdown[anthropic]'`).
+PROVIDER_EXTRAS: Mapping[str, str] = {
+    "anthropic": "anthropic", "google": "google", "google-gla": "google", "google-vertex": "google",
+    "google-cloud": "google", "mistral": "mistral", "groq": "groq", "bedrock": "bedrock", "cohere": "cohere",
+}
+#: 0.x's spellings of today's provider prefixes
+_PREFIX_ALIASES = {"google-gla": "google", "google-vertex": "google-cloud", "gemini": "google"}
+OLLAMA_BASE_URL = "http://localhost:11434/v1"
 
 
 def _env_number(
@@ -164,9 +178,17 @@ def _from_string(name: str, env: Mapping[str, str], store: ModelStore, *, aliase
         if isinstance(target, str):
             return _from_string(target, env, store, aliases=False)
     base = env.get("LLM_API_BASE")
-    if base and (":" not in name or name.startswith(_OPENAI_PREFIXES) or not is_provider(name.partition(":")[0])):
-        # a bare name, an OpenAI one, or a server's own `name:tag` (qwen3:8b) goes to the endpoint as it is
-        return openai_compatible(name, base, env.get("LLM_API_KEY"), env=env, store=store)
+    prefix, _, rest = name.partition(":")
+    if base and (":" not in name or prefix in _OPENAI_COMPATIBLE or not is_provider(prefix)):
+        # a bare name, an OpenAI-compatible provider's (0.18 sent every name to its proxy), or a
+        # server's own `name:tag` (qwen3:8b) goes to the endpoint; a provider prefix is dropped
+        served = rest if ":" in name and prefix in _OPENAI_COMPATIBLE else name
+        return openai_compatible(served, base, env.get("LLM_API_KEY"), env=env, store=store)
+    if prefix == "ollama" and rest:  # 0.x: Ollama on this machine unless OLLAMA_BASE_URL says otherwise
+        where = (env.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL).rstrip("/")
+        return store.get(("ollama", rest, where), lambda: _ollama(rest, where, env.get("OLLAMA_API_KEY")))
+    if prefix in _PREFIX_ALIASES and rest:
+        name = f"{_PREFIX_ALIASES[prefix]}:{rest}"
     if ":" not in name:  # a bare name (0.x: DEFAULT_LLM=gpt-4.1-mini) is an OpenAI chat model
         name = "openai-chat:" + name
     defaults: dict[str, Any] = {"max_retries": max_retries(env)}
@@ -319,12 +341,27 @@ def _openai_compatible(name: str, base_url: str, api_key: str, timeout: float, r
     return OpenAIChatModel(name, provider=provider, settings={"timeout": timeout, "max_retries": retries})
 
 
+def _ollama(name: str, base_url: str, api_key: str | None) -> Any:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.ollama import OllamaProvider
+
+    return OpenAIChatModel(name, provider=OllamaProvider(base_url=base_url, api_key=api_key or "ollama"))
+
+
 def _inferred(name: str) -> Any:
     from pydantic_ai.models import infer_model
 
     try:
         return infer_model(name)
-    except Exception as exc:  # unknown provider, missing key, missing extra: say what to do
+    except ImportError as exc:  # the provider's SDK is missing: name struckdown's extra that has it
+        extra = PROVIDER_EXTRAS.get(name.partition(":")[0])
+        if extra is None:
+            raise ConfigurationError(f"cannot use model {name!r}: {exc}") from exc
+        raise ConfigurationError(
+            f"cannot use model {name!r}: its provider's library is not installed; "
+            f"pip install 'struckdown[{extra}]'"
+        ) from exc
+    except Exception as exc:  # unknown provider, missing key: say what to do
         raise ConfigurationError(
             f"cannot use model {name!r}: {exc} (model strings look like 'openai-chat:gpt-4o-mini'; "
             "for a local server set LLM_API_BASE)"
@@ -469,9 +506,13 @@ def slot_run_defaults(
     type's default temperature (SPEC §11) when no one set a temperature (the slot, the
     caller's settings, the model object's own settings), nothing asks the model to
     reason, and the model takes one."""
-    from ..types.temperatures import default_temperature
+    from ..types.temperatures import default_temperature, type_settings
 
     defaults: Mapping[str, Any] = environment.models.defaults(model)
+    own_type = type_settings(type_name, environment.types)  # a 0.x YAML type's llm_config
+    if own_type:
+        given = {**(caller or {}), **slot}
+        defaults = {**defaults, **{k: v for k, v in own_type.items() if k not in given}}
     if "temperature" in slot or (caller and "temperature" in caller):
         return defaults
     temperature = default_temperature(type_name, environment.types)

@@ -30,29 +30,28 @@ def assistant_turn(text: str) -> ModelResponse:
 @dataclass
 class Layers:
     """Active <system> or <header> text: a global layer carried across segments and
-    a local one for this segment only (`replace` hides what came before)."""
+    a local one for this segment only. `replace` replaces what is active in its own
+    scope: `<system replace>` the global text (and this segment's local text with it),
+    `<system local replace>` only this segment's local text; the global text stays
+    (SPEC §2.4 as clarified by issue 32)."""
 
     global_parts: list[str] = field(default_factory=list)
     local_parts: list[str] = field(default_factory=list)
-    local_hides_global: bool = False
 
     def apply(self, text: str, scope: str, mode: str) -> None:
         if scope == "global":
             if mode == "replace":
                 self.global_parts = [text]
                 self.local_parts = []
-                self.local_hides_global = False
             else:
                 self.global_parts.append(text)
         elif mode == "replace":
             self.local_parts = [text]
-            self.local_hides_global = True
         else:
             self.local_parts.append(text)
 
     def active(self) -> list[str]:
-        base = [] if self.local_hides_global else self.global_parts
-        return [p for p in (*base, *self.local_parts) if p]
+        return [p for p in (*self.global_parts, *self.local_parts) if p]
 
     def carried(self) -> Layers:
         return Layers(list(self.global_parts))

@@ -258,7 +258,9 @@ class Run:
                 guard = self.guards.states.get(key)
                 if guard is None or not guard.started or guard.done.is_set():  # a pending verdict: set when stored
                     self.ready[key].set()
-        await self.emit(CheckpointReached(segment.index, segment.name))
+        # an unnamed checkpoint is "Checkpoint N" (the Nth checkpoint), as 0.18 named them
+        name = segment.name or (f"Checkpoint {segment.index}" if segment.index else None)
+        await self.emit(CheckpointReached(segment.index, name))
 
     def _inherited(self, segment: Segment) -> Conversation:
         """System/header text carried in from earlier segments (global scope only),
@@ -316,9 +318,12 @@ class Run:
 
     def _render(self, source: str) -> str:
         try:
-            return self.renderer.render_text(source, self.variables, self.program.compiled)
+            defined: dict[str, Any] = {}
+            text = self.renderer.render_text(source, self.variables, self.program.compiled, defined)
         except Exception as exc:
             raise TemplateRuntimeError(f"rendering failed: {type(exc).__name__}: {exc}") from exc
+        self.variables.update(defined)  # {% set %} values and macros carry to later text (0.18)
+        return text
 
     def _render_body(self, body: Sequence[Node]) -> str:
         return "".join(self._render(n.source) for n in body if isinstance(n, Text)).strip()
@@ -434,8 +439,7 @@ class Run:
                 value = restored.output
             else:
                 self.approval.ran_action(node, value)
-            if spec.role is not None:
-                conversation.add_turn(spec.role, as_text(value))
+            spec.add_to(conversation, value, node)
             if node.key is not None:
                 self._after(node.key)
             return
@@ -443,7 +447,7 @@ class Run:
             await self.guards.join(segment)
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
-        for option in node.options:
+        for option in spec.without_role(node).options:  # role= says which turn the value becomes
             value = option.value
             if isinstance(value, JinjaValue):
                 value = evaluate_option(self.renderer, value.expression, self.variables, f"@{node.name}")
@@ -465,8 +469,7 @@ class Run:
             result = SlotResult(node.key, f"@{node.name}", value, elapsed_ms=(time.perf_counter() - started) * 1000)
             self._store(result)
             await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, False))
-        if spec.joins_conversation:
-            spec.add_to(conversation, value)
+        spec.add_to(conversation, value, node)
         if node.key is not None:
             self._after(node.key)
 

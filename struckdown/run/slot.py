@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -340,7 +341,28 @@ async def run_model_slot(
         tool_calls=tuple(wrap.calls) if wrap else (),
         truncated=is_truncated(messages),
         fallback_used=attempts.fallback_used,
+        response_schema=schema_of(spec.output_type),
     )
+
+
+def schema_of(output_type: Any) -> dict[str, Any] | None:
+    try:
+        hash(output_type)
+    except TypeError:
+        return _schema_of.__wrapped__(output_type)
+    return _schema_of(output_type)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_of(output_type: Any) -> dict[str, Any] | None:
+    """The JSON schema of an answer's type (0.x's `SlotResult.response_schema`), once per type."""
+    from pydantic import TypeAdapter
+
+    try:
+        schema: dict[str, Any] = TypeAdapter(output_type).json_schema()
+    except Exception:  # noqa: BLE001 - a type pydantic cannot describe has no schema to show
+        return None
+    return schema
 
 
 async def _mcp_tools(env: SlotEnv, slot: str, control: Mapping[str, Any]) -> Any:

@@ -174,7 +174,9 @@ class _Builder:
         return self._turn(tree, "assistant")
 
     def tree_together(self, tree: Tree[Any]) -> Together:
-        opener, body = self._tagged(tree)
+        opener, nested = self._tagged(tree)
+        # a <together> inside another joins it (0.18 ran the inner slots with the outer ones)
+        body = tuple(n for node in nested for n in (node.body if isinstance(node, Together) else (node,)))
         for node in body:
             if not isinstance(node, (Text, Slot)):
                 raise self.error(

@@ -206,7 +206,13 @@ def _numeric_plan(type_name: str, options: Mapping[str, Any], integer: bool) -> 
     check_bounds_order(type_name, "min", low, "max", high)
     if integer:
         return ItemPlan(item=Annotated[int, Field(ge=low, le=high)], description="Whole number")
-    return ItemPlan(item=Annotated[float, Field(ge=low, le=high, allow_inf_nan=False)], description="Number")
+    number = Annotated[float, Field(ge=low, le=high, allow_inf_nan=False), AfterValidator(_integral)]
+    return ItemPlan(item=number, description="Number")
+
+
+def _integral(value: float) -> int | float:
+    """`number` keeps an integral answer an int (3, not 3.0), as 0.18 did."""
+    return int(value) if float(value).is_integer() and abs(value) < 2**53 else value
 
 
 def _temporal_plan(type_name: str, options: Mapping[str, Any]) -> ItemPlan:

@@ -31,6 +31,8 @@ class CustomType:
     choices: tuple[str, ...] = ()
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     accepted_options: frozenset[str] = frozenset()
+    # the type's default model settings (a 0.x YAML type's `llm_config:`): under the slot's and the caller's
+    settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def check_type_name(name: Any) -> str:

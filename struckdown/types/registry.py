@@ -45,6 +45,7 @@ class TypeRegistry:
         self._custom: dict[str, CustomType] = {}
         self._lock = threading.Lock()
         self._specs: LRU[OutputSpec] = LRU(_CACHE_SIZE)  # batch runs rebuild the same slots thousands of times
+        self._yaml_0x: dict[str, dict[str, Any]] = {}  # fields of the 0.x YAML types loaded (for extends:)
 
     # -- registration -----------------------------------------------------
     def register(
@@ -93,10 +94,11 @@ class TypeRegistry:
         self._add(make_preset(name, base, tuple(choices), dict(options or {}), description))
 
     def load_yaml(self, path: str | os.PathLike[str]) -> list[str]:
-        """Register every type defined in a YAML type file; all or nothing."""
+        """Register every type defined in a YAML type file (or a folder of them, 0.x's
+        one-type files included); all or nothing."""
         from .yaml_types import read_type_file
 
-        entries = read_type_file(path)
+        entries = read_type_file(path, self._yaml_0x)
         with self._lock:
             for entry in entries:
                 self._custom[entry.name] = entry

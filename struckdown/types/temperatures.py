@@ -28,6 +28,16 @@ def default_temperature(type_name: str, registry: TypeRegistry | None = None) ->
     if type_name in DEFAULT_TEMPERATURES:
         return DEFAULT_TEMPERATURES[type_name]
     entry = registry.custom(type_name) if registry is not None else None
+    if entry is not None and "temperature" in entry.settings:
+        return float(entry.settings["temperature"])
     if entry is not None and entry.kind == "preset":
         return DEFAULT_TEMPERATURES.get(entry.target)
     return None
+
+
+def type_settings(type_name: str, registry: TypeRegistry | None = None) -> Mapping[str, object]:
+    """A custom type's own default settings besides temperature (a 0.x `llm_config:`)."""
+    entry = registry.custom(type_name) if registry is not None and type_name not in DEFAULT_TEMPERATURES else None
+    if entry is None:
+        return {}
+    return {k: v for k, v in entry.settings.items() if k != "temperature"}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any, Optional
 
 from pydantic import BaseModel, Field
@@ -19,6 +21,7 @@ from .builtin import BUILTIN_OPTIONS, answer_model, plan_builtin
 from .custom import CustomType, check_type_name, make_preset
 from .options import parse_quantifier
 from .spec import OPTION_NAMES, TypeBuildError
+from .yaml_0x import is_0x_form, read_0x
 
 __all__ = ["read_type_file"]
 
@@ -44,8 +47,29 @@ _FIELD_TYPES: Mapping[str, str] = {
 _FORMAT_HINTED = frozenset({"date", "datetime", "time", "duration"})
 
 
-def read_type_file(path: str | os.PathLike[str]) -> list[CustomType]:
-    """Parse and validate a type file into registry entries (nothing is registered here)."""
+def read_type_file(
+    path: str | os.PathLike[str], known_0x: dict[str, dict[str, Any]] | None = None
+) -> list[CustomType]:
+    """Parse and validate a type file, or every `.yaml`/`.yml` file of a folder (in name
+    order), into registry entries (nothing is registered here). A 0.x file (one type,
+    `name:` at the top) is read too (`yaml_0x`); `known_0x` holds the fields of the 0.x
+    types loaded before, for `extends:`, and gains the new ones only if all files read."""
+    known = dict(known_0x or {})
+    if os.path.isdir(path):
+        files = sorted(
+            os.path.join(path, f) for f in os.listdir(path) if f.endswith((".yaml", ".yml"))
+        )
+        if not files:
+            raise TypeBuildError(f"{os.fspath(path)}: the folder holds no .yaml type files")
+        entries = [entry for file in files for entry in _read_one(file, known)]
+    else:
+        entries = _read_one(path, known)
+    if known_0x is not None:
+        known_0x.update(known)
+    return entries
+
+
+def _read_one(path: str | os.PathLike[str], known: dict[str, dict[str, Any]]) -> list[CustomType]:
     import yaml  # type: ignore[import-untyped,unused-ignore]
 
     shown = os.fspath(path)
@@ -58,6 +82,13 @@ def read_type_file(path: str | os.PathLike[str]) -> list[CustomType]:
         raise TypeBuildError(f"{shown}: invalid YAML: {exc}") from exc
     if data is None:
         return []
+    if is_0x_form(data):
+        try:
+            name, definition, settings = read_0x(data, known)
+            entry = _entry(name, definition)
+        except ValueError as exc:  # TypeBuildError included
+            raise TypeBuildError(f"{shown}: type {data['name']!r}: {exc}") from exc
+        return [replace(entry, settings=MappingProxyType(settings))]
     if not isinstance(data, dict):
         raise TypeBuildError(f"{shown}: a type file must map type names to definitions")
     entries = []

@@ -75,6 +75,7 @@ class Gate:
                 scope, receive, send
             )
             return
+        scope.setdefault("state", {})["api_key"] = key  # who asked: approvals and downloads are the key's
         refusal = self._rate(key, request.url.path)
         if refusal is not None:
             await _error(429, refusal, {"Retry-After": "60"})(scope, receive, send)
@@ -151,7 +152,8 @@ class Playground:
         self.config = config
         self.pool = WorkerPool(config.limits, shared=config.shared)
         self.root = config.root.resolve() if config.root is not None else None
-        self.batches: dict[str, Path] = {}
+        self.batches: dict[str, tuple[Path, str]] = {}  # batch id -> (its folder, the API key that ran it)
+        self.state_secret = secrets.token_bytes(32)  # signs paused states; each API key gets its own key from it
         self.scratch: Path | None = None
         self._tools: list[dict[str, Any]] | None = None
 
@@ -275,8 +277,16 @@ class Playground:
         return JSONResponse({"path": relative, "saved": len(content.encode())})
 
     # -- template work -------------------------------------------------------------------
-    def _job(self, op: str, data: dict[str, Any]) -> dict[str, Any]:
+    def _state_key(self, request: Request) -> str:
+        """The key this server signs and checks the paused states of `request`'s API key with."""
+        api_key = str(request.scope["state"]["api_key"])
+        return hmac.new(self.state_secret, b"paused-state\0" + api_key.encode(), "sha256").hexdigest()
+
+    def _job(self, op: str, data: dict[str, Any], request: Request | None = None) -> dict[str, Any]:
         job: dict[str, Any] = {"op": op, "template": _required(data, "template")}
+        job["policy"] = self.config.model_policy.to_dict()  # the template's own model= and fallback= (issue 39 N1)
+        if request is not None:
+            job["state_key"] = self._state_key(request)
         context = _text(data, "context")
         kind = data.get("context_kind", "json")
         if kind not in ("json", "yaml"):
@@ -321,7 +331,7 @@ class Playground:
         return _error(422, error)
 
     async def run(self, request: Request) -> Response:
-        job = self._job("run", await read_json(request, self.config.max_body_bytes))
+        job = self._job("run", await read_json(request, self.config.max_body_bytes), request)
         return await self._sse(job)
 
     async def _sse(
@@ -349,7 +359,7 @@ class Playground:
 
     async def batch(self, request: Request) -> Response:
         data = await read_json(request, self.config.max_body_bytes)
-        job = self._job("batch", data)
+        job = self._job("batch", data, request)
         filename = _text(data, "filename") or "rows.jsonl"
         if Path(filename).suffix.lower() not in (".csv", ".jsonl", ".ndjson", ".json", ".txt"):
             raise HttpError(400, "upload a .csv, .jsonl or .json file")
@@ -360,9 +370,9 @@ class Playground:
         batch_id = secrets.token_urlsafe(12)
         folder = self.scratch / batch_id
         folder.mkdir()
-        self.batches[batch_id] = folder
+        self.batches[batch_id] = (folder, str(request.scope["state"]["api_key"]))
         while len(self.batches) > KEPT_BATCHES:
-            shutil.rmtree(self.batches.pop(next(iter(self.batches))), ignore_errors=True)
+            shutil.rmtree(self.batches.pop(next(iter(self.batches)))[0], ignore_errors=True)
         job.update(filename=filename, content=_required(data, "content"), folder=str(folder), jobs=jobs)
 
         def with_downloads(message: dict[str, Any]) -> dict[str, Any]:
@@ -373,9 +383,13 @@ class Playground:
         return await self._sse(job, with_downloads)
 
     async def download(self, request: Request) -> Response:
-        folder = self.batches.get(request.path_params["batch_id"])
+        kept = self.batches.get(request.path_params["batch_id"])
         fmt = request.path_params["fmt"]
-        if folder is None or fmt not in ("jsonl", "csv") or not (folder / f"output.{fmt}").is_file():
+        # another API key's batch is not there for this one (issue 39 N15): the same 404
+        if kept is None or not hmac.compare_digest(kept[1], str(request.scope["state"]["api_key"])):
+            return _error(404, "no such batch output")
+        folder = kept[0]
+        if fmt not in ("jsonl", "csv") or not (folder / f"output.{fmt}").is_file():
             return _error(404, "no such batch output")
         media = "text/csv" if fmt == "csv" else "application/x-ndjson"
         return FileResponse(folder / f"output.{fmt}", media_type=media, filename=f"batch-output.{fmt}")
@@ -385,7 +399,7 @@ class Playground:
         /api/run, plus the `state` the paused run sent and `decisions` {request_id: true |
         false | "reason"}; the run continues as an event stream."""
         data = await read_json(request, self.config.max_body_bytes)
-        job = self._job("run", data)
+        job = self._job("run", data, request)
         state, decisions = data.get("state"), data.get("decisions")
         if not isinstance(state, dict) or not isinstance(decisions, dict):
             raise HttpError(400, "'state' (what the paused run sent) and 'decisions' must be JSON objects")

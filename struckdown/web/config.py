@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .policy import ModelPolicy
 from .pool import PoolLimits
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -18,6 +19,7 @@ class WebConfig:
     root: Path | None = None  # edit: the folder whose files the page may read and save
     models: tuple[str, ...] = ()  # allow-list; empty: edit takes any name, serve only the default
     tools_file: Path | None = None  # serve: the operator's tools; edit: picked in the page
+    allow_factories: bool = False  # serve: `module:factory` model names (--allow-factories)
     max_body_bytes: int = 1_000_000
     rate_per_minute: int = 120  # per key; 0 turns the limit off
     limits: PoolLimits = field(default_factory=PoolLimits)
@@ -34,15 +36,13 @@ class WebConfig:
     def shared(self) -> bool:
         return self.mode == "serve"
 
+    @property
+    def model_policy(self) -> ModelPolicy:
+        return ModelPolicy(self.models, self.shared, self.allow_factories)
+
     def model_refusal(self, name: str | None) -> str | None:
         """Why `name` may not be used here (None: it may)."""
-        if self.models:
-            if name is None or name in self.models:
-                return None
-            return f"model {name!r} is not allowed here; allowed: {', '.join(self.models)}"
-        if self.shared and name is not None:
-            return f"model {name!r} is not allowed here: this server uses its default model only"
-        return None
+        return self.model_policy.refusal(name)
 
     def default_model(self) -> str | None:
         return self.models[0] if self.models else None

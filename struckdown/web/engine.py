@@ -29,6 +29,51 @@ def resolve_model(name: str | None) -> Any:
     return name
 
 
+def models_reached(program: Any) -> list[tuple[str, str, str | None, int, int]]:
+    """Every model name a run of `program` can reach besides the page's pick: each
+    slot's (guards' too) `model=` and `fallback=` options, as (slot key, option, name,
+    line, column); name None when the option is `{{ … }}` (known only at run time)."""
+    from ..syntax.nodes import JinjaValue
+
+    found: list[tuple[str, str, str | None, int, int]] = []
+    for plan in program.plans.values():
+        for option in plan.slot.options:
+            if option.key not in ("model", "fallback"):
+                continue
+            pos = option.value_pos or option.pos
+            where = (pos.line, pos.column)
+            if isinstance(option.value, JinjaValue):
+                found.append((plan.key, option.key, None, *where))
+                continue
+            names = [str(option.value).strip()] if option.key == "model" else str(option.value).split(",")
+            found += [(plan.key, option.key, name.strip(), *where) for name in names if name.strip()]
+    return found
+
+
+def model_refusals(program: Any, policy: Any) -> list[dict[str, Any]]:
+    """What the server's allow-list (`ModelPolicy`) says of each model the template names,
+    as diagnostics at the option: checked before any model is resolved or called."""
+    found = []
+    for key, option, name, line, column in models_reached(program):
+        if name is None:
+            if not (policy.allowed or policy.shared):
+                continue
+            message = f"slot {key!r}: {option}= is computed with {{{{ … }}}}, which this server does not allow: name the model"
+        else:
+            refusal = policy.refusal(name)
+            if refusal is None:
+                continue
+            message = f"slot {key!r}: {option}=: {refusal}"
+        found.append({"line": line, "column": column, "severity": "error", "message": message, "hint": None})
+    return found
+
+
+def refuse_models(program: Any, policy: Any) -> None:
+    found = model_refusals(program, policy)
+    if found:
+        raise Refused(found[0]["message"])
+
+
 def load_tools(path: str | None) -> list[Any]:
     from ..tools.files import load_tools as load
 
@@ -150,7 +195,7 @@ def event_dict(event: Any) -> dict[str, Any]:
         data["halted"] = None if halted is None else {"slot": halted.slot, "reason": halted.reason}
         if result.paused is not None:  # SPEC §12: the page decides, then posts the state back
             data["requests"] = [request.to_dict() for request in result.paused.requests]
-            data["state"] = result.paused.state
+            data["state"] = page_state(result.paused.state)
     return data
 
 
@@ -170,17 +215,50 @@ async def resume_events(
     cache: bool,
 ) -> AsyncIterator[dict[str, Any]]:
     """A paused run continued with the page's decisions (SPEC §12). The state came back
-    from the page, so nothing in it names a file: the template is the one the page sends
-    now (`template=`: an edit since the pause is an error) and paths are the worker's."""
+    from the page, signed by this server for this API key (`check_state`): the template
+    is the one the page sends now (`template=`: an edit since the pause is an error) and
+    paths are the worker's."""
     from .. import resume_incremental_async
 
-    state = {**state, "template_path": None, "includes": {}}
     template = program.template
     async for event in resume_incremental_async(
         state, decisions, template=template.source, template_path=template.filename,
         model=model, tools=tools, cache=cache, on_halt="return", stream=True,
     ):
         yield event_dict(event)
+
+
+def page_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A paused state as the page gets it: naming no file of the worker (the page sends the
+    template text back on resume), signed again with the key of this job (its API key's)."""
+    from ..state_signing import sign_state
+
+    return sign_state({**state, "template_path": None, "includes": {}})
+
+
+def check_state(state: Any, policy: Any) -> None:
+    """A state the page sent back is one this server signed for this API key (issue 39
+    N3/N6), and the options it recorded reach no model the allow-list refuses and no MCP
+    server: else the request is refused before anything runs."""
+    from ..state_signing import verify_state
+
+    if not isinstance(state, Mapping):
+        raise Refused("the paused state must be a JSON object")
+    try:
+        verify_state(state)
+    except ValueError as exc:
+        raise Refused(f"this paused run cannot be resumed here: {exc}") from None
+    recorded = state.get("options")
+    if not isinstance(recorded, Mapping):
+        return
+    if recorded.get("mcp"):
+        raise Refused("this paused run used MCP servers, which this server does not start")
+    fallback = recorded.get("fallback") or ()
+    names = [recorded.get("model"), *([fallback] if isinstance(fallback, str) else fallback)]
+    for name in names:
+        refusal = policy.refusal(name) if isinstance(name, str) else None
+        if refusal is not None:
+            raise Refused(f"this paused run cannot be resumed here: {refusal}")
 
 
 async def run_batch(

@@ -13,8 +13,10 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -38,10 +40,13 @@ class JobError(Exception):
 
 
 class _Worker:
-    def __init__(self, process: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, process: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, folder: str | None = None
+    ) -> None:
         self.process = process
         self.reader = reader
         self.writer = writer
+        self.folder = folder  # its temporary folder: removed by the server once the process is gone
         self.jobs = 0
 
     @property
@@ -129,18 +134,24 @@ class WorkerPool:
         from .worker import child_main
 
         ours, theirs = socket.socketpair()
+        # the worker's temporary files (and, shared, its working directory) live here; the
+        # server removes it when the worker is gone, killed or not
+        folder = tempfile.mkdtemp(prefix="sd-worker-")
         process = _fork_server().Process(
             target=child_main,
-            args=(theirs, self.limits.memory_mb, self.shared, self._environment()),
+            args=(theirs, self.limits.memory_mb, self.shared, self._environment(), folder),
             daemon=True,
             name="struckdown-web-worker",
         )
         try:
             await asyncio.to_thread(_start_process, process)  # the first start waits for the fork server's imports
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         finally:
             theirs.close()
         reader, writer = await asyncio.open_connection(sock=ours, limit=self.limits.output_bytes + 1024)
-        worker = _Worker(process, reader, writer)
+        worker = _Worker(process, reader, writer, folder)
         self._all.add(worker)
         try:
             loop = asyncio.get_running_loop()
@@ -191,6 +202,8 @@ class WorkerPool:
         with contextlib.suppress(Exception):
             await worker.writer.wait_closed()
         await asyncio.to_thread(worker.process.join, 10)
+        if worker.folder is not None:
+            await asyncio.to_thread(shutil.rmtree, worker.folder, True)
 
     async def close(self) -> None:
         if self._starting is not None:

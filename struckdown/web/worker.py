@@ -30,17 +30,20 @@ from typing import Any, TextIO
 Send = Callable[[dict[str, Any]], None]
 
 
-def child_main(channel: socket.socket, memory_mb: int, shared: bool, env: dict[str, str]) -> None:
-    """A worker's life, forked from the warm fork server: jobs in, messages out, over `channel`."""
+def child_main(channel: socket.socket, memory_mb: int, shared: bool, env: dict[str, str], folder: str) -> None:
+    """A worker's life, forked from the warm fork server: jobs in, messages out, over `channel`.
+    `folder` is its temporary folder (the server removes it when the worker is gone)."""
     os.environ.clear()
     os.environ.update(env)  # the server's environment when it asked for this worker
+    os.environ["TMPDIR"] = folder
+    tempfile.tempdir = folder  # every temporary file of a job goes there
     for entry in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
     sys.stdout = sys.stderr  # a print() in a tools file must not reach the protocol
     if shared:
         os.environ.pop("STRUCKDOWN_ALLOW_FETCH", None)
-        os.chdir(tempfile.mkdtemp(prefix="sd-serve-"))  # includes resolve against an empty folder
+        os.chdir(tempfile.mkdtemp(prefix="cwd-", dir=folder))  # includes resolve against an empty folder
     _warm_up()
     if memory_mb > 0:
         _limit_memory(memory_mb)
@@ -159,8 +162,14 @@ class Worker:
         found = engine.diagnostics(
             job["template"], self.template_path(job), names, tools_given=bool(job.get("tools"))
         )
-        if self.shared and not any(d["severity"] == "error" for d in found):
-            found += engine.network_actions(engine.compile_text(job["template"], self.template_path(job)))
+        if not any(d["severity"] == "error" for d in found):
+            from .policy import ModelPolicy
+
+            program = engine.compile_text(job["template"], self.template_path(job))
+            if self.shared:
+                found += engine.network_actions(program)
+            if "policy" in job:
+                found += engine.model_refusals(program, ModelPolicy.from_dict(job["policy"]))
         self.send({"type": "diagnostics", "diagnostics": found, "context_error": context_error})
 
     def explain(self, job: dict[str, Any]) -> None:
@@ -173,22 +182,42 @@ class Worker:
 
     def _prepare(self, job: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
         from . import engine
+        from .policy import ModelPolicy
 
         program = engine.compile_text(job["template"], self.template_path(job))
         if self.shared:
             engine.refuse_network_actions(program)
+        policy = ModelPolicy.from_dict(job.get("policy")) if self.shared or "policy" in job else ModelPolicy()
+        engine.refuse_models(program, policy)  # SPEC §17: before any model is resolved or called
         model = engine.resolve_model(job.get("model") or None)
         tools = engine.load_tools(job.get("tools"))
         return program, model, tools
 
     async def run(self, job: dict[str, Any]) -> None:
+        from ..state_signing import using_state_key
+
+        # SPEC §12 / issue 39 N6: paused states are signed with the server's key for the
+        # API key that asked, so only that key can decide and resume them
+        key = job.get("state_key")
+        if key is None:
+            await self._run(job)
+            return
+        with using_state_key(bytes.fromhex(key)):
+            await self._run(job)
+
+    async def _run(self, job: dict[str, Any]) -> None:
         from . import engine
 
+        resume = job.get("resume")  # SPEC §12: the state of a paused run and the page's decisions
+        if resume is not None:
+            from .policy import ModelPolicy
+
+            # signed for this API key, and its recorded models allowed: before anything is loaded
+            engine.check_state(resume["state"], ModelPolicy.from_dict(job.get("policy")) if self.shared else ModelPolicy())
         program, model, tools = self._prepare(job)
         context = self._context(job)
         self.send({"type": "run_started", "slots": list(program.keys)})
         failed = False
-        resume = job.get("resume")  # SPEC §12: the state of a paused run and the page's decisions
         if resume is not None:
             events = engine.resume_events(
                 program, resume["state"], resume["decisions"], model=model, tools=tools,

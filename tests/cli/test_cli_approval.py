@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cli_support import plain_environment, sd  # noqa: F401
+from struckdown.state_signing import sign_state
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TESTS = Path(__file__).resolve().parents[1] / "support"
@@ -91,7 +92,8 @@ def test_pause_to_exits_4_and_sd_resume_in_a_new_process_gives_the_inline_result
     paused = sd(*RUN, "--pause-to", state, "-o", tmp_path / "paused.json")
     assert paused.exit_code == 4, paused.output
     assert "awaiting approval:\n  reply.1  issue_refund(order_id=\"5531\", amount=49.0)\n" in paused.stderr
-    assert f"continue with: sd resume {state} --approve reply.1" in paused.stderr
+    flags = f"--tools {(EXAMPLES / 'refund_tools.py').resolve()} --model cli_models:refund_agent"
+    assert f"continue with: sd resume {state} {flags} --approve reply.1" in paused.stderr
     assert answers(tmp_path / "paused.json")["paused"] == [
         {"id": "reply.1", "slot": "reply", "tool_name": "issue_refund", "arguments": {"order_id": "5531", "amount": 49.0}}
     ]
@@ -100,7 +102,7 @@ def test_pause_to_exits_4_and_sd_resume_in_a_new_process_gives_the_inline_result
 
     pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, "-m", "struckdown.cli", "resume", str(state), "--approve", "reply.1", "-o",
+        [sys.executable, "-m", "struckdown.cli", "resume", str(state), *flags.split(), "--approve", "reply.1", "-o",
          str(tmp_path / "resumed.json")],
         env={**os.environ, "PYTHONPATH": pythonpath}, capture_output=True, text=True, timeout=60,
     )
@@ -115,20 +117,20 @@ def test_sd_resume_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert sd(*RUN, "--pause-to", state).exit_code == 4
     saved = state.read_text()
     terminal(monkeypatch, False)
-    missing = sd("resume", state)
+    missing = sd("resume", state, "--trust-state")
     assert missing.exit_code == 2
     assert "decide every paused call (reply.1 issue_refund(order_id=\"5531\", amount=49.0))" in missing.stderr
-    unknown = sd("resume", state, "--approve", "reply.7")
+    unknown = sd("resume", state, "--trust-state", "--approve", "reply.7")
     assert unknown.exit_code == 2 and "no paused call has the id reply.7" in unknown.stderr
-    denied = sd("resume", state, "--deny", "reply.1=wrong order", "-o", tmp_path / "d.json")
+    denied = sd("resume", state, "--trust-state", "--deny", "reply.1=wrong order", "-o", tmp_path / "d.json")
     assert denied.exit_code == 0, denied.output
     assert answers(tmp_path / "d.json")["answers"]["reply"] == "Order 5531: wrong order"
-    assert sd("resume", state, "--deny-all", "-o", tmp_path / "n.json").exit_code == 0
+    assert sd("resume", state, "--trust-state", "--deny-all", "-o", tmp_path / "n.json").exit_code == 0
     assert answers(tmp_path / "n.json")["answers"]["reply"] == "Order 5531: The user denied this call."
-    assert sd("resume", state, "--approve-all", "-o", tmp_path / "a.json").exit_code == 0
+    assert sd("resume", state, "--trust-state", "--approve-all", "-o", tmp_path / "a.json").exit_code == 0
     assert answers(tmp_path / "a.json")["answers"]["reply"] == ALLOWED
     terminal(monkeypatch)
-    asked = sd("resume", state, "-o", tmp_path / "t.json", input="y\n")
+    asked = sd("resume", state, "--trust-state", "-o", tmp_path / "t.json", input="y\n")
     assert asked.exit_code == 0 and PROMPT in asked.stdout
     assert answers(tmp_path / "t.json")["answers"]["reply"] == ALLOWED
     assert state.read_text() == saved  # nothing paused again
@@ -138,8 +140,8 @@ def test_sd_resume_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     data = json.loads(saved)
     data["template_path"] = str(changed)
     changed.write_text(TEMPLATE.read_text().replace("Was a refund issued?", "Refunded?"))
-    state.write_text(json.dumps(data))
-    stale = sd("resume", state, "--approve", "reply.1")
+    state.write_text(json.dumps(sign_state(data)))  # as if the file had changed since the pause
+    stale = sd("resume", state, "--trust-state", "--approve", "reply.1")
     assert stale.exit_code == 2 and f"{changed} changed since the run paused: line 16 was 'Was a refund issued?'" in stale.stderr
 
 

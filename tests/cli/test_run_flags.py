@@ -42,6 +42,8 @@ def _samples(tmp_path: Path) -> dict[str, tuple[list[str], str, Any]]:
     return {
         "retries": (["--retries", "5"], "retries", 5),
         "max_tokens": (["--max-tokens", "77"], "settings", {"max_tokens": 77}),
+        "seed": (["--seed", "3"], "settings", {"seed": 3}),
+        "thinking": (["--thinking", "high"], "settings", {"thinking": "high"}),
         "fallback": (["--fallback", "test", "--fallback", "m2"], "fallback", ["test", "m2"]),
         "tool_timeout": (["--tool-timeout", "7.5"], "tool_timeout", 7.5),
         "on_truncate": (["--on-truncate", "error"], "on_truncate", "error"),
@@ -128,7 +130,7 @@ def test_sd_resume_runs_with_the_paused_runs_options_and_its_own_flags(
     built.clear()
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"scripted": {"input": 1, "output": 1}}), encoding="utf-8")
-    resumed = sd_cli("resume", state, "--approve", "reply.1", "--retries", "1", "--max-cost", "3", "--prices", prices)
+    resumed = sd_cli("resume", state, "--trust-state", "--approve", "reply.1", "--retries", "1", "--max-cost", "3", "--prices", prices)
     assert resumed.exit_code == 0, resumed.output
     (settings,) = built
     assert settings.settings == {"max_tokens": 77} and settings.cache is False  # the state's

@@ -151,7 +151,8 @@ def test_sd_run_pauses_on_a_destructive_mcp_tool_and_sd_resume_runs_it(tmp_path:
     assert notes.record.calls == [("lookup", {"word": "owl"})]
     assert [r["id"] for r in json.loads(state.read_text())["requests"]] == ["clean.1"]
 
-    result = sd_cli("resume", state, "--approve", "clean.1", "--json")  # the servers come from the state
+    # the servers come from the state, which sd resume starts only when trusted (docs/security.md)
+    result = sd_cli("resume", state, "--approve", "clean.1", "--json", "--trust-state")
     assert result.exit_code == 0, result.output
     assert notes.record.calls == [("lookup", {"word": "owl"}), ("erase", {"name": "owl"})]
     answers = json.loads(result.stdout)

@@ -257,7 +257,7 @@ def test_builtin_search_is_opt_in_and_uses_ddgs(monkeypatch: pytest.MonkeyPatch)
 
 def test_markdownify_and_noop() -> None:
     result = sd.complete("[[@markdownify:md|page]] [[@noop|anything, x=1]]", {"page": "<h2>T</h2><ul><li>a</li></ul>"})
-    assert result["md"] == "## T\n- a" and result["noop"] == ""
+    assert result["md"] == "## T\n\n- a" and result["noop"] == ""  # markdown (the markdownify library)
     with pytest.raises(sd.TemplateSyntaxError, match="@markdownify: needs a value"):
         sd.parse("[[@markdownify:md]]")
 

@@ -94,7 +94,7 @@ def test_actions_template_reads_history_evidence_and_search(runs: dict[str, Run]
     assert result["history"][-1] == {"role": "user", "content": last_turn}
     assert result["copied"] == result["topic"]  # an unquoted name passes its variable
     assert result["literal"] == "topic" and result["greeting"] == "Hello"
-    assert result["page_text"] == "# Shop\nWe sell kettles."
+    assert result["page_text"] == "# Shop\n\nWe sell **kettles**."  # links and emphasis kept (issue 32)
     assert result["noop"] == ""
     assert result["results"].startswith(f"1. About {result['searchfor']} — https://example.org/0")
     first = script.calls[0]

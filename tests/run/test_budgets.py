@@ -206,13 +206,13 @@ def test_token_and_cost_limits_are_checked_after_each_response_and_streamed_text
         ):
             events.append(event)
 
-    with pytest.raises(sd.BudgetExceeded) as caught:
-        asyncio.run(run())
-    assert caught.value.limit == "output_tokens_limit"
+    asyncio.run(run())  # the generator ends after ProcessingError; the error is on the event
+    caught = events[-1].error
+    assert isinstance(caught, sd.BudgetExceeded) and caught.limit == "output_tokens_limit"
     kinds = [(e.type, getattr(e, "reason", None)) for e in events]
     assert ("slot_retracted", "budget") in kinds and kinds[-1][0] == "processing_error"
     assert kinds.index(("slot_retracted", "budget")) > kinds.index(("token_delta", None))
-    assert list(caught.value.results) == [] and caught.value.results.usage.requests == 1
+    assert list(caught.results) == [] and caught.results.usage.requests == 1
 
     with pytest.raises(sd.BudgetExceeded) as costly:
         sd.complete("A [[a]] B [[b]]", model=model, prices={"m1": {"input": 1, "output": 1}}, max_cost=0.0015)
@@ -330,13 +330,13 @@ def test_a_failed_run_reports_the_answers_so_far_and_every_request_in_its_usage(
         async for event in sd.complete_incremental_async("First [[a]] Second [[b]]", model=Script(answer).model(), retries=0):
             events.append(event)
 
-    with pytest.raises(sd.ModelError) as caught:
-        asyncio.run(run())
+    asyncio.run(run())  # the generator ends after ProcessingError; the error is on the event
     error_event = events[-1]
     assert error_event.type == "processing_error" and error_event.result is not None
+    assert isinstance(error_event.error, sd.ModelError)
     assert dict(error_event.result) == {"a": "one"}
     assert error_event.result.usage.requests == 2  # the failed request was sent, so it counts
-    assert caught.value.struckdown_usage.requests == 2  # type: ignore[attr-defined]
+    assert error_event.error.struckdown_usage.requests == 2
 
 
 def test_turns_helper_sees_refusal_text() -> None:

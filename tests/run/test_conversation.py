@@ -74,11 +74,15 @@ def test_system_replace_and_append() -> None:
     sd.complete(
         "<system>One.</system><system append>Two.</system>Q1 [[a]]"
         "<system replace>Three.</system>Q2 [[b]]"
-        "<system local replace>Four.</system>Q3 [[c]]<checkpoint>Q4 [[d]]",
+        "<system local>Four.</system>Q3 [[c]]"
+        "<system local replace>Five.</system>Q4 [[d]]<checkpoint>Q5 [[e]]",
         model=script.model(),
     )
     by_q = {c.last_user: c.instructions for c in script.calls}
-    assert by_q == {"Q1": "One.\n\nTwo.", "Q2": "Three.", "Q3": "Four.", "Q4": "Three."}
+    # `local replace` replaces the segment's local text only; the global text stays (issue 32)
+    assert by_q == {
+        "Q1": "One.\n\nTwo.", "Q2": "Three.", "Q3": "Three.\n\nFour.", "Q4": "Three.\n\nFive.", "Q5": "Three.",
+    }
 
 
 def test_system_placed_later_only_affects_later_slots() -> None:

@@ -197,16 +197,12 @@ def test_failing_slot_after_tokens_is_retracted_and_the_error_reaches_the_consum
 
     model = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")]), stream_function=stream)
 
-    async def run() -> tuple[list[Any], BaseException | None]:
-        got: list[Any] = []
-        try:
-            async for event in sd.complete_incremental_async("Write [[a]]", model=model):
-                got.append(event)
-        except Boom as exc:
-            return got, exc
-        return got, None
+    async def run() -> list[Any]:
+        # the generator ends after ProcessingError (as 0.x's did): the error is on the event
+        return [event async for event in sd.complete_incremental_async("Write [[a]]", model=model)]
 
-    events, error = asyncio.run(run())
+    events = asyncio.run(run())
+    error = events[-1].error
     assert isinstance(error, Boom)
     assert shape(events) == [
         ("slot_stream_start", "a"),

@@ -239,3 +239,8 @@ def refund_agent() -> FunctionModel:
         return step
 
     return scripted(reply)
+
+
+def echo() -> FunctionModel:
+    """Answers each slot with the prompt it was sent: whatever reached the model shows in the output."""
+    return scripted(lambda prompt, info: f"echo: {prompt.strip()}")

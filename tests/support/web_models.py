@@ -69,3 +69,11 @@ def playground() -> FunctionModel:
                 yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
 
     return FunctionModel(_respond, stream_function=stream, model_name="playground")
+
+
+def marker() -> FunctionModel:
+    """A `module:factory` with a visible side effect: it writes the file SD_TEST_MARKER names
+    (the attack of issue 39 N1 ran `tempfile:mkdtemp` this way)."""
+    with open(os.environ["SD_TEST_MARKER"], "a", encoding="utf-8") as handle:
+        handle.write("factory ran\n")
+    return playground()

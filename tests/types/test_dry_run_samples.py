@@ -45,7 +45,7 @@ DRY_RUN_ROWS: dict[str, list[tuple[str, Any]]] = {
     "boolean": [("[[boolean:a]]", False)],
     "int": [("[[int:a]]", 0), ("[[int:a|min=10, max=12]]", 10), ("[[int:a|max=-3]]", -3), ("[[int{3}:a|min=1]]", [1, 1, 1])],
     "number": [
-        ("[[number:a]]", 0.0),
+        ("[[number:a]]", 0),  # an integral number stays an int, as in 0.18 (issue 32)
         ("[[number:a|min=-5.5, max=-2]]", -5.5),
         ("[[number:a|max=-0.5]]", -0.5),
         ("[[number:a|min=2.25]]", 2.25),

@@ -14,7 +14,7 @@ def test_serve_refuses_a_non_loopback_host_without_a_key(monkeypatch: pytest.Mon
     monkeypatch.delenv("STRUCKDOWN_API_KEY", raising=False)
     result = sd("serve", "--host", host, "--port", "0")
     assert result.exit_code == 2
-    assert f"refusing to serve on {host} without a key: pass --api-key or set STRUCKDOWN_API_KEY" in result.output
+    assert f"refusing to serve on {host} without a key: pass --api-key-file or --api-key, or set STRUCKDOWN_API_KEY" in result.output
 
 
 def test_serve_refuses_a_missing_tools_file(tmp_path: Path) -> None:
