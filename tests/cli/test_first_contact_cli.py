@@ -157,3 +157,31 @@ def test_sd_run_max_seconds_keeps_the_text_so_far_and_says_how_to_go_further(
     import json
 
     assert json.loads(out.read_text())["answers"] == {"poem": "Roses are red"}
+
+
+# -- item 6: --otel without a collector ---------------------------------------------------
+
+
+def test_otel_without_a_collector_is_one_warning_line(
+    tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on: connection refused at once
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr("struckdown.observe.EXPORT_TIMEOUT_S", 0.3)  # the exporter's retries end quickly
+
+    def hello(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("hello")])
+
+    use_model(FunctionModel(hello))
+    template = write(tmp_path / "t.sd", "Say hi [[a]]\n")
+    result = sd("run", template, "--otel", "--no-cache", "--no-stream")
+    assert result.exit_code == 0, result.output
+    assert "a: hello" in result.stdout
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [
+        f"warning: --otel: the traces could not be exported to http://127.0.0.1:{port}: is an OTLP collector "
+        "running there? (OTEL_EXPORTER_OTLP_ENDPOINT sets where)"
+    ]
