@@ -19,6 +19,8 @@ from types_support import NON_NULL_JSON, nullable, rejects, spec_of, value, valu
 #: issue 40 item 20: a pattern whose offset is optional, never `format: time|date-time`
 CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?"
 TIME_PATTERN = f"^{CLOCK}$"
+LIST_ANY = ("A JSON array of any number of items: each item is one separate element of the list, "
+            "never the whole list in one item, never a number or placeholder")
 DATETIME_PATTERN = f"^[1-9][0-9]{{3}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]{CLOCK}$"
 
 
@@ -300,13 +302,13 @@ def test_extra_keys_are_rejected() -> None:
 @pytest.mark.parametrize(
     ("quantifier", "required", "bounds"),
     [
-        ((0, None), False, {}),
-        ((1, None), False, {"minItems": 1}),
-        ((0, 1), False, {"maxItems": 1}),
-        ((3, 3), False, {"minItems": 3, "maxItems": 3}),
-        ((2, 5), False, {"minItems": 2, "maxItems": 5}),
-        ((0, None), True, {"minItems": 1}),  # ! on a list: at least one item
-        ((0, 1), True, {"minItems": 1, "maxItems": 1}),
+        ((0, None), False, {"count": "any number of items"}),
+        ((1, None), False, {"minItems": 1, "count": "at least 1 item"}),
+        ((0, 1), False, {"maxItems": 1, "count": "at most 1 item"}),
+        ((3, 3), False, {"minItems": 3, "maxItems": 3, "count": "exactly 3 items"}),
+        ((2, 5), False, {"minItems": 2, "maxItems": 5, "count": "2 to 5 items"}),
+        ((0, None), True, {"minItems": 1, "count": "at least 1 item"}),  # ! on a list: at least one item
+        ((0, 1), True, {"minItems": 1, "maxItems": 1, "count": "exactly 1 item"}),
     ],
 )
 def test_quantifier_bounds(
@@ -315,9 +317,13 @@ def test_quantifier_bounds(
     spec = spec_of("date", quantifier=quantifier, required=required)
     assert spec.output_type.__name__ == "DateListAnswer"
     assert not spec.is_text
+    count = bounds.pop("count")
     assert spec.answer_schema == {
         "type": "array",
         "items": {"type": "string", "format": "date", "description": "ISO 8601 date (YYYY-MM-DD)"},
+        # issue 40 item 23: one element per item, said in the schema a small model reads
+        "description": f"A JSON array of {count}: each item is one separate element of the list, "
+        "never the whole list in one item, never a number or placeholder",
         **bounds,
     }
 
@@ -337,12 +343,14 @@ def test_quantified_pick_json_score_and_text() -> None:
     assert pick.answer_schema == {
         "type": "array",
         "items": {"enum": ["a", "b"], "type": "string", "description": "One of the given choices"},
+        "description": LIST_ANY,
     }
     assert value(pick, ["b", "a", "b"]) == ["b", "a", "b"]
     json_list = spec_of("json", quantifier=(0, None))
     assert json_list.answer_schema == {
         "type": "array",
         "items": {**NON_NULL_JSON, "description": "Any JSON value"},
+        "description": LIST_ANY,
     }
     rejects(json_list, [1, None])
     halts = spec_of("score", "no", "yes", quantifier=(1, None))
@@ -359,6 +367,7 @@ def test_quantified_pick_json_score_and_text() -> None:
             "description": "Text copied verbatim from the input",
         },
         "minItems": 1,
+        "description": LIST_ANY.replace("any number of items", "at least 1 item"),
     }
     assert value(text, ["a quote"]) == ["a quote"]
     rejects(text, [""])
