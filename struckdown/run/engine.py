@@ -119,6 +119,7 @@ class Run:
             stream=self.options.stream,
             tool_timeout=self.options.tool_timeout,
             max_seconds=self.options.max_seconds,
+            max_tool_result=self.options.max_tool_result,
             environment=environment,
             # the "second model call after a guard started" join point, for every slot but a guard
             capabilities=(

@@ -116,6 +116,10 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "paper.json").write_text('{"title": "A paper"}')
     (tmp_path / "tickets.jsonl").write_text('{"text": "one"}\n{"text": "two"}\n')
     (tmp_path / "prompts").mkdir()
+    (tmp_path / "triage.sd").write_text("Ticket: {{ message }}\nHow urgent? [[pick:urgency|low, high]]\n")
+    (tmp_path / "triage.eval.yaml").write_text(
+        "cases:\n  - name: refund\n    context: {message: I want my money back}\n    expect: {urgency: high}\n"
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("struckdown.models._from_string", scripted_model)
     monkeypatch.setattr("struckdown.models.openai_compatible", scripted_model)
