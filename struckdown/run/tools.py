@@ -359,15 +359,13 @@ def cut_short(ctx: RunContext[Any]) -> None:
     cut typed answer does."""
     for message in reversed(ctx.messages):
         if isinstance(message, ModelResponse):
-            if message.finish_reason == "length":
-                from ..models import model_display
-                from ..models.errors import TruncatedError
+            if message.finish_reason == "length":  # slot_error makes it struckdown's TruncatedError
+                from pydantic_ai.exceptions import IncompleteToolCall
 
                 calls = [p.tool_name for p in message.parts if isinstance(p, ToolCallPart)]
-                raise TruncatedError(
-                    model_display(ctx.model),
-                    f"the response holding the tool call {', '.join(calls)}() was cut there (finish_reason 'length'), "
-                    "so the call did not run",
+                raise IncompleteToolCall(
+                    f"{'(), '.join(calls)}() did not run: its response stopped at the output token limit "
+                    "(finish_reason 'length')"
                 )
             return
 

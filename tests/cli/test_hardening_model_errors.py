@@ -147,7 +147,7 @@ def test_an_html_or_empty_body_while_streaming_says_what_the_server_sent(
     last = result.stderr.strip().splitlines()[-1]
     base = f"http://{last.split('http://')[1].split('/v1')[0]}/v1"
     assert last == (
-        f"error: slot 'greeting': ModelError: model 'default' at {base}: the endpoint sent no completion (HTTP 200): "
+        f"error: slot 'greeting': ModelError: model served at {base}: the endpoint sent no completion (HTTP 200): "
         f"{said}. {WRONG_BODY_HINT}"
     )
     assert odd_server["requests"] == 1  # a wrong body is not retried

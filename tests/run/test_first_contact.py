@@ -60,8 +60,8 @@ def test_a_tool_call_cut_at_the_token_limit_is_a_truncated_error_and_does_not_ru
     assert ran == []
     assert len(script.calls) == 1
     assert str(info.value).startswith(
-        "model function:scripted: the answer was cut off at the output token limit: the response holding the "
-        "tool call lookup() was cut there (finish_reason 'length'), so the call did not run. Hint: "
+        "model function:_fn: the answer was cut off at the output token limit: a tool call was cut off: lookup() "
+        "did not run: its response stopped at the output token limit (finish_reason 'length'). Hint: "
     )
 
 
