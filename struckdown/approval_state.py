@@ -33,6 +33,8 @@ STATE_FORMAT = "struckdown.paused/1"
 DENIED = "The user denied this call."
 
 Decision = bool | str
+#: The `tool_name` of a request for a person to pick a slot's answer (`escalate=approve`, SPEC §27).
+ANSWER_TOOL = "@answer"
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,16 @@ def check_decision(value: Any, request_id: str) -> Decision:
         f"the decision for {request_id!r} is {value!r}; decide with True (run the call), "
         "False (deny it) or a string (deny it, and the model reads that text)"
     )
+
+
+def answer_decided(decision: Decision) -> tuple[bool, str | None]:
+    """(approved, message) of an `@answer` decision's event: True keeps the model's answer
+    (no message); a string is the person's answer (the message); False rejects it."""
+    if decision is True:
+        return True, None
+    if decision is False or not str(decision).strip():
+        return False, "rejected"
+    return True, str(decision)
 
 
 def denial_message(decision: Decision) -> str | None:
@@ -243,7 +255,8 @@ def read_state(
     point.decisions = _check_decisions(point.requests(), decisions)
     prefixes = tuple(f"{server}_" for server in servers)
     missing = sorted(
-        name for name in {r.tool_name for r in point.requests()} - set(tools) if not name.startswith(prefixes)
+        name for name in {r.tool_name for r in point.requests()} - set(tools) - {ANSWER_TOOL}
+        if not name.startswith(prefixes)
     )
     if missing:
         raise ValueError(

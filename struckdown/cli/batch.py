@@ -21,7 +21,7 @@ from ..batch.journal import (
     journal_failure,
     journal_path,
 )
-from ..batch.output import journal_entry, output_row
+from ..batch.output import confidence_columns, journal_entry, output_row
 from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
 from ..fileio import check_writable
 from . import batch_report, compare, loading
@@ -68,6 +68,7 @@ class BatchRequest:
     files_root: Path | None = None  # --files-root: the only folder those paths may lead into
     head: int | None = None  # only the first N rows, then a projection for all (batch_report)
     compare: Sequence[str] = ()  # COLUMN[=SLOT]: score answers against ground truth (compare.py)
+    target_accuracy: float | None = None  # --compare on a slot with confidence=: the threshold reaching it
     options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for every row's run
 
     # the flags batch reads for its own work besides passing them on (journal, engines, caps)
@@ -228,6 +229,7 @@ class BatchRun:
         self.compared: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # --compare: index -> (cells, entry)
         self.provider: ProviderBatchJob | None = None
         self.comparisons: list[Any] = []
+        self.confident = confidence_columns(program)  # SPEC §27: slot -> its _confidence column
 
     # -- the passes -------------------------------------------------------------------
 
@@ -345,7 +347,7 @@ class BatchRun:
         self.progress.advance(entry["ok"], unrun=bool(entry.get("not_run")))
         if self.stdout is not None:
             self.compare_cells(index, row, entry)
-            self.stdout.offer(index, output_row(row, entry, self.renames))
+            self.stdout.offer(index, output_row(row, entry, self.renames, self.confident))
 
     def assemble(self, output: Path, journal: Path) -> None:
         """Pass 3: the output in input order, each row beside its journal line."""
@@ -362,7 +364,7 @@ class BatchRun:
                 if entry.get("input_hash") != content_hash(row):
                     raise self._changed(index)
                 self.compare_cells(index, row, entry)
-                yield output_row(row, entry, self.renames)
+                yield output_row(row, entry, self.renames, self.confident)
 
         try:
             write_table(output, rows(), self.output_columns())
@@ -373,9 +375,7 @@ class BatchRun:
         """`--compare`: keep the row's compared column and answer (every row's: the scores need them all)."""
         if not self.comparisons:
             return
-        cells = {c.column: row.get(c.column) for c in self.comparisons}
-        answers = {c.slot: entry.get("answers", {}).get(c.slot) for c in self.comparisons}
-        self.compared[index] = (cells, {"ok": entry.get("ok"), "answers": answers})
+        self.compared[index] = compare.kept_cells(self.comparisons, row, entry)
 
     def report(self, elapsed: float) -> None:
         """After the summary line: provider batches, `--head`'s projection, `--compare`'s scores."""
@@ -389,7 +389,9 @@ class BatchRun:
         if request.compare:
             ordered = [self.compared[i] for i in sorted(self.compared)]
             rows, entries = [cells for cells, _ in ordered], [entry for _, entry in ordered]
-            console.file.write(compare.compare_report(request.compare, self.program, rows, entries, list(self.columns)) + "\n")
+            console.file.write(compare.compare_report(
+                request.compare, self.program, rows, entries, list(self.columns), request.target_accuracy
+            ) + "\n")
         console.file.flush()
 
     # -- pieces -----------------------------------------------------------------------
@@ -404,6 +406,7 @@ class BatchRun:
         ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
         columns = list(self.columns)
         columns += [c for c in (self.renames.get(k, k) for k in ranked) if c not in self.columns]
+        columns += [c for c in self.confident.values() if c not in columns]
         if self.tally.failures:
             columns.append("_error")
         return columns

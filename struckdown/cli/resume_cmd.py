@@ -35,6 +35,7 @@ class ResumeRequest:
     deny: Sequence[str] = ()
     approve_all: bool = False
     deny_all: bool = False
+    answer: Sequence[str] = ()  # SLOT=VALUE: the answer of a slot paused by escalate=approve (SPEC §27)
     flags: Mapping[str, Any] = field(default_factory=dict)  # the RUN_FLAGS given: they override the paused run's
     output: Path | None = None
     as_json: bool = False

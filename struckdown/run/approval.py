@@ -25,7 +25,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic_ai import Tool
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
-from ..approval_state import ApprovalRequest, Decision, PausedSlot, ResumePoint, build_state, check_decision, denial_message
+from ..approval_state import (
+    ANSWER_TOOL,
+    ApprovalRequest,
+    Decision,
+    PausedSlot,
+    ResumePoint,
+    answer_decided,
+    build_state,
+    check_decision,
+    denial_message,
+)
 from ..errors import Paused, TemplateRuntimeError
 from ..incremental import ApprovalDecided, ApprovalRequested
 from ..results import SlotResult, ToolCall, Usage
@@ -157,6 +167,9 @@ class ApprovalRun:
         for slot in self.resume.paused.values():
             for request, _ in slot.requests:
                 decision = self.resume.decisions[request.id]
+                if request.tool_name == ANSWER_TOOL:  # escalate=approve (SPEC §27): the person's answer
+                    await self.emit(ApprovalDecided(slot.slot, request.id, *answer_decided(decision)))
+                    continue
                 await self.emit(ApprovalDecided(slot.slot, request.id, decision is True, denial_message(decision)))
 
     # -- per slot ------------------------------------------------------------------

@@ -9,9 +9,11 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
+from pydantic_ai.messages import ModelMessage
 
 T = TypeVar("T")
 
@@ -55,3 +57,48 @@ def slot_seconds(ceiling: float | None, asked: float | None, slot: str) -> float
         warnings.warn(message, UserWarning, stacklevel=2)
         return ceiling
     return float(asked)
+
+
+@dataclass
+class CutRun:
+    """What a slot run cut at its deadline leaves, in the shape of pydantic-ai's run result:
+    the text that streamed before it, as a response cut at its limit (finish_reason 'length')."""
+
+    output: str
+    messages: list[ModelMessage]
+    new: list[ModelMessage]
+    usage: Any
+
+    def all_messages(self) -> list[ModelMessage]:
+        return self.messages
+
+    def new_messages(self) -> list[ModelMessage]:
+        return self.new
+
+
+def cut_at_deadline(
+    attempts: Any,
+    spec: Any,
+    seconds: float,
+    streamer: Any,
+    history: list[ModelMessage],
+    user_prompt: Any,
+    model: Any,
+) -> CutRun:
+    """The answer of an attempt that met `max_seconds`: a typed answer cannot be used
+    (TruncatedError); free text keeps what streamed (`on_truncate` decides, as for max_tokens)."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    from ..models import model_label
+    from ..models.errors import TruncatedError
+
+    if not spec.is_text:
+        raise TruncatedError(model_label(model), f"the typed answer did not finish within max_seconds={seconds:g}")
+    if attempts.on_truncate == "error":
+        raise TruncatedError(model_label(model), f"the answer did not finish within max_seconds={seconds:g}")
+    text = (streamer.accumulated + "".join(streamer.held)) if streamer is not None else ""
+    new: list[ModelMessage] = []
+    if user_prompt is not None:
+        new.append(ModelRequest(parts=[UserPromptPart(user_prompt)]))
+    new.append(ModelResponse(parts=[TextPart(text)], finish_reason="length", model_name=getattr(model, "model_name", None)))
+    return CutRun(text, [*history, *new], new, attempts.usage)

@@ -54,7 +54,7 @@ from .ledger import RunLedger
 from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tool_checks import check_tool_names
-from .tools import ModelCallHook, RequestLimit
+from .tools import ModelCallHook
 
 #: Events a run may have produced ahead of a slow consumer before it waits for it.
 EVENT_BUFFER = 256
@@ -84,12 +84,14 @@ class Run:
         environment = self.program.environment
         self.renderer = environment.renderer
         batching = self.options.provider_batch  # holds the request cap around batch API calls instead
-        self.ledger = RunLedger(self.emit, budget=self.options.budget, pricing=self.options.pricing, batch=self.options.batch)
+        self.ledger = RunLedger(
+            self.emit, budget=self.options.budget, pricing=self.options.pricing, batch=self.options.batch,
+            requests=self.options.requests if batching is None else None,  # the meter holds the cap per request
+        )
         if self.options.spent is not None:
             self.ledger.carry(self.options.spent)
         tracing = self.options.tracing
         self._limit: tuple[Any, ...] = (
-            *((RequestLimit(self.options.requests),) if self.options.requests and batching is None else ()),
             *(tracing.capabilities if tracing is not None else ()),  # pydantic-ai's instrumentation, for guards too
         )
         default_model = self.options.model
@@ -396,7 +398,9 @@ class Run:
             span(result)
         self.env.streaming_now.discard(node.key)
         self._store(result)
-        await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated))
+        await self.emit(
+            SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated, result.confidence)
+        )
         return result
 
     def _slot_env(self, segment: int) -> SlotEnv:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import json
+import operator
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -23,20 +25,23 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
+from ..approval_state import PausedSlot
 from ..errors import TemplateRuntimeError
 from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
 from ..media.turns import prepare_prompt, redact
-from ..models import slot_run_defaults
+from ..models import model_label, slot_run_defaults
 from ..plan import SlotPlan
 from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
+from . import answer_approval, confidence
 from .budgets import slot_budget
-from .deadline import slot_seconds, within
+from .deadline import CutRun, cut_at_deadline, slot_seconds, within
 from .ledger import CURRENT_METER
-from .resilience import SlotAttempts, is_truncated, slot_error
+from .partials import Partials, streams_partials
+from .resilience import SlotAttempts, is_truncated, model_name, slot_error
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 from .wrappers import model_stack
 from .wrappers.cached import CURRENT_CACHE_RUN, CacheRun, store_answer
@@ -187,6 +192,9 @@ async def run_model_slot(
 ) -> SlotResult:
     key = plan.key
     started = time.perf_counter()
+    resumed_answer = answer_approval.resumed_decision(env.approval, key)  # escalate=approve, decided
+    if resumed_answer is not None:
+        return _decided_answer(plan, resolved, spec, *resumed_answer)
     caches = env.environment.engine_caches()
     mcp = await _mcp_tools(env, key, resolved.control)  # opens the servers' sessions on first use
     use_tools = (bool(resolved.control.get("use_tools")) and bool(env.toolbox.tools)) or mcp is not None
@@ -235,23 +243,32 @@ async def run_model_slot(
         if spec.is_text and (env.stream or seconds is not None)
         else None
     )
+    partials = Partials(env, key, spec) if env.stream and streams_partials(spec) else None  # SPEC §26
     model = env.resolve_model(resolved.settings.get("model"))
     attempts = SlotAttempts.start(
         key, env.emit, env.resilience, resolved.control, model, env.resolve_fallback, env.toolbox.names
     )
-    attempts.restart = streamer.retract if streamer else None
+    attempts.restart = streamer.retract if streamer else partials.retract if partials else None
     family = opts.type_family(plan.slot.type_name, plan.slot.quantifier, spec.is_text)
     paused_before = None  # what the paused run spent (its usage object grows during this run)
     if gate is not None and gate.resumed is not None:
         spent = gate.resumed.usage
         paused_before = (spent.requests, spent.input_tokens or 0, spent.output_tokens or 0)
+    method = confidence.method_of(resolved.control)  # SPEC §27
+    measured: float | None = None
+    escalated_to: str | None = None
+    decided: tuple[Any, ...] = ()  # escalate=approve: (the person's answer,)
     token = CURRENT_WRAP.set(wrap)
     meter_token = CURRENT_METER.set(meter)
     try:
         while True:  # one attempt per model: the slot's own, then its fallbacks (SPEC §14)
             defaults = slot_run_defaults(model, env.environment, plan.slot.type_name, env.settings, resolved.settings)
             settings = attempts.model_settings(model_settings(env.settings, resolved.settings, defaults), env.settings, family)
-            cached = env.cache is not None and not use_tools  # agent slots are never served from the cache
+            measuring = method is not None and escalated_to is None
+            if measuring and method is not None and method.logprobs:
+                settings = confidence.with_logprobs(settings)
+            # agent slots are never served from the cache, nor answers whose confidence is measured
+            cached = env.cache is not None and not use_tools and method is None
             cache_run = _cache_run(env.cache, model, spec) if cached else None
             served_by = model_stack(caches, model, cached=cached)  # run/wrappers: the order, written once
             cache_token = CURRENT_CACHE_RUN.set(cache_run)
@@ -265,30 +282,32 @@ async def run_model_slot(
                     }
                     if gate is not None and gate.resumed is not None:  # the paused run's messages and the decisions
                         arguments = gate.resume_arguments(arguments)
-                    handler = streamer.handle if streamer is not None and _streams(model) else None
-                    agent = caches.agent_for(output_type, served_by, env.toolbox if use_tools else None)
+                    asked_type = output_type
+                    if measuring and method is not None and method.logprobs:
+                        asked_type = caches.content_output(output_type, confidence.native_json(model))
+                    agent = caches.agent_for(asked_type, served_by, env.toolbox if use_tools else None)
+                    call: dict[str, Any] = {
+                        "instructions": instructions, "deps": env.deps, "model_settings": settings,
+                        "usage_limits": limits.usage_limits(),
+                        "event_stream_handler": (
+                            (streamer.handle if _streams(model) else None) if streamer else
+                            partials.handle if partials else None
+                        ),
+                        "toolsets": mcp.toolsets if mcp else None, **arguments,
+                    }
 
                     async def request() -> Any:
-                        return await agent.run(
-                            instructions=instructions,
-                            deps=env.deps,
-                            model_settings=settings,
-                            usage_limits=limits.usage_limits(),
-                            event_stream_handler=handler,
-                            toolsets=mcp.toolsets if mcp else None,
-                            **arguments,
-                        )
+                        return await agent.run(**call)
 
                     got, late = await within(seconds, request)
                 run: Any = got
                 if late:  # SPEC §14 as for max_tokens: the text so far is the answer, cut
                     assert seconds is not None
-                    run = _cut_at_deadline(attempts, spec, seconds, streamer, message_history, user_prompt, model)
+                    run = cut_at_deadline(attempts, spec, seconds, streamer, message_history, user_prompt, model)
                     cache_run = None  # a cut answer is never stored
                 cut = attempts.truncated_error(run, typed=not spec.is_text)
                 if cut is not None:
                     raise cut
-                break
             except Exception as exc:
                 error = slot_error(exc, key, model)
                 if error is None:
@@ -299,17 +318,33 @@ async def run_model_slot(
                         raise
                     raise error from exc
                 model = fallback
+                continue
             finally:
                 CURRENT_CACHE_RUN.reset(cache_token)
+            answered = run
+            if not measuring or method is None:
+                break
+            if method.logprobs:
+                measured = confidence.logprob_confidence(run.new_messages(), key, model_label(model))
+            else:
+                answered, measured, run = await confidence.vote(run, method.votes, _asker(attempts, agent, call), spec.to_value)
+            target = confidence.escalation(resolved.control, measured)
+            if target == "approve":
+                decided = (await _ask_person(env, key, answered, attempts, measured, spec, resolved),)
+                break
+            if target is None:
+                break
+            model = attempts.escalate(target, key)
+            escalated_to = model_name(model)
     finally:
         CURRENT_WRAP.reset(token)
         CURRENT_METER.reset(meter_token)
-    if gate is not None and wrap is not None and not isinstance(run, _CutRun):
-        gate.check(run, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
+    if gate is not None and wrap is not None and not isinstance(answered, CutRun):
+        gate.check(answered, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
     if streamer is not None:
         await streamer.flush()
-    value = spec.to_value(run.output)
-    messages = redact(run.all_messages())  # each image or file as a short placeholder
+    value = decided[0] if decided else spec.to_value(answered.output)
+    messages = redact(answered.all_messages())  # each image or file as a short placeholder
     hits = 0
     if cache_run is not None:
         await store_answer(cache_run, run.new_messages())
@@ -343,8 +378,50 @@ async def run_model_slot(
         tool_calls=tuple(wrap.calls) if wrap else (),
         truncated=is_truncated(messages),
         fallback_used=attempts.fallback_used,
+        confidence=measured,
+        escalated_to=escalated_to,
         response_schema=schema_of(spec.output_type),
     )
+
+
+async def _ask_person(
+    env: SlotEnv, key: str, answered: Any, attempts: SlotAttempts, measured: float, spec: OutputSpec,
+    resolved: Resolved,
+) -> Any:
+    """escalate=approve: the person's answer (or the run pauses for one)."""
+    value = spec.to_value(answered.output)
+    choices = resolved.positional if resolved.positional and not spec.is_text and "enum" in spec.answer_schema_json else ()
+
+    def paused(request: Any) -> PausedSlot:
+        usage = functools.reduce(operator.add, [*attempts.spent_runs, attempts.usage])
+        return PausedSlot(key, answered.all_messages(), usage, [], [], [(request, [])], asked=1)
+
+    decision = await answer_approval.ask_person(env.approval, key, value, measured, choices, env.join_guards, paused)
+    return answer_approval.decided_value(decision, value, spec, key, choices)
+
+
+def _decided_answer(plan: SlotPlan, resolved: Resolved, spec: OutputSpec, paused: PausedSlot, decision: Any) -> SlotResult:
+    """A slot resumed with the person's decision on its less confident answer: no model call."""
+    request = paused.requests[0][0]
+    kept = json.dumps(request.arguments["answer"]) if decision is True else decision
+    value = answer_approval.decided_value(kept, None, spec, plan.key, request.arguments.get("choices", ()))
+    spent = paused.usage
+    return SlotResult(
+        key=plan.key, type=plan.slot.type_name, output=value, messages=tuple(redact(paused.messages)),
+        usage=Usage(spent.requests, 0, spent.input_tokens or 0, spent.output_tokens or 0),
+        confidence=request.arguments["confidence"], response_schema=schema_of(spec.output_type),
+    )
+
+
+def _asker(attempts: SlotAttempts, agent: Any, call: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+    """Asks the same request again (`confidence=vote:N`): each ask is a billed, metered run."""
+
+    async def ask() -> Any:
+        attempts.spent_runs.append(attempts.usage)
+        with attempts.running() as usage:
+            return await agent.run(**{**call, "usage": usage})
+
+    return ask
 
 
 def schema_of(output_type: Any) -> dict[str, Any] | None:
@@ -376,51 +453,6 @@ async def _mcp_tools(env: SlotEnv, slot: str, control: Mapping[str, Any]) -> Any
     return await tools_for_slot(env.mcp, slot, control)
 
 
-@dataclass
-class _CutRun:
-    """What a slot run cut at its deadline leaves, in the shape of pydantic-ai's run result:
-    the text that streamed before it, as a response cut at its limit (finish_reason 'length')."""
-
-    output: str
-    messages: list[ModelMessage]
-    new: list[ModelMessage]
-    usage: Any
-
-    def all_messages(self) -> list[ModelMessage]:
-        return self.messages
-
-    def new_messages(self) -> list[ModelMessage]:
-        return self.new
-
-
-def _cut_at_deadline(
-    attempts: SlotAttempts,
-    spec: OutputSpec,
-    seconds: float,
-    streamer: _Streamer | None,
-    history: list[ModelMessage],
-    user_prompt: Any,
-    model: Any,
-) -> _CutRun:
-    """The answer of an attempt that met `max_seconds`: a typed answer cannot be used
-    (TruncatedError); free text keeps what streamed (`on_truncate` decides, as for max_tokens)."""
-    from pydantic_ai.messages import ModelRequest, ModelResponse, UserPromptPart
-
-    from ..models import model_label
-    from ..models.errors import TruncatedError
-
-    if not spec.is_text:
-        raise TruncatedError(model_label(model), f"the typed answer did not finish within max_seconds={seconds:g}")
-    if attempts.on_truncate == "error":
-        raise TruncatedError(model_label(model), f"the answer did not finish within max_seconds={seconds:g}")
-    text = (streamer.accumulated + "".join(streamer.held)) if streamer is not None else ""
-    new: list[ModelMessage] = []
-    if user_prompt is not None:
-        new.append(ModelRequest(parts=[UserPromptPart(user_prompt)]))
-    new.append(ModelResponse(parts=[TextPart(text)], finish_reason="length", model_name=getattr(model, "model_name", None)))
-    return _CutRun(text, [*history, *new], new, attempts.usage)
-
-
 def _streams(model: Any) -> bool:
     """Whether the slot's request may stream; a model that cannot (a FunctionModel without a
     `stream_function`) gets a plain request and one warning per model, and its whole answer
@@ -445,11 +477,12 @@ def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> floa
     if asked is None:
         return ceiling
     if ceiling is not None and asked > ceiling:
-        import logging
         import warnings
 
+        from ..log import logger
+
         message = f"template asked for tool_timeout={asked:g} but the caller's ceiling is {ceiling:g}; using {ceiling:g}"
-        logging.getLogger("struckdown").warning("slot %s: %s", slot, message)
+        logger.warning("slot %s: %s", slot, message)
         warnings.warn(message, UserWarning, stacklevel=2)
         return ceiling
     return asked

@@ -425,19 +425,6 @@ class WrapSlotTools(AbstractCapability[Any]):
 
 
 @dataclass
-class RequestLimit(AbstractCapability[Any]):
-    """Holds a place of the run's (or batch's) request cap for as long as a model request
-    runs, so `max_requests` bounds requests in flight across segments, <together>
-    members, guards and batch rows alike."""
-
-    limiter: Any  # anyio.CapacityLimiter
-
-    async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
-        async with self.limiter:
-            return await handler(request_context)
-
-
-@dataclass
 class ModelCallHook(AbstractCapability[Any]):
     """Runs before each model request of a slot: the guard join point "second call
     after the guard started"."""
