@@ -60,6 +60,7 @@ _EXPORTS = {
     "Paused": "errors",
     "ApprovalRequest": "approval_state",
     "needs_approval": "run.approval",
+    "effect": "run.effects",
     "Image": "media",
     "File": "media",
     "attach": "media",
@@ -231,6 +232,7 @@ if TYPE_CHECKING:
     from .results import ToolCall as ToolCall
     from .results import Usage as Usage
     from .run.approval import needs_approval as needs_approval
+    from .run.effects import effect as effect
     from .run.tools import BadModelOutput as BadModelOutput
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
     from .run.tools import readonly as readonly

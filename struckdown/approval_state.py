@@ -46,14 +46,19 @@ class ApprovalRequest:
     slot: str
     tool_name: str
     arguments: dict[str, Any]
+    #: SPEC §25: "unknown" for a call a journal holds as started and never finished (the
+    #: process died in it): approving runs it again, denying leaves it as it is
+    outcome: str | None = None
 
     def label(self) -> str:
         """`issue_refund(order_id="A1", amount=30)`: how a person reads the call."""
         args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in self.arguments.items())
-        return f"{self.tool_name}({args})"
+        note = " (outcome unknown: it started before and never finished)" if self.outcome == "unknown" else ""
+        return f"{self.tool_name}({args}){note}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "slot": self.slot, "tool_name": self.tool_name, "arguments": jsonable(self.arguments)}
+        shown = {"id": self.id, "slot": self.slot, "tool_name": self.tool_name, "arguments": jsonable(self.arguments)}
+        return {**shown, "outcome": self.outcome} if self.outcome is not None else shown
 
     def call_hash(self) -> str:
         """What a decision on this request binds: the tool's name and its exact arguments."""
@@ -307,7 +312,9 @@ def _paused_from_json(item: Mapping[str, Any], listed: Sequence[Mapping[str, Any
     requests = []
     for entry in item["requests"]:
         shown = by_id[entry["id"]]
-        request = ApprovalRequest(entry["id"], item["slot"], shown["tool_name"], dict(shown["arguments"]))
+        request = ApprovalRequest(
+            entry["id"], item["slot"], shown["tool_name"], dict(shown["arguments"]), shown.get("outcome")
+        )
         ids = list(entry["tool_call_ids"])
         _check_binding(request, shown.get("call_hash"), ids, calls)
         requests.append((request, ids))

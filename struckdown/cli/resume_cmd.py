@@ -59,7 +59,10 @@ def resume_command(request: ResumeRequest) -> int:
     _refuse_state_code(request, state)
     tools = load_tools(_tools_file(request, cli))
     model = _model(request, cli)
-    requests = [ApprovalRequest(r["id"], r["slot"], r["tool_name"], dict(r["arguments"])) for r in state["requests"]]
+    requests = [
+        ApprovalRequest(r["id"], r["slot"], r["tool_name"], dict(r["arguments"]), r.get("outcome"))
+        for r in state["requests"]
+    ]
     console = make_console(sys.stderr if request.as_json else sys.stdout)
     display = RunDisplay(console, {}, ())
     decisions = decisions_from_flags(request, requests, display)

@@ -146,6 +146,19 @@ class Run:
 
     # -- the run -------------------------------------------------------------
     async def main(self) -> None:
+        """The run; with `journal=`, its tool effects are journaled (SPEC §25, run/effects.py)."""
+        if self.options.journal is None:
+            return await self._main()
+        from .effects import acquire, release, scope_for
+
+        journal = acquire(self.options.journal)
+        self.env.effects = scope_for(journal, self.env.toolbox.tools, self.env.toolbox.names)
+        try:
+            await self._main()
+        finally:
+            release(journal)
+
+    async def _main(self) -> None:
         try:
             check_allowed(self.program, self.env.environment.actions)  # @fetch/@search not allowed: before any request
             if self.program.needs_model:

@@ -75,6 +75,7 @@ class SlotEnv:
     tracing: Any = None  # struckdown spans (observe.py), or None
     resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
     resolve_fallback: Callable[[Any], Any] = lambda model: model  # a fallback model (or its name) → a Model
+    effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
 
 
 @dataclass(frozen=True)
@@ -230,9 +231,11 @@ async def run_model_slot(
             defer=gate.handle if gate is not None else None,
             budget=slot_budget(resolved.control.get("budget"), env.tool_limits, meter, key),
             tracing=env.tracing,
+            effects=env.effects,
         )
         if gate is not None:
             gate.restore_calls(wrap)
+            gate.unsettled = env.effects is not None and env.effects.journal.unsettled()
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
     if gate is not None and gate.may_pause:  # its run may end with DeferredToolRequests
         output_type = caches.deferrable(output_type)
