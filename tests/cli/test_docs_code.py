@@ -79,6 +79,19 @@ def lookup_order(order_id: str) -> dict:
 
 tools = [search, fetch]
 
+def issue_refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+class _Bank:  # durable.md's payment service
+    def refund(self, order_id, idempotency_key=None):
+        return None
+
+    def refund_by_key(self, key):
+        return None
+
+bank = _Bank()
+
 from opentelemetry.sdk.trace import TracerProvider
 from pydantic_ai.models.instrumented import InstrumentationSettings
 tracer_provider = TracerProvider()
