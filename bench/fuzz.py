@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "parse"
+SUPPORT = TESTS.parent / "support"  # the fuzz module's helpers (depth.py)
 KINDS = ("grammar", "mutation", "include")
 
 
 def _fuzz_module() -> Any:
-    if str(TESTS) not in sys.path:
-        sys.path.insert(0, str(TESTS))
+    for folder in (TESTS, SUPPORT):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
     import test_fuzz_parser
 
     return test_fuzz_parser

@@ -37,10 +37,13 @@ def check_source(
     *,
     tools_given: bool,
     include_paths: Sequence[Path] = (),
+    tool_names: Sequence[str] | None = None,
 ) -> list[Diagnostic]:
     """The diagnostics of a template's text, sorted by place. The text need not be the
     file's content (the playground checks the editor's buffer); `path` places includes
-    and names the file."""
+    and names the file. With `tool_names` (the tools a run would have: a --tools file's,
+    MCP servers' as listed) every tool name in `budget=`, `approve=`, `tool_choice=` is
+    checked against them."""
     from .environment import default_environment
     from .errors import TemplateSyntaxError
 
@@ -57,6 +60,8 @@ def check_source(
     for segment in program.segments:
         linter.guard_placement(segment.nodes)
     linter.slot_options(tools_given)
+    if tool_names is not None:
+        linter.tool_names(tool_names)
     linter.long_conversations()
     return sorted(linter.found, key=lambda d: (d.path, d.line, d.column))
 
@@ -151,6 +156,11 @@ class Linter:
         return state
 
     # -- slot options ----------------------------------------------------------------
+    def tool_names(self, known: Sequence[str]) -> None:
+        from .run.tool_checks import unknown_tools
+
+        for problem in unknown_tools(self.program, known):
+            self.add(problem.pos, "error", problem.message, problem.hint)
     def long_conversations(self) -> None:
         """A warning at the LONG_CONVERSATION-th slot of one segment: each request carries
         every turn before it, so the work grows with the square of the slots."""

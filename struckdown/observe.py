@@ -19,6 +19,7 @@ instrumentation off nothing here is imported: the engine holds `None`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -136,5 +137,42 @@ def otlp_provider() -> Any:
 
     service = os.environ.get("OTEL_SERVICE_NAME") or "struckdown"
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    timeout = None if os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT") else EXPORT_TIMEOUT_S  # theirs when set
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(timeout=timeout)))
     return provider
+
+
+#: Seconds an OTLP export may take (`--otel`): a missing collector costs at most this at exit.
+EXPORT_TIMEOUT_S = 2.0
+
+
+class ExportProblems:
+    """While installed, what OpenTelemetry's exporters log (a collector that does not answer
+    prints a line per retry) is kept here instead of printed: the CLI says it once."""
+
+    def __init__(self) -> None:
+        import logging
+
+        self.first: str | None = None
+        self.logger = logging.getLogger("opentelemetry")
+        self.handler = _Keep(self)
+        self.propagate = self.logger.propagate
+
+    def __enter__(self) -> ExportProblems:
+        self.logger.addHandler(self.handler)
+        self.logger.propagate = False
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.logger.removeHandler(self.handler)
+        self.logger.propagate = self.propagate
+
+
+class _Keep(logging.Handler):
+    def __init__(self, problems: ExportProblems) -> None:
+        super().__init__(logging.WARNING)
+        self.problems = problems
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.problems.first is None:
+            self.problems.first = record.getMessage()

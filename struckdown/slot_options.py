@@ -222,6 +222,9 @@ SLOT_OPTIONS: Mapping[str, SlotOption] = {o.name: o for o in (
     _S("tool_timeout", "control", _positive,
        "Seconds one tool call may take before it is cancelled (the model reads a TimeoutError); "
        "lowers the caller's ceiling, never raises it."),
+    _S("max_seconds", "control", _positive,
+       "Seconds this slot's answer may take: at the deadline a free-text answer ends as truncated "
+       "(on_truncate= applies), a typed one is a TruncatedError; lowers the caller's max_seconds, never raises it."),
     _S("budget", "control", _budget,
        'Calls per tool in this slot: `budget="search=3, fetch=1"`; a call past it does not run '
        "(the model reads why); lowers the caller's `tool_limits=`, never raises them.", names_tools=True),
@@ -301,7 +304,7 @@ def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
     keys += [
         "use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget",
-        "fallback", "on_truncate", "tool_choice", "parallel_tools",
+        "fallback", "on_truncate", "tool_choice", "parallel_tools", "max_seconds",
     ]
     if type_name == "halt":
         keys.append("when")

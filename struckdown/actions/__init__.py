@@ -278,6 +278,37 @@ def takes_only(*keys: str, usage: str, needs_value: bool = False) -> Callable[[A
     return check
 
 
+#: The opt-in built-ins: (the environment variable that allows them, what they reach)
+OPT_IN = {"fetch": ("STRUCKDOWN_ALLOW_FETCH", "web pages"), "search": ("STRUCKDOWN_ALLOW_SEARCH", "a web search engine")}
+
+
+def check_allowed(program: Any, registry: ActionRegistry) -> None:
+    """A built-in `@fetch` / `@search` the host has not allowed is refused when the run
+    starts, before any request, at its line:col (not when the run reaches it). An action
+    registered under the same name by the host is the host's, and not checked."""
+    from ..syntax.nodes import walk
+    from ..syntax.source import SourceMap
+    from . import search as action_search
+
+    builtins = {"fetch": _fetch, "search": action_search.builtin_search}
+    for segment in program.segments:
+        for node in walk(segment.nodes):
+            if not isinstance(node, Action) or node.name not in OPT_IN or node.name not in registry:
+                continue
+            if registry.get(node.name).func is not builtins[node.name]:
+                continue
+            variable, reach = OPT_IN[node.name]
+            if os.environ.get(variable) == "1":
+                continue
+            template = program.template
+            raise SourceMap(template.source, template.filename).for_file(node.pos.filename).error(
+                f"@{node.name} is disabled: it reaches {reach}, which the host has not allowed",
+                node.pos.line,
+                node.pos.column,
+                f"set {variable}=1 in the environment to allow it (see docs/security.md)",
+            )
+
+
 def builtin_actions() -> ActionRegistry:
     """A new registry holding the built-in actions (each Environment starts from one)."""
     from . import evidence as action_evidence

@@ -198,7 +198,7 @@ class JournalIndex:
 
     def __init__(self) -> None:
         self.offsets = array("q")  # -1: no line for this index
-        self.flags = bytearray()  # bit 0: ok, bit 1: this job, bit 2: waiting in provider batches
+        self.flags = bytearray()  # bit 0: ok, bit 1: this job, bit 2: waiting in provider batches, bit 3: not run
         self.hashes = bytearray()  # 8 bytes of input_hash per index
         self.lines = 0  # distinct indexes with a line
         self.bad = 0  # unreadable lines
@@ -230,7 +230,7 @@ class JournalIndex:
                     continue
                 same_job = entry.get("template_hash") == template_hash
                 waiting = not entry.get("ok") and not entry.get("error") and "provider_batch" in entry
-                index._set(row, start, bool(entry.get("ok")), same_job, digest, waiting)
+                index._set(row, start, bool(entry.get("ok")), same_job, digest, waiting, bool(entry.get("not_run")))
                 if same_job and isinstance(entry.get("answers"), dict):
                     index.answer_keys.update(dict.fromkeys(entry["answers"]))
         return index
@@ -246,12 +246,14 @@ class JournalIndex:
             self.flags.extend(bytes(missing))
             self.hashes.extend(bytes(8 * missing))
 
-    def _set(self, row: int, offset: int, ok: bool, same_job: bool, digest: bytes, waiting: bool = False) -> None:
+    def _set(
+        self, row: int, offset: int, ok: bool, same_job: bool, digest: bytes, waiting: bool = False, unrun: bool = False
+    ) -> None:
         self._grow(row + 1)
         if self.offsets[row] < 0:
             self.lines += 1
         self.offsets[row] = offset
-        self.flags[row] = int(ok) | (int(same_job) << 1) | (int(waiting) << 2)
+        self.flags[row] = int(ok) | (int(same_job) << 1) | (int(waiting) << 2) | (int(unrun) << 3)
         self.hashes[8 * row : 8 * row + 8] = digest
 
     def note(self, row: int, offset: int, ok: bool) -> None:

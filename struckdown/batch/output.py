@@ -26,11 +26,28 @@ def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str)
         if getattr(outcome.usage, "cost", None) is not None:  # what --head projects (prices known)
             usage.setdefault("cost", outcome.usage.cost)
         entry.update(answers=outcome.to_dict(), usage=usage, ok=halted is None)
+        denied = denied_calls(outcome)
+        if denied:
+            entry["denied"] = denied  # calls that needed approval and were denied (sd batch notes them)
         entry.update(confidence_of(outcome))
         if halted is not None:
             entry.update(error=describe_error(halted), halted={"slot": halted.slot, "reason": halted.reason})
     entry.update(input_hash=input_hash, template_hash=template_hash)
     return entry
+
+
+def denied_calls(result: Any) -> int:
+    """How many tool calls of a run were denied (SPEC §12): the model read a denial."""
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+    return sum(
+        1
+        for slot in result.results.values()
+        for message in slot.messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart) and part.outcome == "denied"
+    )
 
 
 def confidence_of(outcome: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import typer
 
 from .compat_options import TypeFileOpt
 from .errors import reporting_errors
-from .options import RUN_COMMAND_FLAGS, IncludeOpt, TemplateArg, ToolsOpt, run_flags
+from .options import RUN_COMMAND_FLAGS, IncludeOpt, McpConfigOpt, McpOpt, TemplateArg, ToolsOpt, run_flags
 
 app = typer.Typer(
     name="sd",
@@ -212,15 +212,21 @@ def check(
     set_: SetOpt = None,
     tools: ToolsOpt = None,
     include_path: IncludeOpt = None,
+    mcp: McpOpt = None,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Parse and lint templates without calling a model: `path:line:col: error|warning: message`.
 
     Undefined variables are reported only when a context (--context or -c) is given.
+
+    With --tools, --mcp or --mcp-config, every tool name in budget=, approve= and
+    tool_choice= is checked against those tools (MCP servers are started to list theirs).
     """
     with reporting_errors():
-        from .check import check_command
+        from .check import check_command, mcp_tool_names
 
-        code = check_command(templates, context, set_ or (), tools, include_path or ())
+        listed = mcp_tool_names(mcp or (), mcp_config)
+        code = check_command(templates, context, set_ or (), tools, include_path or (), listed)
     raise typer.Exit(code)
 
 

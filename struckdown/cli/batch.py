@@ -26,6 +26,7 @@ from ..fileio import check_writable
 from ..run.effects import RowContext, effects_path
 from . import batch_report, compare
 from .attachments import file_row, files_base, split_columns
+from .batch_rows import NOT_RUN
 from .batch_rows import Hashes as _Hashes
 from .batch_rows import InOrder as _InOrder
 from .batch_rows import Pending as _Pending
@@ -270,7 +271,7 @@ class BatchRun:
                 self.close_journal(failing=sys.exc_info()[1] is not None)
         if request.output is not None and self.journal is not None:
             self.assemble(request.output, self.journal.path)
-            if not self.tally.failures and not request.keep_journal:
+            if not (self.tally.failures or self.tally.unrun) and not request.keep_journal:
                 self.journal.path.unlink(missing_ok=True)
                 effects_path(self.journal.path).unlink(missing_ok=True)
         elapsed = time.perf_counter() - started
@@ -343,7 +344,7 @@ class BatchRun:
             gc.collect()
         if not isinstance(outcome, BaseException):
             self.progress.truncated += sum(1 for slot in outcome.results.values() if slot.truncated)
-        self.progress.advance(entry["ok"])
+        self.progress.advance(entry["ok"], unrun=bool(entry.get("not_run")))
         if self.stdout is not None:
             self.compare_cells(index, row, entry)
             self.stdout.offer(index, output_row(row, entry, self.renames, self.confident))
@@ -428,10 +429,13 @@ class BatchRun:
         ok_lines = sum(flag & 1 for flag in index.flags)
         stale = ok_lines - self.done_before
         waiting = sum(1 for flag in index.flags if flag & 4)
-        failed = index.lines - ok_lines - waiting
+        unrun = sum(1 for flag in index.flags if flag & 8)
+        failed = index.lines - ok_lines - waiting - unrun
         note = f"resuming {path}: {self.done_before} of {self.total} rows done"
         if failed:
-            note += f", {failed} failed rows run again"
+            note += f", {failed} failed row{'s' if failed != 1 else ''} run again"
+        if unrun:
+            note += f"; {unrun} row{'s' if unrun != 1 else ''} {NOT_RUN} (run now)"
         if stale:
             note += f", {stale} rows whose input or job (template, includes, model, tools) changed run again"
         if index.bad:

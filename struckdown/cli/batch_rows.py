@@ -13,6 +13,7 @@ from .costs import cost_part
 from .text import visible
 
 SHOWN_FAILURES = 5
+NOT_RUN = "not run: budget spent"  # the one name of rows the batch budget kept from starting
 
 
 class InOrder:
@@ -74,6 +75,8 @@ class Tally:
         self.halted = 0
         self.failures = 0
         self.unrun = 0  # rows the batch budget kept from starting
+        self.denied = 0  # tool calls that needed approval and were denied
+        self.denied_rows = 0
         self.requests = 0
         self.tokens = 0
         self.cost = 0.0
@@ -89,6 +92,9 @@ class Tally:
         self.rows += 1
         self.answer_keys.update(dict.fromkeys(entry["answers"]))
         usage = entry["usage"]
+        if entry.get("denied"):
+            self.denied += entry["denied"]
+            self.denied_rows += 1
         self.requests += usage.get("requests", 0)
         self.tokens += usage.get("total_tokens", 0)
         if usage.get("cost") is not None:
@@ -99,10 +105,10 @@ class Tally:
             self.usages.append({"usage": usage})
         if entry["ok"]:
             return
-        self.failures += 1
-        if entry.get("not_run"):
+        if entry.get("not_run"):  # not a failure: the budget kept it from starting
             self.unrun += 1
             return
+        self.failures += 1
         if entry.get("halted"):
             self.halted += 1
         else:
@@ -122,7 +128,7 @@ class Tally:
         if self.halted:
             parts.append(f"{self.halted} halted")
         if self.unrun:
-            parts.append(f"{self.unrun} not run (budget spent; --resume runs them)")
+            parts.append(f"{self.unrun} {NOT_RUN} (--resume runs them)")
         line = f"batch: {total} row{'s' if total != 1 else ''}{target}: {', '.join(parts)}"
         if earlier:
             line += f" ({earlier} done earlier, from the journal)"
@@ -131,10 +137,18 @@ class Tally:
         line += f" · {cost}" if cost is not None else ""
         line += f" · {elapsed:.2f} s"
         for index, error in sorted((-i, e) for i, e in self.first_failures):
-            console.file.write(f"row {index}: {visible(error)}\n")
+            console.file.write(f"row {index + 1}: {visible(error)}\n")  # rows are numbered from 1
         if self.failures > SHOWN_FAILURES:
-            console.file.write(f"… and {self.failures - SHOWN_FAILURES} more failed rows (see the _error column)\n")
+            more = self.failures - SHOWN_FAILURES
+            console.file.write(f"… and {more} more failed row{'s' if more != 1 else ''} (see the _error column)\n")
         console.file.write(line + "\n")
+        if self.denied and getattr(request, "approve", "none") == "none":
+            calls, rows = self.denied, self.denied_rows
+            console.file.write(
+                f"note: {calls} tool call{'s' if calls != 1 else ''} that need{'s' if calls == 1 else ''} approval "
+                f"{'was' if calls == 1 else 'were'} denied in {rows} row{'s' if rows != 1 else ''} "
+                "(--approve none is the default; --approve all allows them)\n"
+            )
         console.file.flush()
 
 

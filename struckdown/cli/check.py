@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..lint import Diagnostic, check_source
+from ..run.tools import tool_name
 from .errors import EXIT_ERROR, EXIT_OK
 from .io import load_context, read_template
 from .loading import load_tools
@@ -18,13 +19,17 @@ def check_command(
     pairs: Sequence[str],
     tools_file: Path | None,
     include_paths: Sequence[Path],
+    mcp_tools: Sequence[str] = (),
 ) -> int:
     given_context = context_file is not None or bool(pairs)
     names = set(load_context(context_file, pairs)) if given_context else None
-    tools_given = bool(load_tools(tools_file))
+    tools = load_tools(tools_file)
+    known = [tool_name(tool) for tool in tools] + list(mcp_tools) if tools_file is not None or mcp_tools else None
     diagnostics: list[Diagnostic] = []
     for path in templates:
-        diagnostics += check_template(path, names, tools_given=tools_given, include_paths=include_paths)
+        diagnostics += check_template(
+            path, names, tools_given=bool(known), include_paths=include_paths, tool_names=known
+        )
     for diagnostic in diagnostics:
         sys.stdout.write(format_diagnostic(diagnostic) + "\n")
     errors = sum(d.severity == "error" for d in diagnostics)
@@ -37,15 +42,41 @@ def check_command(
     return EXIT_ERROR if errors else EXIT_OK
 
 
+def mcp_tool_names(servers: Sequence[str], config: Path | None) -> tuple[str, ...]:
+    """The tool names of the `--mcp` / `--mcp-config` servers, as slots see them
+    (started, listed, closed); () without servers."""
+    from .loading import load_mcp
+
+    mcp = load_mcp(servers, config)
+    if mcp is None:
+        return ()
+    import anyio
+
+    from ..tools.mcp import MCPSessions
+
+    async def listed() -> tuple[str, ...]:
+        async with MCPSessions(mcp) as sessions:
+            tools = await sessions.slot_tools("sd check", None)
+            return tuple(sorted(tools.names))
+
+    return anyio.run(listed)
+
+
 def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def check_template(
-    path: Path, context_names: set[str] | None, *, tools_given: bool, include_paths: Sequence[Path] = ()
+    path: Path,
+    context_names: set[str] | None,
+    *,
+    tools_given: bool,
+    include_paths: Sequence[Path] = (),
+    tool_names: Sequence[str] | None = None,
 ) -> list[Diagnostic]:
     return check_source(
-        read_template(path), path, context_names, tools_given=tools_given, include_paths=include_paths
+        read_template(path), path, context_names, tools_given=tools_given, include_paths=include_paths,
+        tool_names=tool_names,
     )
 
 

@@ -17,16 +17,38 @@ def otel(enabled: bool) -> Iterator[Any]:
     if not enabled:
         yield None
         return
-    from ..observe import otlp_provider
+    from ..observe import EXPORT_TIMEOUT_S, ExportProblems, otlp_provider
 
     try:
         provider = otlp_provider()
     except ImportError as exc:
         raise CliError(str(exc)) from None
-    try:
-        yield provider
-    finally:
-        provider.shutdown()  # exports what is still buffered
+    with ExportProblems() as problems:  # the exporter's own lines (one per retry) are kept, not printed
+        try:
+            yield provider
+        finally:
+            # exports what is still buffered, in the background: a collector that does not answer
+            # costs at most the export timeout, never the exporter's whole retry schedule
+            import threading
+
+            closing = threading.Thread(target=provider.shutdown, name="struckdown-otel-export", daemon=True)
+            closing.start()
+            closing.join(EXPORT_TIMEOUT_S + 1.0)
+            if closing.is_alive() and problems.first is None:
+                problems.first = f"no answer within {EXPORT_TIMEOUT_S + 1.0:g} s"
+    if problems.first is not None:
+        import os
+        import sys
+
+        where = (
+            os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            or "http://localhost:4318"
+        )
+        sys.stderr.write(
+            f"warning: --otel: the traces could not be exported to {where}: is an OTLP collector running "
+            "there? (OTEL_EXPORTER_OTLP_ENDPOINT sets where)\n"
+        )
 
 
 def cost_part(usage: Mapping[str, Any] | Any) -> str | None:

@@ -43,6 +43,12 @@ def call_label(tool_name: str, arguments: Mapping[str, Any]) -> str:
     return f"{visible(tool_name)}({args})"
 
 
+def token_rate(started: float, pieces: int, now: float) -> str:
+    """`412 tokens · 15.2 tok/s · 27 s` of a streaming answer (a streamed piece is about a token)."""
+    elapsed = max(now - started, 1e-9)
+    return f"{pieces:,} token{'s' if pieces != 1 else ''} · {pieces / elapsed:.1f} tok/s · {elapsed:.0f} s"
+
+
 def answer_text(value: Any) -> str:
     if isinstance(value, str):
         return visible(value)
@@ -104,6 +110,7 @@ class RunDisplay:
         self.verdicts: set[str] = set()  # guards whose verdict has been shown
         self.held_answers: dict[str, Any] = {}  # SlotCompleted events waiting for the answers above them
         self.streams: dict[str, str] = {}  # slot → text streamed so far, while it streams
+        self.rates: dict[str, tuple[float, int]] = {}  # slot → (when it started streaming, pieces so far)
         self.running: dict[str, list[str]] = {}  # slot → tools it is running now
         self.answers = 0
         self.started = time.perf_counter()
@@ -148,8 +155,13 @@ class RunDisplay:
         streams = dict(list(self.streams.items()))
         running = dict(list(self.running.items()))
         parts: list[RenderableType] = []
+        rates = dict(list(self.rates.items()))
+        now = time.perf_counter()
         for slot in sorted(set(streams) | set(running)):
-            parts.append(self._spinner(slot, Text(slot, style="bold cyan")))
+            title = Text(slot, style="bold cyan")
+            if slot in rates:  # a runaway shows: many tokens, still going
+                title.append(f" · {token_rate(*rates[slot], now)}", style="dim")
+            parts.append(self._spinner(slot, title))
             lines = visible(streams.get(slot, "")).splitlines()[-TAIL_LINES:]
             if lines:
                 parts.append(Text("\n".join("  " + line for line in lines)))
@@ -175,9 +187,12 @@ class RunDisplay:
 
     def _on_slot_stream_start(self, event: Any) -> None:
         self.streams[event.slot] = ""
+        self.rates[event.slot] = (time.perf_counter(), 0)
 
     def _on_token_delta(self, event: Any) -> None:
         self.streams[event.slot] = event.accumulated
+        started, pieces = self.rates.get(event.slot, (time.perf_counter(), 0))
+        self.rates[event.slot] = (started, pieces + 1)
         if self.live_mode:
             return
         if self.owner is None:
@@ -212,6 +227,7 @@ class RunDisplay:
         for line in attachment_lines(slot, event.result.messages, self.attached):  # images and files sent
             self._line(Text(visible(line), style="dim"))
         self.streams.pop(slot, None)
+        self.rates.pop(slot, None)
         self.running.pop(slot, None)
         self.resolved.add(slot)
         for earlier in self.settles.get(slot, ()):
@@ -296,8 +312,8 @@ class RunDisplay:
 
     def _truncation_note(self, event: Any) -> None:
         if getattr(event, "truncated", False):
-            self._line(Text(f"{event.slot}: cut off at the output token limit (raise max_tokens= or --max-tokens)",
-                            style="yellow"))  # fmt: skip
+            self._line(Text(f"{event.slot}: cut off at its limit (raise max_tokens= or --max-tokens; "
+                            "max_seconds= or --max-seconds)", style="yellow"))  # fmt: skip
 
     def _on_approval_requested(self, event: Any) -> None:
         label = call_label(event.tool_name, event.arguments)

@@ -72,7 +72,9 @@ def print_error(message: str) -> None:
 
 
 @contextmanager
-def interrupts_end_the_process(note: Callable[[], str] = lambda: "interrupted") -> Iterator[None]:
+def interrupts_end_the_process(
+    note: Callable[[], str] = lambda: "interrupted", before_exit: Callable[[], None] | None = None
+) -> Iterator[None]:
     """Inside a running event loop: the first Ctrl-C ends the process at once (exit 130,
     the note on stderr, no traceback). A cancelled run would otherwise wait for a blocking
     sync tool's thread, so a second Ctrl-C was needed and the tool's side effect happened
@@ -82,7 +84,11 @@ def interrupts_end_the_process(note: Callable[[], str] = lambda: "interrupted") 
 
     The handler goes through the loop (`add_signal_handler`): the signal may be delivered
     to a tool's thread, and only the loop's wake-up pipe then wakes the main thread.
-    Outside the main thread, or with SIGINT ignored (a background job), it does nothing."""
+    Outside the main thread, or with SIGINT ignored (a background job), it does nothing.
+
+    SIGTERM ends it the same way. `before_exit` runs first, within that first Ctrl-C (`sd run
+    -o` writes what the run has so far, marked interrupted); its failure never keeps the
+    process alive."""
     import asyncio
     import signal
     import threading
@@ -91,22 +97,30 @@ def interrupts_end_the_process(note: Callable[[], str] = lambda: "interrupted") 
         yield
         return
     loop = asyncio.get_running_loop()
-    previous = signal.getsignal(signal.SIGINT)
-    loop.add_signal_handler(signal.SIGINT, _end_now, note)  # wakes an idle loop (the wake-up pipe)
-    # ... and a plain handler over it, so a loop busy rendering a heavy template ends too
-    # (the wake-up pipe stays set: an idle loop still wakes, then this handler runs)
-    signal.signal(signal.SIGINT, lambda signum, frame: _end_now(note))
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in signals}
+    for signum in signals:
+        loop.add_signal_handler(signum, _end_now, note, before_exit)  # wakes an idle loop (the wake-up pipe)
+        # ... and a plain handler over it, so a loop busy rendering a heavy template ends too
+        # (the wake-up pipe stays set: an idle loop still wakes, then this handler runs)
+        signal.signal(signum, lambda number, frame: _end_now(note, before_exit))
     try:
         yield
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        signal.signal(signal.SIGINT, previous)
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, previous[signum])
 
 
-def _end_now(note: Callable[[], str]) -> None:
+def _end_now(note: Callable[[], str], before_exit: Callable[[], None] | None = None) -> None:
     import os
 
     try:
+        if before_exit is not None:
+            try:
+                before_exit()
+            except BaseException as exc:  # noqa: BLE001 - the process ends whatever happens
+                sys.stderr.write(f"error: {exc}\n")
         if sys.stdout.isatty():
             sys.stdout.write("\x1b[?25h\n")  # a live display hid the cursor: give it back
         sys.stdout.flush()

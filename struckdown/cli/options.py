@@ -122,6 +122,15 @@ RUN_FLAGS: Mapping[str, Flag] = {
             show_default=False,
         ),
     ]),
+    "max_seconds": Flag("max_seconds", Annotated[
+        Optional[float],
+        typer.Option(
+            "--max-seconds", metavar="SECONDS", min=0.001,
+            help="Seconds one slot's answer may take: at the deadline a free-text answer ends as truncated "
+            "(a runaway on a slow local model). A slot's max_seconds= may only lower it.",
+            show_default=False,
+        ),
+    ]),
     "on_truncate": Flag("on_truncate", Annotated[
         Optional[str],
         typer.Option(
@@ -188,9 +197,8 @@ RUN_FLAGS: Mapping[str, Flag] = {
 
 #: The flags every command that runs a template takes (sd run, sd batch, sd resume, sd chat).
 RUN_COMMAND_FLAGS = (
-    "model", "tools", "no_cache", "retries", "max_tokens", "seed", "thinking", "fallback", "tool_timeout", "on_truncate",
-    "include_path",
-    "strict", "mcp", "mcp_config", "prices", "max_cost", "otel",
+    "model", "tools", "no_cache", "retries", "max_tokens", "seed", "thinking", "fallback", "tool_timeout", "max_seconds",
+    "on_truncate", "include_path", "strict", "mcp", "mcp_config", "prices", "max_cost", "otel",
 )
 
 

@@ -31,6 +31,7 @@ class BatchProgress:
         self.done = already_done
         self.finished_now = 0
         self.failed = 0
+        self.unrun = 0  # rows the batch budget kept from starting (not failures)
         self.retries = 0  # SPEC §14: requests sent again, slots that fell back, answers cut at their cap
         self.fallbacks = 0
         self.truncated = 0
@@ -79,12 +80,14 @@ class BatchProgress:
         elapsed = time.perf_counter() - self.started
         return self.finished_now / elapsed if elapsed > 0 else 0.0
 
-    def advance(self, ok: bool) -> None:
+    def advance(self, ok: bool, *, unrun: bool = False) -> None:
         self.done += 1
         self.finished_now += 1
-        self.failed += not ok
+        self.unrun += unrun
+        self.failed += not ok and not unrun
         if self._bar is not None:
-            failed = f"[red]{self.failed} failed" if self.failed else ""
+            failed = ", ".join(self._troubles())
+            failed = f"[red]{failed}" if failed else ""
             extra = ", ".join(self._resilience())
             failed = f"{failed} [yellow]{extra}" if extra else failed
             self._bar.update(self._task, advance=1, failed=failed, rate=f"{self.rate():.1f} {self.unit}/s")
@@ -96,9 +99,7 @@ class BatchProgress:
     def _plain_line(self) -> None:
         rate = self.rate()
         remaining = self.total - self.done
-        parts = [f"{self.label}: {self.done}/{self.total} {self.unit}"]
-        if self.failed:
-            parts.append(f"{self.failed} failed")
+        parts = [f"{self.label}: {self.done}/{self.total} {self.unit}", *self._troubles()]
         parts += self._resilience()
         parts.append(f"{rate:.1f} {self.unit}/s")
         if remaining and rate > 0:
@@ -107,6 +108,11 @@ class BatchProgress:
         self.console.file.flush()
         self._last_line = time.perf_counter()
         self._printed_at = self.done
+
+    def _troubles(self) -> list[str]:
+        from .batch_rows import NOT_RUN
+
+        return ([f"{self.failed} failed"] if self.failed else []) + ([f"{self.unrun} {NOT_RUN}"] if self.unrun else [])
 
     def _resilience(self) -> list[str]:
         counts = (

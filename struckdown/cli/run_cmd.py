@@ -63,12 +63,13 @@ def run_command(request: RunRequest) -> int:
         keywords = {**run_keywords(request.flags, instrument=provider), "model": model}
         try:
             result = asyncio.run(_drive(program, context, display, request, recorder=recorder, approve=approve, **keywords))
+            ended = time.perf_counter()  # the run's time: exporting its traces (--otel) comes after
         except BaseException as exc:
             failed_summary(display, recorder, time.perf_counter() - started)
             if request.output is not None:  # the answers so far, every request made, and the error
                 write_json(request.output, recorder.record(exc))
             raise
-    display.summary(result, time.perf_counter() - started)
+    display.summary(result, ended - started)
     if request.output is not None:
         write_json(request.output, run_record(result))
     if request.as_json:
@@ -112,7 +113,12 @@ async def _drive(
     from ..api import complete_incremental_async
 
     result = None
-    with interrupts_end_the_process(), display:
+
+    def keep_output() -> None:  # docs/cli.md: an interrupted run is still written
+        if request.output is not None and recorder is not None:
+            write_json(request.output, {**recorder.record(KeyboardInterrupt()), "error": "interrupted", "interrupted": True})
+
+    with interrupts_end_the_process(before_exit=keep_output), display:
         async for event in complete_incremental_async(
             program,
             context,

@@ -102,6 +102,21 @@ def resolve_model(model: Any, store: ModelStore) -> Any:
     return _from_string(model, os.environ, store)
 
 
+#: The name struckdown gives a model at LLM_API_BASE when none is set (llama.cpp serves what it loaded)
+PLACEHOLDER_NAME = "default"
+#: Where the name such a server answered with is kept on the model object (errors name it)
+SERVED_NAME_ATTR = "_struckdown_served_name"
+
+
+def note_served_name(model: Any, name: str | None) -> None:
+    """Remember the name a server answered with for a model struckdown named `default`."""
+    if name and name != PLACEHOLDER_NAME and getattr(model, "model_name", None) == PLACEHOLDER_NAME:
+        try:
+            setattr(model, SERVED_NAME_ATTR, name)
+        except AttributeError:  # a model class with __slots__: errors say "served at URL"
+            pass
+
+
 def model_from_env(env: Mapping[str, str] | None = None, *, store: ModelStore) -> Any:
     """The default model: STRUCKDOWN_MODEL (or DEFAULT_LLM), LLM_API_BASE, then the config's `model`."""
     env = os.environ if env is None else env
@@ -113,7 +128,7 @@ def model_from_env(env: Mapping[str, str] | None = None, *, store: ModelStore) -
     if base:
         # llama.cpp serves whatever it loaded, so the name does not matter there;
         # vLLM checks it, hence STRUCKDOWN_MODEL=<served name> in the docs.
-        return openai_compatible("default", base, env.get("LLM_API_KEY"), env=env, store=models)
+        return openai_compatible(PLACEHOLDER_NAME, base, env.get("LLM_API_KEY"), env=env, store=models)
     default = load_config().model
     if default:
         return _from_string(default, env, models)
@@ -396,6 +411,25 @@ def endpoint_of(model: Any) -> str:
     return str(getattr(model, "system", None) or type(model).__name__)
 
 
+def can_stream(model: Any) -> bool:
+    """Whether `model` can answer a streamed request: not a FunctionModel built without a
+    `stream_function` (pydantic-ai asserts on the first streamed request), nor a wrapper or
+    fallback chain holding one."""
+    if isinstance(model, str):
+        return True
+    from pydantic_ai.models.fallback import FallbackModel
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.wrapper import WrapperModel
+
+    if isinstance(model, FunctionModel):
+        return model.stream_function is not None
+    if isinstance(model, WrapperModel):
+        return can_stream(model.wrapped)
+    if isinstance(model, FallbackModel):
+        return all(can_stream(m) for m in model.models)
+    return True
+
+
 def _function_name(model: Any) -> str:
     fn = model.function or model.stream_function
     if fn is None:
@@ -417,6 +451,9 @@ def model_display(model: Any) -> str:
     name = getattr(model, "model_name", "") or type(model).__name__
     base = str(getattr(model, "base_url", None) or "").rstrip("/")
     if base and not _is_provider_home(base):
+        if name == PLACEHOLDER_NAME:  # LLM_API_BASE without a name: the server's own, once it answered
+            served = getattr(model, SERVED_NAME_ATTR, None)
+            return f"{served!r} at {base}" if served else f"served at {base}"
         return f"{name!r} at {base}"
     system = getattr(model, "system", "") or ""
     return f"{system}:{name}" if system else str(name)

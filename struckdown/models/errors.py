@@ -100,6 +100,43 @@ class BadRequestError(ModelError):
     default_hint = "check the model name and the slot's settings (temperature=, max_tokens=, …)"
 
 
+class UnsupportedRequestError(BadRequestError):
+    """The endpoint says it cannot serve this request at all (the model takes no images, an
+    input or setting it does not support, an invalid request), whatever the HTTP status:
+    llama.cpp answers "image input is not supported" with HTTP 500. Never retried."""
+
+    what = "the model cannot serve this request"
+    default_hint = (
+        "retrying will not help: check the slot's inputs and settings (temperature=, max_tokens=, …) "
+        "or use another model (model=, --model, fallback=)"
+    )
+
+
+_IMAGE_WORDS = (
+    "image input", "image_url", "images are not supported", "does not support image", "not support images",
+    "vision", "multimodal", "mmproj", "image content", "image is not supported",
+)  # fmt: skip
+_UNSUPPORTED_WORDS = ("not supported", "unsupported", "invalid request", "does not support")
+_IMAGE_HINT = (
+    "the model cannot take images: give the slot a model with vision (model=…, --model, fallback=) or leave "
+    "the images out; a llama.cpp server needs the model's --mmproj file for images"
+)
+
+
+def _unsupported(text: str, status: int | None, label: str, *, images_only: bool = False) -> ModelError | None:
+    """The permanent error for a body that says the request cannot be served (any status;
+    `images_only`: a 4xx, whose other refusals `_rejected` tells apart)."""
+    lowered = text.lower()
+    if any(word in lowered for word in (*_CONTEXT_WORDS, *_FILTER_WORDS)):
+        return None  # the context window and the content filter have their own errors
+    if any(word in lowered for word in _IMAGE_WORDS) and any(w in lowered for w in _UNSUPPORTED_WORDS):
+        return UnsupportedRequestError(label, _short(text), status=status, hint=_IMAGE_HINT,
+                                       what="the model cannot take images")  # fmt: skip
+    if not images_only and any(word in lowered for word in _UNSUPPORTED_WORDS):
+        return UnsupportedRequestError(label, _short(text), status=status)
+    return None
+
+
 _QUOTA_HINT = "the account's quota or credits are exhausted: check billing or use another API key"
 
 
@@ -122,6 +159,8 @@ def is_transient(error: ModelError) -> bool:
     An exhausted quota, a refused key, a bad request, the context window, the content
     filter and a cut answer are permanent."""
     if isinstance(error, ContentFilterError | ContextWindowError | AuthenticationError | TruncatedError):
+        return False
+    if isinstance(error, UnsupportedRequestError):  # said so by the server, whatever the status
         return False
     if isinstance(error, RateLimitError):
         return error.hint != _QUOTA_HINT
@@ -216,12 +255,21 @@ def _map_one(exc: BaseException, label: str) -> ModelError | None:
             return mapped
         if isinstance(exc, pe.ModelRequestRejectedError):
             return _rejected(exc.message, None, label)
+        unsupported = _unsupported(exc.message, None, label)  # an in-stream error that says so
+        if unsupported is not None:
+            return unsupported
         return ModelConnectionError(label, detail, what="the request to the model endpoint failed")
     return _map_transport(exc, label)
 
 
 def _from_status(status: int, exc: Any, text: str, label: str) -> ModelError:
     mapped = _from_category(exc, _short(text), status, label)
+    if mapped is not None and not (isinstance(mapped, BadRequestError) or mapped.hint == _SERVER_HINT):
+        return mapped  # rate limits, quota, auth, context window: pydantic-ai knows them best
+    if status not in (408, 409, 429):  # a body that says it cannot be served is permanent (4xx and 5xx)
+        unsupported = _unsupported(text, status, label, images_only=status < 500)
+        if unsupported is not None:
+            return unsupported
     if mapped is not None:
         return mapped
     if status == 429:
@@ -289,8 +337,9 @@ def _connection_error(exc: BaseException, label: str, detail: str) -> ModelConne
             label,
             _short(detail),
             what="the request timed out",
-            hint="raise STRUCKDOWN_TIMEOUT (seconds per attempt, default 120), use a smaller or faster model, "
-            "or ask for shorter answers",
+            hint="a long answer on a slow model: cap it with max_tokens= (--max-tokens N) or end it on time with "
+            "max_seconds= (--max-seconds S, the text so far is kept); or raise STRUCKDOWN_TIMEOUT (seconds per "
+            "attempt, default 120), or use a smaller or faster model",
         )
     return ModelConnectionError(label, _short(detail))
 

@@ -9,22 +9,17 @@ from ..errors import BudgetExceeded, StruckdownError
 from ..results import Result, Usage
 from ..run_options import option_value
 from ..syntax.nodes import JinjaValue
-from .budgets import budget_option, check_budget_names
 
 #: The attribute a run's error carries its usage in: every request the run made.
 USAGE_ATTR = "struckdown_usage"
 
 
 def check_run(run: Any) -> None:
-    """Before any model call: every `budget=` names a tool of the run, and with `max_cost`
-    every model the run may use (its default and the slots' static `model=`) has a price."""
+    """Before any model call: with `max_cost`, every model the run may use (its default
+    and the slots' static `model=`) has a price."""
     program = run.program
-    names = run.env.toolbox.names
     models: list[Any] = []
     for plan in program.plans.values():
-        budget = plan.control.get("budget")
-        if plan.use_tools and budget is not None and not isinstance(budget, JinjaValue):
-            check_budget_names(budget_option(budget) or {}, names, plan.key)
         model = plan.settings.get("model")
         if isinstance(model, str) and not isinstance(model, JinjaValue):
             models.append(model)

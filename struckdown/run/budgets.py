@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigurationError, TemplateRuntimeError
+from ..errors import ConfigurationError
 from ..log import logger
 
 
@@ -49,16 +49,6 @@ def clamp_budget(asked: Mapping[str, int] | None, ceiling: Mapping[str, int], sl
             continue
         budgets[name] = count
     return budgets
-
-
-def check_budget_names(budgets: Mapping[str, Any], tool_names: tuple[str, ...], slot: str) -> None:
-    """A budget for a tool the run does not have is a typo that would limit nothing."""
-    unknown = sorted(set(budgets) - set(tool_names))
-    if unknown:
-        known = ", ".join(tool_names) or "none"
-        raise TemplateRuntimeError(
-            f"slot {slot!r}: budget= names {', '.join(map(repr, unknown))}, which is not a tool of this run (tools: {known})"
-        )
 
 
 @dataclass

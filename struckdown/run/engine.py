@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..actions import call_action, option_argument
+from ..actions import call_action, check_allowed, option_argument
 from ..codec import as_text
 from ..errors import (
     BudgetExceeded,
@@ -51,9 +51,9 @@ from .approval import ApprovalRun, SegmentPaused, SlotPaused
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .ledger import RunLedger
-from .resilience import check_tool_choices
 from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
+from .tool_checks import check_tool_names
 from .tools import ModelCallHook
 
 #: Events a run may have produced ahead of a slow consumer before it waits for it.
@@ -120,6 +120,7 @@ class Run:
             settings=self.options.settings,
             stream=self.options.stream,
             tool_timeout=self.options.tool_timeout,
+            max_seconds=self.options.max_seconds,
             max_tool_result=self.options.max_tool_result,
             environment=environment,
             # the "second model call after a guard started" join point, for every slot but a guard
@@ -159,10 +160,12 @@ class Run:
 
     async def _main(self) -> None:
         try:
+            check_allowed(self.program, self.env.environment.actions)  # @fetch/@search not allowed: before any request
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
                 check_run(self)  # budgets' tool names, max_cost's prices: before any model call
-                check_tool_choices(self.program, self.env.toolbox.names)  # SPEC §14: before any model call
+                # budget=, tool_choice= names that are no tools (approve=: above): before any model call
+                check_tool_names(self.program, self.env.toolbox.names, mcp=self.env.mcp is not None)
                 await self.approval.check_mcp_names(self.program, self.options.mcp)  # lists those servers' tools
             await self.approval.announce()
             segments = self._segments_to_run()

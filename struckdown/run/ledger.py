@@ -280,6 +280,9 @@ class SlotMeter:
     async def responded(self, response: ModelResponse, model: Any, elapsed_ms: float) -> None:
         usage, cost = self.record(response, model)
         name = response.model_name or _name(model)
+        from ..models import note_served_name
+
+        note_served_name(model, response.model_name)
         await self.ledger.emit(
             ModelResponded(self.slot, name, usage, cost, elapsed_ms, False, _finish_reason(response))
         )

@@ -306,24 +306,3 @@ def unknown_tool_message(slot: str, choice: str, tool_names: Sequence[str]) -> s
     known = list(tool_names)
     where = close_match(choice, known, "tools") if known else "no tools were given"
     return f"slot {slot!r}: tool_choice={choice} names no tool of this run ({where})"
-
-
-def check_tool_choices(program: Any, tool_names: Sequence[str]) -> None:
-    """A `tool_choice=` naming a tool the run does not have is an error before any model
-    call, at the option's position (values written as `{{ }}` are checked as their slot starts)."""
-    for plan in program.plans.values():
-        choice = plan.control.get("tool_choice")
-        if choice is None or not isinstance(choice, str) or choice in TOOL_CHOICES or choice in tool_names:
-            continue
-        from ..check import close_match
-        from ..syntax.source import SourceMap
-
-        option = next(o for o in plan.slot.options if o.key == "tool_choice")
-        template = program.template
-        known = list(tool_names)
-        raise SourceMap(template.source, template.filename).for_file(option.pos.filename).error(
-            f"tool_choice={choice} names no tool of this run",
-            option.pos.line,
-            option.pos.column,
-            close_match(choice, known, "tools") if known else "no tools were given: pass tools=[…] (or --tools FILE.py)",
-        )

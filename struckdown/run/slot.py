@@ -38,6 +38,7 @@ from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from . import answer_approval, confidence
 from .budgets import slot_budget
+from .deadline import CutRun, cut_at_deadline, slot_seconds, within
 from .ledger import CURRENT_METER
 from .partials import Partials, streams_partials
 from .resilience import SlotAttempts, is_truncated, model_name, slot_error
@@ -62,6 +63,7 @@ class SlotEnv:
     stream: bool
     environment: EnvironmentView
     tool_timeout: float | None = None  # the host's ceiling for one tool call
+    max_seconds: float | None = None  # the host's ceiling for one slot's answer (`max_seconds=` lowers it)
     max_tool_result: int | None = None  # characters of one tool result the model reads (the host's)
     capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
@@ -237,7 +239,13 @@ async def run_model_slot(
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
     if gate is not None and gate.may_pause:  # its run may end with DeferredToolRequests
         output_type = caches.deferrable(output_type)
-    streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
+    seconds = slot_seconds(env.max_seconds, resolved.control.get("max_seconds"), key)
+    # with a deadline a free-text answer streams even unseen: what came before it is the answer
+    streamer = (
+        _Streamer(env, key, buffer_text=use_tools, quiet=not env.stream)
+        if spec.is_text and (env.stream or seconds is not None)
+        else None
+    )
     partials = Partials(env, key, spec) if env.stream and streams_partials(spec) else None  # SPEC §26
     model = env.resolve_model(resolved.settings.get("model"))
     attempts = SlotAttempts.start(
@@ -284,10 +292,22 @@ async def run_model_slot(
                     call: dict[str, Any] = {
                         "instructions": instructions, "deps": env.deps, "model_settings": settings,
                         "usage_limits": limits.usage_limits(),
-                        "event_stream_handler": streamer.handle if streamer else partials.handle if partials else None,
+                        "event_stream_handler": (
+                            (streamer.handle if _streams(model) else None) if streamer else
+                            partials.handle if partials else None
+                        ),
                         "toolsets": mcp.toolsets if mcp else None, **arguments,
                     }
-                    run = await agent.run(**call)
+
+                    async def request() -> Any:
+                        return await agent.run(**call)
+
+                    got, late = await within(seconds, request)
+                run: Any = got
+                if late:  # SPEC §14 as for max_tokens: the text so far is the answer, cut
+                    assert seconds is not None
+                    run = cut_at_deadline(attempts, spec, seconds, streamer, message_history, user_prompt, model)
+                    cache_run = None  # a cut answer is never stored
                 cut = attempts.truncated_error(run, typed=not spec.is_text)
                 if cut is not None:
                     raise cut
@@ -322,7 +342,7 @@ async def run_model_slot(
     finally:
         CURRENT_WRAP.reset(token)
         CURRENT_METER.reset(meter_token)
-    if gate is not None and wrap is not None:
+    if gate is not None and wrap is not None and not isinstance(answered, CutRun):
         gate.check(answered, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
     if streamer is not None:
         await streamer.flush()
@@ -340,6 +360,8 @@ async def run_model_slot(
             usage = usage + _usage(spent_run)
     else:  # the meter counts requests; tool calls are the runs' (earlier attempts' included)
         usage = replace(usage, tool_calls=usage.tool_calls + sum(r.tool_calls for r in attempts.spent_runs))
+    if wrap is not None:  # pydantic-ai counts the calls that succeeded; those that ran and failed count too
+        usage = replace(usage, tool_calls=usage.tool_calls + wrap.failed)
     if meter is not None and paused_before is not None:
         # the paused run's requests were metered in the process that paused: add them back
         usage = replace(
@@ -434,6 +456,25 @@ async def _mcp_tools(env: SlotEnv, slot: str, control: Mapping[str, Any]) -> Any
     return await tools_for_slot(env.mcp, slot, control)
 
 
+def _streams(model: Any) -> bool:
+    """Whether the slot's request may stream; a model that cannot (a FunctionModel without a
+    `stream_function`) gets a plain request and one warning per model, and its whole answer
+    is shown when it arrives."""
+    from ..models import can_stream, model_label
+
+    if can_stream(model):
+        return True
+    import warnings
+
+    warnings.warn(
+        f"model {model_label(model)} cannot stream (a FunctionModel without stream_function=): "
+        "its answers arrive whole",
+        UserWarning,
+        stacklevel=2,
+    )
+    return False
+
+
 def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> float | None:
     """The host's tool timeout, lowered (never raised) by the slot's `tool_timeout=`."""
     if asked is None:
@@ -470,8 +511,9 @@ class _Streamer:
     follows), so only the final answer streams.
     """
 
-    def __init__(self, env: SlotEnv, slot: str, *, buffer_text: bool) -> None:
+    def __init__(self, env: SlotEnv, slot: str, *, buffer_text: bool, quiet: bool = False) -> None:
         self.env, self.slot, self.buffer_text = env, slot, buffer_text
+        self.quiet = quiet  # only collects the text (a deadline's answer), emits nothing
         self.accumulated = ""
         self.held: list[str] = []
         self.started = False
@@ -518,6 +560,9 @@ class _Streamer:
             await self._emit(delta)
 
     async def _emit(self, delta: str) -> None:
+        if self.quiet:
+            self.accumulated += delta
+            return
         if not self.started:
             await self.env.join_guards()
             self.started = True

@@ -26,6 +26,7 @@ import anyio
 from pydantic_ai import Agent, ModelRetry, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, ToolFailed, UnexpectedModelBehavior, UsageLimitExceeded
+from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.toolsets import WrapperToolset
 
 from ..errors import StruckdownError
@@ -181,6 +182,7 @@ class ToolWrap:
     tracing: Any = None  # struckdown spans (observe.py), or None
     effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
     calls: list[ToolCall] = field(default_factory=list)
+    failed: int = 0  # calls that ran and failed (pydantic-ai counts only the ones that succeeded)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
 
@@ -266,6 +268,7 @@ class SlotToolset(WrapperToolset[Any]):
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
         assert self.state is not None
+        cut_short(ctx)
         if self.state.tracing is not None:
             return await self.state.tracing.tool(name, lambda: self._call_tool(name, tool_args, ctx, tool))
         return await self._call_tool(name, tool_args, ctx, tool)
@@ -280,7 +283,7 @@ class SlotToolset(WrapperToolset[Any]):
         was_cached = key in state.inflight
         refused = state.budget.spend(name) if state.budget is not None and not was_cached else None
         if refused is not None:  # SPEC §13: the call does not run, the model reads why
-            return await self._finish(name, arguments, started, (refused, False, refused), False)
+            return await self._finish(name, arguments, started, (refused, False, refused), False, ran=False)
         while True:
             flight = state.inflight.get(key)
             if flight is None:
@@ -298,11 +301,19 @@ class SlotToolset(WrapperToolset[Any]):
         return await self._finish(name, arguments, started, flight.outcome, was_cached)
 
     async def _finish(
-        self, name: str, arguments: dict[str, Any], started: float, outcome: tuple[Any, bool, str | None], was_cached: bool
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        started: float,
+        outcome: tuple[Any, bool, str | None],
+        was_cached: bool,
+        *,
+        ran: bool = True,
     ) -> Any:
         state = self.state
         assert state is not None
         output, ok, error = outcome
+        state.failed += ran and not ok
         elapsed = (time.perf_counter() - started) * 1000
         state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
         await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached))
@@ -368,6 +379,23 @@ class SlotToolset(WrapperToolset[Any]):
             raise
         finally:
             flight.done.set()
+
+
+def cut_short(ctx: RunContext[Any]) -> None:
+    """SPEC §14: a response cut at its output token limit cannot be used, so a tool call it
+    holds does not run (nor wait for approval): the slot fails with a TruncatedError, as a
+    cut typed answer does."""
+    for message in reversed(ctx.messages):
+        if isinstance(message, ModelResponse):
+            if message.finish_reason == "length":  # slot_error makes it struckdown's TruncatedError
+                from pydantic_ai.exceptions import IncompleteToolCall
+
+                calls = [p.tool_name for p in message.parts if isinstance(p, ToolCallPart)]
+                raise IncompleteToolCall(
+                    f"{'(), '.join(calls)}() did not run: its response stopped at the output token limit "
+                    "(finish_reason 'length')"
+                )
+            return
 
 
 def key_arguments(key: tuple[str, str]) -> dict[str, Any]:
@@ -450,6 +478,7 @@ class WrapSlotTools(AbstractCapability[Any]):
         state = CURRENT_WRAP.get()
         if state is None or state.defer is None:
             return None
+        cut_short(ctx)
         return await state.defer(ctx, requests)
 
 

@@ -158,6 +158,21 @@ def _list_value(convert: Callable[[Any], Any], raw: Any) -> list[Any]:
     return [convert(value) for value in raw.response]
 
 
+def list_description(low: int, high: int | None) -> str:
+    """What a list answer's schema says about its items (issue 40 item 23: a small model put
+    the whole list into one item and padded the rest): one element per item, and how many."""
+    if high is not None and low == high:
+        count = f"exactly {low} item{'s' if low != 1 else ''}"
+    elif high is not None:
+        count = f"{low} to {high} items" if low else f"at most {high} item{'s' if high != 1 else ''}"
+    else:
+        count = f"at least {low} item{'s' if low != 1 else ''}" if low else "any number of items"
+    return (
+        f"A JSON array of {count}: each item is one separate element of the list, "
+        "never the whole list in one item, never a number or placeholder"
+    )
+
+
 def _assemble(
     name: str,
     plan: ItemPlan,
@@ -190,7 +205,7 @@ def _assemble(
         if required:
             low = max(low, 1)
         annotation = list[_described(plan)]  # type: ignore[misc]
-        field = Field(min_length=low or None, max_length=high)
+        field = Field(min_length=low or None, max_length=high, description=list_description(low, high))
         convert = partial(_list_value, plan.convert)
     fields["response"] = (annotation, field)
     model = answer_model(_model_name(name, quantifier is not None), **fields)

@@ -36,7 +36,7 @@ from .options import (
     parse_pattern,
     parse_temporal,
 )
-from .spec import TextRules, TypeBuildError
+from .spec import TEMPORAL_PATTERNS, TextRules, TypeBuildError
 from .table import TYPES, names
 from .values import Verdict
 
@@ -90,6 +90,9 @@ POSITIONAL_TYPES: frozenset[str] = names(positional=True)
 
 _TEXT_DESCRIPTIONS = {name: TYPES[name].description for name in TEXT_TYPES}
 _TEMPORAL_DESCRIPTIONS = {name: TYPES[name].description for name in _TEMPORAL_KINDS}
+_TEMPORAL_SCHEMAS: dict[str, dict[str, Any]] = {
+    name: {"type": "string", "pattern": pattern} for name, pattern in TEMPORAL_PATTERNS.items()
+}
 #: ``required`` json must not be null; the schema says so explicitly rather than ``{}``.
 _NON_NULL_JSON_SCHEMA: dict[str, Any] = {
     "anyOf": [
@@ -218,7 +221,10 @@ def _temporal_plan(type_name: str, options: Mapping[str, Any]) -> ItemPlan:
     high = parse_temporal(type_name, "max", options["max"], kind) if "max" in options else None
     check_bounds_order(type_name, "min", low, "max", high)
     description = _TEMPORAL_DESCRIPTIONS[type_name]
+    schema = _TEMPORAL_SCHEMAS.get(type_name)
     if low is None and high is None:
+        if schema is not None:
+            return ItemPlan(item=Annotated[kind, WithJsonSchema(schema)], description=description, schema=schema)
         return ItemPlan(item=kind, description=description)
     show = iso_duration if kind is dt.timedelta else (lambda value: value.isoformat())
     limits = [f"minimum {show(low)}"] if low is not None else []
@@ -236,9 +242,11 @@ def _temporal_plan(type_name: str, options: Mapping[str, Any]) -> ItemPlan:
             raise ValueError(too_high.format(show(high)))
         return value
 
-    return ItemPlan(
-        item=Annotated[kind, AfterValidator(within)], description=f"{description}, {', '.join(limits)}"
-    )
+    described = f"{description}, {', '.join(limits)}"
+    if schema is not None:
+        return ItemPlan(item=Annotated[kind, AfterValidator(within), WithJsonSchema(schema)], description=described,
+                        schema=schema)  # fmt: skip
+    return ItemPlan(item=Annotated[kind, AfterValidator(within)], description=described)
 
 
 def _reject_null(value: Any) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import ToolDefinition
 
-from .spec import pattern_matcher
+from .spec import TEMPORAL_PATTERNS, pattern_matcher
 
 __all__ = ["SampleModel", "sample", "text_matching"]
 
@@ -44,6 +44,10 @@ _FORMATS: Mapping[str, str] = {
     "ipvanynetwork": "192.0.2.0/24",
     "hostname": "example.com",
 }
+
+
+#: struckdown's own `time` / `datetime` patterns (no `format`, see spec.TEMPORAL_PATTERNS): their samples
+_PATTERN_FORMATS = {TEMPORAL_PATTERNS["time"]: "time", TEMPORAL_PATTERNS["datetime"]: "date-time"}
 
 
 def _parses(kind: str) -> Callable[[str], object]:
@@ -171,7 +175,7 @@ def _number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
 def _string(schema: Mapping[str, Any]) -> str:
     low = schema.get("minLength")
     high = schema.get("maxLength")
-    fmt = str(schema.get("format", ""))
+    fmt = str(schema.get("format", "")) or _PATTERN_FORMATS.get(str(schema.get("pattern", "")), "")
     if fmt in ("date", "date-time", "time", "duration"):
         return _bounded_format(fmt, str(schema.get("description", "")))
     if fmt in _FORMATS:

@@ -20,6 +20,16 @@ __all__ = ["OPTION_NAMES", "OutputSpec", "TextRules", "TypeBuildError", "TypeReq
 #: the parser, the builders and the docs agree on the vocabulary.
 OPTION_NAMES: frozenset[str] = frozenset({"min", "max", "min_length", "max_length", "pattern"})
 
+_CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?"
+#: `time` and `datetime` are sent with a pattern, not `format: time|date-time`: a constrained
+#: decoder (llama.cpp's grammar) makes those formats require an offset, so "3:30 PM" came back as
+#: 20:30:00+00:00 (issue 40 item 20). The offset stays optional, as the descriptions say.
+TEMPORAL_PATTERNS: dict[str, str] = {
+    "time": f"^{_CLOCK}$",
+    "datetime": f"^[1-9][0-9]{{3}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]{_CLOCK}$",
+}
+
+
 
 class TypeBuildError(ValueError):
     """A slot's type, options or quantifier cannot be turned into an output model.

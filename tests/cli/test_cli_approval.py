@@ -148,7 +148,7 @@ def test_sd_resume_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 def test_sd_batch_approve_all_or_none(tmp_path: Path) -> None:
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(json.dumps({"customer_id": f"C-{i}", "message": "order 5531 broke"}) + "\n" for i in range(2)))
-    replies = {}
+    replies, notes = {}, {}
     for flag in (None, "all"):
         out = tmp_path / f"out-{flag}.jsonl"
         args = ["batch", TEMPLATE, rows, "-o", out, "--tools", EXAMPLES / "refund_tools.py", "--model",
@@ -156,7 +156,14 @@ def test_sd_batch_approve_all_or_none(tmp_path: Path) -> None:
         result = sd(*args)
         assert result.exit_code == 0, result.output
         replies[flag] = [json.loads(line)["reply"] for line in out.read_text().splitlines()]
+        notes[flag] = [line for line in result.stderr.splitlines() if line.startswith("note:")]
     assert replies == {None: ["Order 5531: The user denied this call."] * 2, "all": [ALLOWED] * 2}
+    # issue 40 item 5: the default denies, and says so with the count
+    assert notes == {
+        None: ["note: 2 tool calls that need approval were denied in 2 rows "
+               "(--approve none is the default; --approve all allows them)"],
+        "all": [],
+    }
 
 
 def test_sd_explain_shows_which_calls_wait_for_a_decision() -> None:

@@ -117,7 +117,7 @@ def test_failed_rows_carry_the_error_and_exit_1(tmp_path: Path, template: Path, 
         back = list(csv.DictReader(handle))
     assert [r["_error"] for r in back] == ["", "slot 'answer': ValueError: row one is cursed", ""]
     assert [r["answer"] for r in back] == ["answer 0", "", "answer 2"]
-    assert "row 1: slot 'answer': ValueError: row one is cursed" in result.stderr
+    assert "row 2: slot 'answer': ValueError: row one is cursed" in result.stderr
     assert "batch: 3 rows → " in result.stderr and "2 ok, 1 failed" in result.stderr
     journal = read_jsonl(tmp_path / "out.journal.jsonl")  # kept: --resume retries the failed row
     assert sorted((e["index"], e["ok"]) for e in journal) == [(0, True), (1, False), (2, True)]

@@ -88,7 +88,7 @@ def test_batch_max_cost_records_rows_not_run_and_resume_runs_them(tmp_path: Path
     out = tmp_path / "out.jsonl"
     first = sd("batch", template, rows, "-o", out, "-j", "1", "--prices", prices, "--max-cost", "0.002", "--no-cache")
     assert first.exit_code == 1
-    assert "2 ok, 2 not run (budget spent; --resume runs them)" in first.stderr and "$0.0024" in first.stderr
+    assert "2 ok, 2 not run: budget spent (--resume runs them)" in first.stderr and "$0.0024" in first.stderr
     journal = [json.loads(line) for line in (tmp_path / "out.journal.jsonl").read_text().splitlines()]
     assert sorted((e["index"], e["ok"], e.get("not_run", False)) for e in journal) == [
         (0, True, False), (1, True, False), (2, False, True), (3, False, True),
@@ -105,3 +105,29 @@ def test_bad_prices_file_is_a_clear_error(tmp_path: Path, use_model: Any) -> Non
     result = sd("run", write(tmp_path / "t.sd", "A [[a]]"), "--prices", prices)
     assert result.exit_code == 2
     assert "--prices: prices['m1'] needs both 'input' and 'output'" in result.stderr
+
+
+def test_batch_max_cost_summary_names_rows_not_run_one_way_and_counts_agree(tmp_path: Path, use_model: Any) -> None:
+    """Issue 40 item 3: ten rows, a budget for two. No "failed" line for rows that never
+    started, no "… and 3 more" with nothing before it; the resume note says the same."""
+    use_model(model(lambda text, info: text.split()[-1]))
+    rows = write(tmp_path / "rows.jsonl", "".join(json.dumps({"n": i}) + "\n" for i in range(10)))
+    prices = write(tmp_path / "prices.yaml", "m1: {input: 1, output: 1}\n")
+    template = write(tmp_path / "t.sd", "Q {{ n }} [[a]]")
+    out = tmp_path / "out.jsonl"
+    flags = ("-j", "1", "--prices", prices, "--max-cost", "0.002", "--no-cache")
+    first = sd("batch", template, rows, "-o", out, *flags)
+    assert first.exit_code == 1
+    lines = first.stderr.splitlines()
+    assert "failed" not in first.stderr and "more" not in first.stderr
+    assert lines[-2].startswith("batch: 10/10 rows, 8 not run: budget spent, ")
+    assert lines[-1].startswith(
+        f"batch: 10 rows → {out}: 2 ok, 8 not run: budget spent (--resume runs them) · 2 requests · 2,400 tokens · $0.0024 · "
+    )
+    again = sd("batch", template, rows, "-o", out, *flags, "--resume")
+    assert again.exit_code == 1
+    assert again.stderr.splitlines()[0] == (
+        f"resuming {tmp_path / 'out.journal.jsonl'}: 2 of 10 rows done; 8 rows not run: budget spent (run now)"
+    )
+    assert "failed" not in again.stderr
+    assert "4 ok, 6 not run: budget spent (--resume runs them) (2 done earlier, from the journal)" in again.stderr

@@ -74,7 +74,7 @@ def test_run_max_tokens_caps_every_request_and_a_cut_answer_is_flagged(tmp_path:
                 "--max-tokens", "5")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert seen == [5, 9]  # the slot's own max_tokens= wins
-    assert "a: cut off at the output token limit (raise max_tokens= or --max-tokens)" in result.output.splitlines()
+    assert "a: cut off at its limit (raise max_tokens= or --max-tokens; max_seconds= or --max-seconds)" in result.output.splitlines()
 
 
 def test_the_default_cap_reaches_the_model_from_the_cli(tmp_path: Path, use_model: Any) -> None:

@@ -61,7 +61,7 @@ def test_empty_choices_is_a_model_error_through_the_api(empty_server: str) -> No
         complete("Say hi [[greeting]]", {})
     error = caught.value
     assert isinstance(error, StruckdownError) and not isinstance(error, IndexError)
-    assert error.model == f"'default' at {empty_server}"  # its name and where it runs
+    assert error.model == f"served at {empty_server}"  # where it runs (LLM_API_BASE names no model: issue 40 item 19)
     assert "the provider sent no answer: the response holds no choices" in str(error)
     assert "empty `choices` list" in error.hint
     assert isinstance(error.__cause__, IndexError)
@@ -147,7 +147,7 @@ def test_an_html_or_empty_body_while_streaming_says_what_the_server_sent(
     last = result.stderr.strip().splitlines()[-1]
     base = f"http://{last.split('http://')[1].split('/v1')[0]}/v1"
     assert last == (
-        f"error: slot 'greeting': ModelError: model 'default' at {base}: the endpoint sent no completion (HTTP 200): "
+        f"error: slot 'greeting': ModelError: model served at {base}: the endpoint sent no completion (HTTP 200): "
         f"{said}. {WRONG_BODY_HINT}"
     )
     assert odd_server["requests"] == 1  # a wrong body is not retried

@@ -144,7 +144,7 @@ def test_batch_failure_lines_and_jsonl_stdout_are_inert(tmp_path: Path, use_mode
     assert_inert(result.stderr)
     first = json.loads(result.stdout.splitlines()[0])
     assert first == {"n": 0, "answer": PAYLOAD}
-    assert any(line.startswith("row 1: ") and SHOWN in line for line in result.stderr.splitlines())
+    assert any(line.startswith("row 2: ") and SHOWN in line for line in result.stderr.splitlines())
 
 
 def test_lone_surrogates_are_shown_not_crashed_on(template: Path, use_model: Any) -> None:

@@ -86,3 +86,50 @@ def test_ctrl_c_ends_a_run_busy_rendering_a_heavy_template(tmp_path: Path) -> No
             process.kill()
     assert process.returncode == 130
     assert err.splitlines()[-1] == "interrupted" and "Traceback" not in err
+
+
+# Issue 40 item 18: slot a answers, slot b never does (a long answer on a slow model); the model
+# writes `waiting` into the FIFO once b's request is under way.
+SLOW_SECOND = '''
+import asyncio
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.usage import RequestUsage
+from pydantic_ai.models.function import FunctionModel
+
+async def reply(messages, info):
+    if len(messages) > 1:  # slot b: tell the test, then never answer
+        with open({gate!r}, "w") as gate:
+            gate.write("waiting")
+        await asyncio.Event().wait()
+    return ModelResponse(parts=[TextPart("first answer")], usage=RequestUsage(input_tokens=7, output_tokens=2))
+
+def factory():
+    return FunctionModel(reply, model_name="slow")
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_still_writes_o_with_the_answers_and_usage_so_far(tmp_path: Path, signum: int) -> None:
+    import json
+
+    waiting = fifo(tmp_path / "waiting")
+    (tmp_path / "slow_model.py").write_text(textwrap.dedent(SLOW_SECOND.format(gate=str(waiting))))
+    (tmp_path / "t.sd").write_text("First [[a]]\n\nSecond [[b]]\n")
+    out = tmp_path / "out.json"
+    command = [sys.executable, "-m", "struckdown.cli", "run", "t.sd", "--model", "slow_model:factory", "--no-stream",
+               "--no-cache", "-o", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for_gate(waiting, process) == "waiting"
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=60)  # only a guard against hanging the suite
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert err.splitlines()[-1] == "interrupted" and "Traceback" not in err
+    record = json.loads(out.read_text())
+    assert record["answers"] == {"a": "first answer"}
+    assert record["interrupted"] is True and record["error"] == "interrupted"
+    assert record["usage"]["requests"] == 1 and record["usage"]["input_tokens"] == 7

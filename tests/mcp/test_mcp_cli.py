@@ -66,3 +66,14 @@ def test_bad_servers_and_unknown_names_are_input_errors(tmp_path: Path, notes: H
     assert "t.sd:1:17: slot 'a' asks for MCP server 'files', which this run does not have" in result.stderr
     assert "hint: this run's MCP servers: notes" in result.stderr
     assert notes.record.sessions == 0
+
+
+def test_sd_check_mcp_checks_tool_names_against_the_servers_tools(tmp_path: Path, notes: HttpServer) -> None:
+    """Issue 40 item 4: `sd check --mcp` lists the servers' tools and checks every name."""
+    template = tmp_path / "t.sd"
+    template.write_text('Q [[a|use_tools=true, budget="notes_lokup=1"]]\nR [[b|use_tools=true, approve=notes_lookup]]\n')
+    result = sd("check", template, "--mcp", f"notes={notes.url}")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == f"{template}:1:30: error: budget= names 'notes_lokup', which is not a tool of this run"
+    assert "hint: did you mean 'notes_lookup'? the run's tools: notes_erase, notes_fail, notes_hang, notes_lookup, notes_remember" in result.stdout
+    assert result.stderr == "1 error, 0 warnings in 1 template\n"

@@ -237,7 +237,7 @@ def test_search_through_an_injected_backend() -> None:
 
 def test_builtin_search_is_opt_in_and_uses_ddgs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("STRUCKDOWN_ALLOW_SEARCH", raising=False)
-    with pytest.raises(sd.TemplateRuntimeError, match="STRUCKDOWN_ALLOW_SEARCH=1"):
+    with pytest.raises(sd.TemplateSyntaxError, match="STRUCKDOWN_ALLOW_SEARCH=1"):
         sd.complete("[[@search|apples]]")
     calls: list[Any] = []
 

@@ -32,8 +32,27 @@ def page_server() -> Iterator[str]:
 
 def test_fetch_is_off_unless_allowed(page_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("STRUCKDOWN_ALLOW_FETCH", raising=False)
-    with pytest.raises(sd.TemplateRuntimeError, match="STRUCKDOWN_ALLOW_FETCH=1"):
+    with pytest.raises(sd.TemplateSyntaxError, match="STRUCKDOWN_ALLOW_FETCH=1"):
         sd.complete(f'[[@fetch:page|url="{page_server}"]]')
+
+
+def test_a_disabled_fetch_is_refused_at_its_position_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40 item 21: not when the run reaches it, after the slot before it was paid for."""
+    monkeypatch.delenv("STRUCKDOWN_ALLOW_FETCH", raising=False)
+    script = Script(lambda c: "https://example.org")
+    with pytest.raises(sd.TemplateSyntaxError) as info:
+        sd.complete("Which page? [[url]]\n\nRead [[@fetch:page|url]] then [[a]]", model=script.model())
+    assert script.calls == []
+    assert str(info.value) == (
+        "line 3:6: @fetch is disabled: it reaches web pages, which the host has not allowed\n"
+        "    Read [[@fetch:page|url]] then [[a]]\n"
+        "         ^\n"
+        "hint: set STRUCKDOWN_ALLOW_FETCH=1 in the environment to allow it (see docs/security.md)"
+    )
+    env = sd.Environment()  # the host's own @fetch is the host's business
+    env.register_action("fetch", lambda url: f"page of {url}")
+    result = env.complete("Which page? [[url]]\n\nRead [[@fetch:page|url]]", model=script.model())
+    assert result["page"] == "page of https://example.org"
 
 
 def test_fetch_returns_text(page_server: str, monkeypatch: pytest.MonkeyPatch) -> None:

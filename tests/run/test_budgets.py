@@ -138,8 +138,14 @@ def test_budget_option_errors() -> None:
     with pytest.raises(sd.TemplateSyntaxError, match="whole number"):
         sd.parse('Q [[a|use_tools=true, budget="search=-1"]]')
     script = Script(searching(1))
-    with pytest.raises(sd.TemplateRuntimeError, match=r"budget= names 'serch', which is not a tool of this run \(tools: search\)"):
+    with pytest.raises(sd.TemplateSyntaxError) as typo:
         sd.complete('Q [[a|use_tools=true, budget="serch=1"]]', model=script.model(), tools=[make_search([])])
+    assert str(typo.value) == (
+        "line 1:30: budget= names 'serch', which is not a tool of this run\n"
+        '    Q [[a|use_tools=true, budget="serch=1"]]\n'
+        "                                 ^\n"
+        "hint: did you mean 'search'? the run's tools: search"
+    )
     assert script.calls == []  # before any model call
     with pytest.raises(sd.ConfigurationError, match="tool_limits="):
         sd.complete("Q [[a]]", model=script.model(), tool_limits={"search": -1})

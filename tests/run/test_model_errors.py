@@ -343,3 +343,45 @@ def test_retries_reach_a_model_built_from_a_provider_string_as_run_settings(
         sd.complete("Q [[a]]", model="openai-chat:fake-model")
     assert info.value.status == 503
     assert len(server.requests) == attempts
+
+
+# -- issue 40 items 8 and 19: errors that say the request cannot be served ------------------
+
+LLAMA_NO_IMAGES = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+
+
+@pytest.mark.parametrize("status", [500, 400])
+def test_a_model_that_cannot_take_images_is_told_at_once_never_retried(server: FakeServer, status: int) -> None:
+    """llama.cpp answers a model without vision with HTTP 500, a provider with a 4xx: either
+    way one request, no retry, a hint about images, and the model named by its real name."""
+    server.play(Reply(status, error(LLAMA_NO_IMAGES, type_="server_error" if status == 500 else "invalid_request_error")))
+    model = openai_compatible("default", server.base_url, None)  # LLM_API_BASE without a name
+    with pytest.raises(BadRequestError) as info:
+        sd.complete("Describe [[a]]", model=model, retry_base_delay=0, retry_max_delay=0)
+    assert len(server.requests) == 1
+    error_ = info.value
+    assert error_.status == status and error_.what == "the model cannot take images"
+    assert str(error_).startswith(f"model served at {server.base_url}: the model cannot take images (HTTP {status}): ")
+    assert error_.hint.startswith("the model cannot take images: give the slot a model with vision")
+    assert "try again later" not in str(error_)
+
+
+def test_a_5xx_that_says_the_request_is_not_supported_is_permanent(server: FakeServer) -> None:
+    server.play(Reply(200, completion("hi")), Reply(500, error("the 'logprobs' option is not supported", type_="server_error")))
+    model = openai_compatible("default", server.base_url, None)
+    assert sd.complete("Hi [[a]]", model=model)["a"] == "hi"  # the server said its name: 'fake'
+    with pytest.raises(BadRequestError) as info:
+        sd.complete("Again [[a]]", model=model, retry_base_delay=0, retry_max_delay=0)
+    assert len(server.requests) == 2  # one each: the second is never retried
+    assert str(info.value) == (
+        f"model 'fake' at {server.base_url}: the model cannot serve this request (HTTP 500): "
+        "the 'logprobs' option is not supported [server_error]. Hint: retrying will not help: check the slot's "
+        "inputs and settings (temperature=, max_tokens=, …) or use another model (model=, --model, fallback=)"
+    )
+
+
+def test_a_plain_5xx_is_still_temporary(server: FakeServer) -> None:
+    server.play(Reply(500, error("boom", type_="server_error")), Reply(200, completion("fine")))
+    result = sd.complete("Hi [[a]]", model=openai_compatible("fake", server.base_url, None), retry_base_delay=0,
+                         retry_max_delay=0)  # fmt: skip
+    assert result["a"] == "fine" and len(server.requests) == 2

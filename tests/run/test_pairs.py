@@ -150,6 +150,7 @@ RECIPES: dict[str, Recipe] = {
         check=lambda r, ctx: r.usage.requests <= 40,
     ),
     "tool_timeout": Recipe(options=lambda ctx: {"tool_timeout": 30.0}),
+    "max_seconds": Recipe(options=lambda ctx: {"max_seconds": 600.0}, check=lambda r, ctx: not any(s.truncated for s in r.results.values())),
     "tool results": Recipe(text="Read the note. [[read_note|use_tools=true]]\n", tools=_note,
                            options=lambda ctx: {"max_tool_result": 6}, check=_note_cut),
     "concurrency": Recipe(options=lambda ctx: {"max_requests": 2}, check=lambda r, ctx: ctx.script.peak <= 2),

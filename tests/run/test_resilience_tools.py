@@ -76,8 +76,8 @@ def test_an_unknown_tool_name_is_an_error_before_any_model_call() -> None:
     with pytest.raises(sd.TemplateSyntaxError) as info:
         sd.complete("First [[x]]\nCat? [[a|use_tools=true, tool_choice=lookpu]]", model=script.model(), tools=[lookup])
     error = info.value
-    assert (error.line, error.column) == (2, 26)
-    assert error.message == "tool_choice=lookpu names no tool of this run"
+    assert (error.line, error.column) == (2, 38)  # at the value, as budget= and approve= (issue 40 item 4)
+    assert error.message == "tool_choice= names 'lookpu', which is not a tool of this run"
     assert error.hint is not None and "did you mean 'lookup'?" in error.hint
     assert script.calls == []
 

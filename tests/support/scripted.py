@@ -311,8 +311,11 @@ def value_for(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any
     if kind == "number":
         return max(float(schema.get("minimum", 0)), 1.5)
     if kind == "string":
-        return {"date": "2025-03-03", "date-time": "2025-03-03T10:00:00Z", "time": "10:30:00",
-                "duration": "PT1H30M"}.get(schema.get("format", ""), "text")
+        if schema.get("pattern", "").startswith("^[1-9][0-9]{3}-"):  # datetime (a pattern, not a format)
+            return "2025-03-03T10:00:00Z"
+        if schema.get("pattern", "").startswith("^([01][0-9]|2[0-3]):"):  # time
+            return "10:30:00"
+        return {"date": "2025-03-03", "duration": "PT1H30M"}.get(schema.get("format", ""), "text")
     if kind == "array":
         count = max(schema.get("minItems", 1), 1)
         return [value_for(schema.get("items", {}), defs) for _ in range(count)]

@@ -16,6 +16,13 @@ from struckdown.codec import iso_duration
 from struckdown.types.spec import TextRules
 from types_support import NON_NULL_JSON, nullable, rejects, spec_of, value, value_json
 
+#: issue 40 item 20: a pattern whose offset is optional, never `format: time|date-time`
+CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?"
+TIME_PATTERN = f"^{CLOCK}$"
+LIST_ANY = ("A JSON array of any number of items: each item is one separate element of the list, "
+            "never the whole list in one item, never a number or placeholder")
+DATETIME_PATTERN = f"^[1-9][0-9]{{3}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]{CLOCK}$"
+
 
 # ---------------------------------------------------------------- schemas
 
@@ -74,14 +81,14 @@ SINGLE_SCHEMAS: list[tuple[TypeRequest, str, dict[str, Any]]] = [
         TypeRequest("datetime"),
         "DatetimeAnswer",
         nullable(
-            {"type": "string", "format": "date-time"},
+            {"type": "string", "pattern": DATETIME_PATTERN},
             "ISO 8601 date and time (YYYY-MM-DDTHH:MM:SS, optional UTC offset)",
         ),
     ),
     (
         TypeRequest("time"),
         "TimeAnswer",
-        nullable({"type": "string", "format": "time"}, "ISO 8601 time (HH:MM:SS)"),
+        nullable({"type": "string", "pattern": TIME_PATTERN}, "ISO 8601 time (HH:MM:SS)"),
     ),
     (
         TypeRequest("duration", options={"min": "PT30M", "max": "P1DT2H"}),
@@ -295,13 +302,13 @@ def test_extra_keys_are_rejected() -> None:
 @pytest.mark.parametrize(
     ("quantifier", "required", "bounds"),
     [
-        ((0, None), False, {}),
-        ((1, None), False, {"minItems": 1}),
-        ((0, 1), False, {"maxItems": 1}),
-        ((3, 3), False, {"minItems": 3, "maxItems": 3}),
-        ((2, 5), False, {"minItems": 2, "maxItems": 5}),
-        ((0, None), True, {"minItems": 1}),  # ! on a list: at least one item
-        ((0, 1), True, {"minItems": 1, "maxItems": 1}),
+        ((0, None), False, {"count": "any number of items"}),
+        ((1, None), False, {"minItems": 1, "count": "at least 1 item"}),
+        ((0, 1), False, {"maxItems": 1, "count": "at most 1 item"}),
+        ((3, 3), False, {"minItems": 3, "maxItems": 3, "count": "exactly 3 items"}),
+        ((2, 5), False, {"minItems": 2, "maxItems": 5, "count": "2 to 5 items"}),
+        ((0, None), True, {"minItems": 1, "count": "at least 1 item"}),  # ! on a list: at least one item
+        ((0, 1), True, {"minItems": 1, "maxItems": 1, "count": "exactly 1 item"}),
     ],
 )
 def test_quantifier_bounds(
@@ -310,9 +317,13 @@ def test_quantifier_bounds(
     spec = spec_of("date", quantifier=quantifier, required=required)
     assert spec.output_type.__name__ == "DateListAnswer"
     assert not spec.is_text
+    count = bounds.pop("count")
     assert spec.answer_schema == {
         "type": "array",
         "items": {"type": "string", "format": "date", "description": "ISO 8601 date (YYYY-MM-DD)"},
+        # issue 40 item 23: one element per item, said in the schema a small model reads
+        "description": f"A JSON array of {count}: each item is one separate element of the list, "
+        "never the whole list in one item, never a number or placeholder",
         **bounds,
     }
 
@@ -332,12 +343,14 @@ def test_quantified_pick_json_score_and_text() -> None:
     assert pick.answer_schema == {
         "type": "array",
         "items": {"enum": ["a", "b"], "type": "string", "description": "One of the given choices"},
+        "description": LIST_ANY,
     }
     assert value(pick, ["b", "a", "b"]) == ["b", "a", "b"]
     json_list = spec_of("json", quantifier=(0, None))
     assert json_list.answer_schema == {
         "type": "array",
         "items": {**NON_NULL_JSON, "description": "Any JSON value"},
+        "description": LIST_ANY,
     }
     rejects(json_list, [1, None])
     halts = spec_of("score", "no", "yes", quantifier=(1, None))
@@ -354,6 +367,7 @@ def test_quantified_pick_json_score_and_text() -> None:
             "description": "Text copied verbatim from the input",
         },
         "minItems": 1,
+        "description": LIST_ANY.replace("any number of items", "at least 1 item"),
     }
     assert value(text, ["a quote"]) == ["a quote"]
     rejects(text, [""])
@@ -434,3 +448,23 @@ def test_int_bounds_property(low: int, span: int, candidate: int) -> None:
 def test_iso_duration_round_trips_through_pydantic(delta: dt.timedelta) -> None:
     spec = spec_of("duration", required=True)
     assert value(spec, iso_duration(delta)) == delta
+
+
+def test_time_and_datetime_patterns_take_naive_values_and_offsets_alike() -> None:
+    """Issue 40 item 20: what the schema lets a constrained decoder write is what the type
+    takes: a naive time stays naive."""
+    import re
+
+    for text in ("15:30", "15:30:00", "15:30:00.25", "15:30:00Z", "15:30:00+02:00", "09:05-0130"):
+        assert re.fullmatch(TIME_PATTERN, text), text
+    for text in ("3:30 PM", "25:00", "15:3"):
+        assert not re.fullmatch(TIME_PATTERN, text), text
+    for text in ("2024-05-01T15:30", "2024-05-01 15:30:00", "2024-05-01T15:30:00+00:00"):
+        assert re.fullmatch(DATETIME_PATTERN, text), text
+    time_spec = build_output(TypeRequest("time", required=True))
+    assert value(time_spec, "15:30") == dt.time(15, 30)  # no offset added
+    assert value(time_spec, "15:30:00Z").tzinfo is not None
+    when = value(build_output(TypeRequest("datetime", required=True)), "2024-05-01T15:30")
+    assert when == dt.datetime(2024, 5, 1, 15, 30) and when.tzinfo is None
+    bounded = build_output(TypeRequest("time", options={"min": "09:00"}, required=True))
+    assert bounded.output_type.model_json_schema()["properties"]["response"]["pattern"] == TIME_PATTERN

@@ -84,6 +84,8 @@ def test_registered_factory_type() -> None:
         "items": {"type": "integer", "multipleOf": 2, "minimum": 4, "description": "An even number"},
         "minItems": 1,
         "maxItems": 3,
+        "description": "A JSON array of 1 to 3 items: each item is one separate element of the list, "
+        "never the whole list in one item, never a number or placeholder",
     }
     assert value(spec, [4, 8]) == [4, 8]
     rejects(spec, [5])
