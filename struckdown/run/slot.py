@@ -35,6 +35,7 @@ from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from .budgets import slot_budget
 from .ledger import CURRENT_METER
+from .prompt_cache import with_cache_settings
 from .resilience import SlotAttempts, is_truncated, slot_error
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 from .wrappers import model_stack
@@ -67,6 +68,7 @@ class SlotEnv:
     tracing: Any = None  # struckdown spans (observe.py), or None
     resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
     resolve_fallback: Callable[[Any], Any] = lambda model: model  # a fallback model (or its name) → a Model
+    prompt_cache: Any = None  # run/prompt_cache.PromptCachePlan: what requests ask the provider to cache
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,8 @@ def _usage(run_usage: Any, hits: int = 0, meter: Any = None) -> Usage:
         tool_calls=run_usage.tool_calls,
         input_tokens=run_usage.input_tokens or 0,
         output_tokens=run_usage.output_tokens or 0,
+        cache_read_tokens=run_usage.cache_read_tokens or 0,
+        cache_write_tokens=run_usage.cache_write_tokens or 0,
     )
 
 
@@ -234,13 +238,22 @@ async def run_model_slot(
     paused_before = None  # what the paused run spent (its usage object grows during this run)
     if gate is not None and gate.resumed is not None:
         spent = gate.resumed.usage
-        paused_before = (spent.requests, spent.input_tokens or 0, spent.output_tokens or 0)
+        paused_before = (
+            spent.requests, spent.input_tokens or 0, spent.output_tokens or 0,
+            spent.cache_read_tokens or 0, spent.cache_write_tokens or 0,
+        )
     token = CURRENT_WRAP.set(wrap)
     meter_token = CURRENT_METER.set(meter)
     try:
         while True:  # one attempt per model: the slot's own, then its fallbacks (SPEC §14)
             defaults = slot_run_defaults(model, env.environment, plan.slot.type_name, env.settings, resolved.settings)
-            settings = attempts.model_settings(model_settings(env.settings, resolved.settings, defaults), env.settings, family)
+            merged = model_settings(env.settings, resolved.settings, defaults)
+            if env.prompt_cache is not None:  # SPEC §24: the provider caches what later requests resend
+                merged = with_cache_settings(merged, env.prompt_cache.settings(
+                    model, key, instructions=bool(instructions), tools=use_tools,
+                    asked=resolved.control.get("prompt_cache"),
+                ))
+            settings = attempts.model_settings(merged, env.settings, family)
             cached = env.cache is not None and not use_tools  # agent slots are never served from the cache
             cache_run = _cache_run(env.cache, model, spec) if cached else None
             served_by = model_stack(caches, model, cached=cached)  # run/wrappers: the order, written once
@@ -308,6 +321,8 @@ async def run_model_slot(
             requests=usage.requests + paused_before[0],
             input_tokens=usage.input_tokens + paused_before[1],
             output_tokens=usage.output_tokens + paused_before[2],
+            cache_read_tokens=usage.cache_read_tokens + paused_before[3],
+            cache_write_tokens=usage.cache_write_tokens + paused_before[4],
         )
     return SlotResult(
         key=key,
