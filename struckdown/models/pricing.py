@@ -165,6 +165,15 @@ class Pricing:
                 return price
         return None
 
+    def of_usage(self, usage: Any, name: str, provider: str | None = None) -> float | None:
+        """USD for a `RequestUsage` of the model `name` (of `provider`), or None when unknown:
+        what `sd explain --cache` prices a predicted batch with."""
+        providers = [provider] if provider else []
+        rates = self._from_table([name], providers)
+        if rates is not None:
+            return float(rates.cost(usage))
+        return self._catalogue(usage, name, providers, None, None)
+
     def knows(self, model: Any) -> bool:
         """Whether a response of `model` can be priced (checked before a run with `max_cost`)."""
         names = _names(getattr(model, "model_name", None))

@@ -163,7 +163,7 @@ def test_every_option_travels_to_dask_workers_or_is_refused_by_name(name: str) -
         "mcp": "https://127.0.0.1:1/mcp", "approve": True, "run_limits": UsageLimits(request_limit=3),
         "max_cost": 1.0, "prices": {"test": {"input": 1, "output": 1}}, "tool_limits": {"t": 1}, "instrument": False,
         "image_max_side": 512, "max_images": 3, "retries": 2, "retry_base_delay": 0.5, "retry_max_delay": 2.0,
-        "fallback": ["test"], "on_truncate": "error", "on_retry": print,
+        "fallback": ["test"], "on_truncate": "error", "on_retry": print, "prompt_cache": False,
     }
     assert set(samples) == set(OPTIONS)
     if OPTIONS[name].ships == "no":
