@@ -15,7 +15,9 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 
-from . import batch, conversation, guards, memory, overhead, parse, provider_batch, scale, startup, tools
+from . import (
+    batch, conversation, evals, guards, html_text, memory, overhead, parse, provider_batch, scale, startup, tools,
+)
 from .common import RESULTS_PATH, Row, markdown_table, print_table, write_json
 
 CASES: dict[str, tuple[str, Callable[[bool], Awaitable[list[Row]]]]] = {
@@ -29,6 +31,8 @@ CASES: dict[str, tuple[str, Callable[[bool], Awaitable[list[Row]]]]] = {
     "h": ("scale: sd batch memory, rows/s, --workers, first token", scale.run),
     "l": ("long conversation", conversation.run),
     "p": ("provider batch", provider_batch.run),
+    "v": ("eval: sd.evaluate vs the same rows as a batch", evals.run),
+    "w": ("html_to_text on hostile pages", html_text.run),
 }
 
 

@@ -74,6 +74,8 @@ _EXPORTS = {
     "OnHalt": "run_options",
     "LLMCredentials": "models",
     "make_search": "actions.search",
+    "evaluate": "eval",
+    "EvalReport": "eval",
     "ACTION_LOOKUP": "compat_names",
     "Actions": "compat_names",
     "CostSummary": "compat_names",
@@ -187,6 +189,8 @@ if TYPE_CHECKING:
     from .errors import (
         TemplateSyntaxError as TemplateSyntaxError,
     )
+    from .eval import EvalReport as EvalReport
+    from .eval import evaluate as evaluate
     from .incremental import CheckpointReached as CheckpointReached
     from .incremental import IncrementalEvent as IncrementalEvent
     from .incremental import ProcessingComplete as ProcessingComplete

@@ -12,7 +12,8 @@ that uses the same directory (batch workers, parallel `sd run`s). Each thread
 gets its own connection; writers wait on `busy_timeout` instead of failing.
 Nothing is opened until the first lookup. A failing cache never fails a run:
 errors are logged, counted in `stats()["errors"]`, and treated as misses; a
-stored value that does not decode to a JSON object is a miss too.
+stored value that does not decode to a JSON object (or is nested too deeply to
+decode) is a miss too.
 
 The answer path never waits on a lock: WAL readers do not block on writers, and
 `aput` (what a run calls) and the access-time refresh of a hit go to one
@@ -247,8 +248,8 @@ class ResponseCache:
                     found, value = True, json.loads(row[0])
                     if time.time() - row[1] > _TOUCH_AFTER_S:
                         self._touch_without_waiting(conn, key)
-        except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
-            self._failed("read", exc)
+        except (sqlite3.Error, OSError, ValueError, TypeError, RecursionError) as exc:
+            self._failed("read", exc)  # a value nested past the parser's depth is a miss too
             value = None
         if found and not isinstance(value, dict):
             self._failed("read", ValueError(f"stored value is a {type(value).__name__}, not an object"))

@@ -111,6 +111,28 @@ def _open_for_writing(path: Path, binary: bool) -> Any:
     return open(path, "w", encoding="utf-8", newline="")
 
 
+def check_writable(path: Path) -> None:
+    """Before any paid work: the output `path` can be written where `write_atomically`
+    will write it (a symlink's target, whose folder must exist; a new file's nearest
+    existing folder), else the OutputError the write would end with (issue 39 N17)."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if target.is_dir():
+        raise write_error(path, IsADirectoryError(errno.EISDIR, "it is a directory"))
+    if target.exists():
+        return
+    folder = target.parent
+    if target is not path:
+        if not folder.is_dir():
+            raise OutputError(f"cannot write {path}: it is a symlink to {target}, whose folder does not exist")
+    else:
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent  # write_atomically makes the missing folders
+        if not folder.is_dir():
+            raise OutputError(f"cannot write {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise write_error(path, PermissionError(errno.EACCES, f"{folder} is not writable"))
+
+
 def write_error(path: Path, exc: OSError) -> OutputError:
     """`cannot write PATH: reason`, naming the output the user gave (never a temporary file)."""
     return OutputError(f"cannot write {path}: {exc.strerror or exc}")

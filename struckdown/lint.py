@@ -24,6 +24,12 @@ class Diagnostic:
     source_line: str = ""  # the template line it points at, shown with a caret under the column
 
 
+#: Slots in one conversation (segment) from which `sd check` warns.
+LONG_CONVERSATION = 500
+#: bench case l (docs/performance.md, "Long conversations"): slots, CPU seconds through struckdown.
+MEASURED_CONVERSATION = (200, 1.941)
+
+
 def check_source(
     text: str,
     path: Path,
@@ -51,6 +57,7 @@ def check_source(
     for segment in program.segments:
         linter.guard_placement(segment.nodes)
     linter.slot_options(tools_given)
+    linter.long_conversations()
     return sorted(linter.found, key=lambda d: (d.path, d.line, d.column))
 
 
@@ -144,6 +151,27 @@ class Linter:
         return state
 
     # -- slot options ----------------------------------------------------------------
+    def long_conversations(self) -> None:
+        """A warning at the LONG_CONVERSATION-th slot of one segment: each request carries
+        every turn before it, so the work grows with the square of the slots."""
+        by_segment: dict[int, list[Any]] = {}
+        for slot in self.program.slots():
+            by_segment.setdefault(self.program.segment_of(slot.key), []).append(slot)
+        for members in by_segment.values():
+            if len(members) < LONG_CONVERSATION:
+                continue
+            slot, total = members[LONG_CONVERSATION - 1], len(members)
+            slots, seconds = MEASURED_CONVERSATION
+            self.add(
+                slot.pos,
+                "warning",
+                f"{total:,} slots in one conversation: every request carries all the turns before it, so the work "
+                f"grows with the square of the slots (measured: {seconds:.1f} s of CPU for {slots} slots, so about "
+                f"{seconds * (total / slots) ** 2:.0f} s for {total:,}, before any model time; the prompt tokens, "
+                "and so the cost, grow the same way; see \"Long conversations\" in docs/performance.md)",
+                "split it with <checkpoint>: a segment's requests do not carry the turns of the segments before it",
+            )
+
     def slot_options(self, tools_given: bool) -> None:
         for slot in self.program.slots():
             plan = self.program.plans[slot]

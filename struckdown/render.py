@@ -7,12 +7,13 @@ caches; each Environment owns one.
 
 from __future__ import annotations
 
+import functools
 import json
 import keyword
 import math
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -64,6 +65,26 @@ def _counted(iterable: Any) -> Any:
     for item in iterable:
         _tick()
         yield item
+
+
+_SIZED = (list, tuple, dict, set, frozenset, range)
+
+
+def _counting_filter(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter that counts the items of the collection it is given as steps, so that
+    `range(99999)|join` or `items|sum` inside a loop adds up like the loop would (strings
+    are not counted: their filters are linear in the text and the text is the prompt)."""
+    from jinja2.utils import _PassArg
+
+    at = 0 if _PassArg.from_obj(function) is None else 1  # the context/environment comes first
+
+    @functools.wraps(function)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > at and isinstance(args[at], _SIZED):
+            _tick(len(args[at]))
+        return function(*args, **kwargs)
+
+    return counted
 
 
 def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # noqa: A002 - Jinja's names
@@ -120,6 +141,10 @@ class Sandbox(ImmutableSandboxedEnvironment):
     code_generator_class = _RuntimeOnlyCodeGenerator
     intercepted_binops = frozenset({"*", "**"})
 
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.filters = {name: _counting_filter(f) for name, f in self.filters.items()}
+
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
         tree = super()._parse(source, name, filename)
         for loop in tree.find_all(nodes.For):
@@ -173,7 +198,7 @@ class Renderer:
             undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True, optimized=False,
             finalize=_finalize,
         )
-        self.sandbox.filters["tojson"] = _tojson
+        self.sandbox.filters["tojson"] = _counting_filter(_tojson)
         self.sandbox.filters["_sd_counted"] = _counted
         self.sandbox.globals["lipsum"] = _lipsum
         # Per-instance caches: two environments never share a compiled template.

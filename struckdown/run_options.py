@@ -50,6 +50,7 @@ class RunOptions(TypedDict, total=False):
     deps_type: type[Any] | None
     limits: UsageLimits | None  # the per-slot ceiling
     tool_timeout: float | None  # seconds one tool call may take (the ceiling `tool_timeout=` options lower)
+    max_tool_result: int | None  # characters of one tool result the model reads; longer ones are cut with a note
     max_requests: int | None  # most model requests in flight at once, across the run (or the whole batch)
     on_halt: OnHalt
     settings: Mapping[str, Any] | None  # pydantic_ai ModelSettings for every request
@@ -180,6 +181,7 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
     _O("limits", "budgets", ships="limits", recorded=True, check=_usage_limits("limits")),
     _O("tool_timeout", "tool_timeout", default=60.0, flags=("--tool-timeout",), recorded=True,
        check=_seconds("tool_timeout")),
+    _O("max_tool_result", "tool results", default=100_000, recorded=True, check=_whole("max_tool_result", 1)),
     _O("max_requests", "concurrency", environment=False, flags=("--max-requests",), ships="caller",
        check=_whole("max_requests", 1)),
     _O("on_halt", "guards", default="raise", check=_choice("on_halt", "raise", "return")),

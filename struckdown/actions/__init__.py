@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..syntax.nodes import Action, Option
+from .html_text import html_to_text, prepared_html
 
 Role = Literal["user", "assistant"]
 #: the values of a template's `role=` option on an action (`none`: out of the conversation)
@@ -219,56 +220,19 @@ def page_to_markdown(html: str, extract_content: bool = True) -> str:
         from markdownify import markdownify
     except ImportError:
         return html_to_text(html)
-    soup = BeautifulSoup(html, "html.parser")
+    from .html_text import lxml_etree
+
+    html, note = prepared_html(html)  # capped, long numeric references made U+FFFD
+    if lxml_etree() is None:  # BeautifulSoup's "html.parser" is Python's, quadratic on some pages
+        return html_to_text(html) + note
+    soup = BeautifulSoup(html, "lxml")
     dropped = ["script", "style", "noscript", "template"]
     if extract_content:
         dropped += ["nav", "header", "footer", "aside", "form"]
     for tag in soup(dropped):
         tag.decompose()
-    text: str = markdownify(str(soup), heading_style="ATX", bullets="-")
-    return re.sub(r"\n\s*\n+", "\n\n", text).strip()
-
-
-def html_to_text(html: str) -> str:
-    """Readable text of a page, in one pass (Python's HTMLParser, linear in the page):
-    headings as `#`, list items as `- `, block ends as line breaks; script and style dropped."""
-    from html.parser import HTMLParser
-
-    class _Text(HTMLParser):
-        def __init__(self) -> None:
-            super().__init__(convert_charrefs=True)
-            self.parts: list[str] = []
-            self.hidden = 0  # inside <script>, <style>, <noscript>
-
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            if tag in _HIDDEN:
-                self.hidden += 1
-            elif tag in _HEADINGS:
-                self.parts.append("\n" + "#" * int(tag[1]) + " ")
-            elif tag == "li":
-                self.parts.append("- ")
-            elif tag == "br":
-                self.parts.append("\n")
-
-        def handle_endtag(self, tag: str) -> None:
-            if tag in _HIDDEN:
-                self.hidden = max(0, self.hidden - 1)
-            elif tag in _BLOCKS or tag in _HEADINGS:
-                self.parts.append("\n")
-
-        def handle_data(self, data: str) -> None:
-            if not self.hidden:
-                self.parts.append(data)
-
-    parser = _Text()
-    parser.feed(html)
-    parser.close()
-    return re.sub(r"\n\s*\n+", "\n\n", "".join(parser.parts)).strip()
-
-
-_HIDDEN = frozenset({"script", "style", "noscript"})
-_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-_BLOCKS = frozenset({"p", "div", "li", "tr"})
+    text: str = markdownify(str(soup), heading_style="ATX", bullets="-", bs4_options="lxml")  # never html.parser
+    return re.sub(r"\n\s*\n+", "\n\n", text).strip() + note
 
 
 _FETCH_KEYS = ("url", "raw", "timeout", "max_chars", "playwright")

@@ -82,6 +82,22 @@ SYNC_EVERY_S = 0.2
 MAX_ROWS = 1 << 31
 
 
+def journal_failure(path: Path, exc: OSError, saved: int, total: int) -> str:
+    """The one line `sd batch` ends with when its journal cannot be written (a full disk,
+    a quota, a disk error): which file, why, and what is saved."""
+    import errno
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        name = "ENOSPC" if exc.errno == errno.ENOSPC else "EDQUOT"
+        why, fix = f"the disk is full ({name}: {os.strerror(exc.errno)})", "free some space and "
+    else:
+        why, fix = exc.strerror or str(exc), ""
+    return (
+        f"cannot write the batch journal {path}: {why}; {saved}/{total} rows are saved in it; "
+        f"{fix}run the same command with --resume"
+    )
+
+
 class Journal:
     """Appends entries; each `record` is with the operating system when it returns
     (a background thread fsyncs them soon after) and says where its line starts."""
@@ -130,7 +146,7 @@ class Journal:
         os.fsync(self._handle.fileno())
 
     def close(self) -> None:
-        """Everything written is on disk when this returns."""
+        """Everything written is on disk when this returns (else an OSError)."""
         self._syncer.stop()
         try:
             os.fsync(self._handle.fileno())

@@ -12,9 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..batch.journal import Journal, JournalIndex, JournalLock, JournalReader, content_hash, journal_path
+from ..batch.journal import (
+    Journal,
+    JournalIndex,
+    JournalLock,
+    JournalReader,
+    content_hash,
+    journal_failure,
+    journal_path,
+)
 from ..batch.output import journal_entry, output_row
 from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
+from ..fileio import check_writable
 from . import batch_report, compare, loading
 from .attachments import file_row, files_base, split_columns
 from .batch_rows import Hashes as _Hashes
@@ -106,6 +115,7 @@ def batch_command(request: BatchRequest) -> int:
     program = load_program(request.template, request.include_paths)
     if request.output is not None:
         output_format(request.output)
+        check_writable(request.output)
     elif request.resume:
         raise CliError("--resume needs -o OUTPUT: the journal lives beside the output file")
     if request.provider_batch and (request.engine != "local" or (request.workers or 1) > 1):
@@ -149,7 +159,17 @@ def job_fingerprint(request: BatchRequest, program: Any) -> str:
         job["mcp"] = [*request.mcp, *_config_text(request.mcp_config)]
     if request.approve == "all":  # allowed calls give other answers than denied ones
         job["approve"] = "all"
+    aliases = _alias_targets(program, request.model)
+    if aliases:  # where config aliases lead: an alias pointed somewhere new gives other answers
+        job["aliases"] = aliases
     return content_hash(job)
+
+
+def _alias_targets(program: Any, model: Any) -> list[str]:
+    from ..models import config_origin
+    from .model_notes import model_names
+
+    return [note for name in model_names(program, model) if (note := config_origin(name)) is not None]
 
 
 def _config_text(config: Path | None) -> list[str]:
@@ -246,7 +266,7 @@ class BatchRun:
         finally:
             gc.unfreeze()
             if self.journal is not None:
-                self.journal.close()
+                self.close_journal(failing=sys.exc_info()[1] is not None)
         if request.output is not None and self.journal is not None:
             self.assemble(request.output, self.journal.path)
             if not self.tally.failures and not request.keep_journal:
@@ -314,7 +334,7 @@ class BatchRun:
             try:
                 offset = self.journal.record(entry)
             except OSError as exc:
-                raise CliError(f"cannot write journal {self.journal.path}: {exc}", code=EXIT_ERROR) from None
+                raise CliError(self.journal_failed(exc), code=EXIT_ERROR) from None
             self.index.note(index, offset, entry["ok"])
         self.tally.add(entry)
         if self.tally.rows % GC_EVERY_ROWS == 0:
@@ -424,6 +444,20 @@ class BatchRun:
             "approve": request.approve == "all",
             **request.options,
         }
+
+    def journal_failed(self, exc: OSError) -> str:
+        assert self.journal is not None
+        return journal_failure(self.journal.path, exc, self.done_before + self.journal.recorded, self.total)
+
+    def close_journal(self, *, failing: bool) -> None:
+        """Close the journal; a failure to (a full disk refusing the last flush) is the
+        batch's error, unless the batch is already failing, whose error then speaks."""
+        assert self.journal is not None
+        try:
+            self.journal.close()
+        except OSError as exc:
+            if not failing:
+                raise CliError(self.journal_failed(exc), code=EXIT_ERROR) from None
 
     def interrupted_note(self) -> str:
         done = self.done_before + self.tally.rows

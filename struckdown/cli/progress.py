@@ -24,7 +24,8 @@ def format_duration(seconds: float) -> str:
 class BatchProgress:
     """`advance(ok)` once per finished row; rows already done count from the start."""
 
-    def __init__(self, console: Console, total: int, already_done: int) -> None:
+    def __init__(self, console: Console, total: int, already_done: int, label: str = "batch", unit: str = "rows") -> None:
+        self.label, self.unit = label, unit  # `sd eval`: "eval", "runs"
         self.console = console
         self.total = total
         self.done = already_done
@@ -53,7 +54,7 @@ class BatchProgress:
 
             self._bar = Progress(
                 SpinnerColumn(),
-                TextColumn("[bold]batch"),
+                TextColumn(f"[bold]{self.label}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[failed]}"),
@@ -86,7 +87,7 @@ class BatchProgress:
             failed = f"[red]{self.failed} failed" if self.failed else ""
             extra = ", ".join(self._resilience())
             failed = f"{failed} [yellow]{extra}" if extra else failed
-            self._bar.update(self._task, advance=1, failed=failed, rate=f"{self.rate():.1f} rows/s")
+            self._bar.update(self._task, advance=1, failed=failed, rate=f"{self.rate():.1f} {self.unit}/s")
             return
         now = time.perf_counter()
         if self.done == self.total or now - self._last_line >= PLAIN_EVERY_S:
@@ -95,11 +96,11 @@ class BatchProgress:
     def _plain_line(self) -> None:
         rate = self.rate()
         remaining = self.total - self.done
-        parts = [f"batch: {self.done}/{self.total} rows"]
+        parts = [f"{self.label}: {self.done}/{self.total} {self.unit}"]
         if self.failed:
             parts.append(f"{self.failed} failed")
         parts += self._resilience()
-        parts.append(f"{rate:.1f} rows/s")
+        parts.append(f"{rate:.1f} {self.unit}/s")
         if remaining and rate > 0:
             parts.append(f"ETA {format_duration(remaining / rate)}")
         self.console.file.write(", ".join(parts) + "\n")

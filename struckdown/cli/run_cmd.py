@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..fileio import check_writable
 from . import approval_cmd, loading
 from .costs import RunRecorder, otel
 from .display import RunDisplay, answer_order, make_console, stats_line
@@ -46,6 +47,8 @@ def run_command(request: RunRequest) -> int:
     if stop_at is not None and stop_at not in program.keys:
         known = ", ".join(program.keys) or "none"
         raise CliError(f"--stop-at {stop_at!r} is not a slot of {request.template} (slots: {known})")
+    if request.output is not None:
+        check_writable(request.output)  # before any paid request
     model = loading.resolve_cli_model(request.flags.get("model"))  # via the module: tests patch it
     if program.slots():
         show_config_models(program, model)

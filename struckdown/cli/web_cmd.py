@@ -35,6 +35,11 @@ def edit(
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open a browser.")] = False,
     models: ModelsOpt = None,
     time_limit: TimeOpt = 600.0,
+    tools: Annotated[
+        Optional[list[Path]],
+        typer.Option("--tools", "-t", help="A .py tools file the page may pick (repeatable); no other file runs.",
+                     show_default=False),
+    ] = None,
 ) -> None:
     """Open the playground on a folder: edit, check, run and batch its templates (127.0.0.1 only)."""
     with reporting_errors():
@@ -44,11 +49,15 @@ def edit(
         folder, first = (path.parent, path.name) if path.is_file() else (path, None)
         if not folder.is_dir():
             raise CliError(f"{path} is not a folder")
+        for tool in tools or ():
+            if not tool.is_file() or tool.suffix != ".py":
+                raise CliError(f"tools file {tool} is not a .py file")
         token = secrets.token_urlsafe(18)
         config = WebConfig(
             mode="edit",
             tokens=(token,),
             root=folder.resolve(),
+            tool_files=tuple(dict.fromkeys(tool.resolve() for tool in tools or ())),
             models=_split(models),
             max_body_bytes=20_000_000,
             rate_per_minute=0,

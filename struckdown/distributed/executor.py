@@ -144,6 +144,9 @@ class DaskExecutor:
             threads_per_worker=self.threads_per_worker,
             processes=True,
             silence_logs=logging.ERROR,
+            # Ctrl-C at a terminal reaches the whole process group: the workers ignore it
+            # (each printed a KeyboardInterrupt traceback), and this process stops them in order
+            preload=["struckdown.distributed.quiet_worker"],
             # No dashboard; the scheduler's small HTTP server (health, metrics) gets
             # a free loopback port instead of 8787, which another cluster may hold.
             scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
@@ -482,3 +485,4 @@ def _job(
         "keep_messages": executor.keep_messages,
         "batch": uuid.uuid4().hex,  # keys what a worker keeps for this batch (its MCP sessions, its caps)
     }
+

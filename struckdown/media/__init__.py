@@ -48,6 +48,8 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"fLaC", "audio/flac"),
     (b"ID3", "audio/mpeg"),
 )
+#: Types `sniff` recognises: a file named like one of these must start like one.
+_SNIFFABLE = frozenset(t for _, t in _SIGNATURES) | {"image/webp", "image/heic", "image/avif", "audio/wav"}
 _EXTENSIONS = {  # what `mimetypes` may not know on every platform
     ".md": "text/markdown", ".webp": "image/webp", ".heic": "image/heic", ".heif": "image/heif",
     ".avif": "image/avif", ".m4a": "audio/mp4", ".flac": "audio/flac", ".mkv": "video/x-matroska",
@@ -133,10 +135,21 @@ class Media:
         self.detail = detail if detail is not None else getattr(source, "detail", None)
         self.metadata = bool(metadata or getattr(source, "metadata", False))
         found = media_type or found_type or (sniff(data) if data is not None else None)
-        found = found or guess(self.name) or (guess(_url_path(url)) if url else None)
+        named = guess(self.name) or (guess(_url_path(url)) if url else None)
+        if found is None and named is not None and data is not None and named.lower() in _SNIFFABLE:
+            raise ValueError(
+                f"sd.{what}: {self._label()} is named like {named} but its bytes are not one "
+                f"(they start {data[:8]!r}); pass media_type=… if it really is"
+            )
+        found = found or named
         if found is None:
             raise ValueError(f"sd.{what}: cannot tell what kind of {self._noun()} {self._label()} is; pass media_type=…")
         self.media_type = found.lower()
+        if self.media_type == "image/svg+xml":
+            raise ValueError(
+                f"sd.{what}: {self._label()} is SVG, which is not sent: it is XML that can carry scripts and "
+                "links to other files, and most models do not read it; convert it to PNG first"
+            )
         self._check()
         self._sha: str | None = None
         self._sent: dict[int | None, tuple[bytes, str]] = {}  # image_max_side → the bytes sent
@@ -303,8 +316,7 @@ def _read(source: Any, what: str) -> tuple[bytes | None, str | None, str | None,
         return _data_uri(source, what)
     if isinstance(source, (str, os.PathLike)):
         path = Path(os.fspath(source)).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"sd.{what}: no such file: {path}")
+        _refuse_special(path, what)
         return _nonempty(path.read_bytes(), what), None, path.name, None
     if type(source).__module__.startswith("PIL.") and hasattr(source, "save"):
         import io
@@ -319,6 +331,29 @@ def _read(source: Any, what: str) -> tuple[bytes | None, str | None, str | None,
         name = getattr(source, "name", None)
         return _nonempty(data, what), None, os.path.basename(name) if isinstance(name, str) else None, None
     raise TypeError(f"sd.{what}() takes a path, bytes, a URL or a binary file object, not {type(source).__name__}")
+
+
+#: Folders of devices and kernel files: never read as media, whatever is there.
+_SPECIAL_ROOTS = ("/dev", "/proc", "/sys")
+
+
+def _refuse_special(path: Path, what: str) -> None:
+    """A path must name a regular file, outside /dev, /proc and /sys (checked by the
+    name it resolves to, before anything is opened): `/dev/zero` never ends, and
+    `/proc/self/environ` holds the process's keys."""
+    resolved = os.path.realpath(path)
+    for root in _SPECIAL_ROOTS:
+        if resolved == root or resolved.startswith(root + "/"):
+            raise ValueError(f"sd.{what}: {path} is a device or kernel file ({resolved}), not a file to send")
+    try:
+        mode = os.stat(resolved).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"sd.{what}: no such file: {path}") from None
+    import stat
+
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
+        raise ValueError(f"sd.{what}: {path} is {kind}, not a regular file")
 
 
 def _nonempty(data: bytes, what: str) -> bytes:

@@ -282,7 +282,12 @@ def config_origin(model: str | None, env: Mapping[str, str] | None = None) -> st
     if target is None:
         return None if head is None else f"{head}, from {config.source}"
     if isinstance(target, EndpointAlias):
-        key = "literal api_key" if target.api_key is not None else f"key ${target.api_key_env or 'LLM_API_KEY'}"
+        if target.api_key is not None:
+            key = "literal api_key"
+        elif target.api_key_env or target.sends_llm_api_key(env):
+            key = f"key ${target.api_key_env or 'LLM_API_KEY'}"
+        else:
+            key = "no key"
         where = f"{target.base_url.rstrip('/')} (served name {target.name}, {key})"
     else:
         where = target

@@ -15,7 +15,9 @@ A config file is often someone else's (a cloned repository), so it cannot take
 over what the user typed: an alias name may not look like a provider string
 (`openai-chat:gpt-4o-mini`) or be `test`, and an endpoint alias may name a
 provider's own key variable (`api_key_env = "OPENAI_API_KEY"`) only for that
-provider's host, unless it also says `send_provider_key = true`.
+provider's host, unless it also says `send_provider_key = true`. An alias may not
+take a bare provider model name either (`gpt-4o-mini` means OpenAI's), and an
+endpoint alias that names no key sends `LLM_API_KEY` only to `LLM_API_BASE`'s host.
 
 The file is read on demand (never at import) and re-read only when it changes,
 so long-lived processes see edits without paying a parse per slot.
@@ -24,6 +26,7 @@ so long-lived processes see edits without paying a parse per slot.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -79,9 +82,13 @@ PROVIDER_KEYS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+def _host(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower().rstrip(".")
+
+
 def belongs_to(key_env: str, base_url: str) -> bool:
     """Whether `base_url`'s host is one the provider key `key_env` is meant for."""
-    host = (urlsplit(base_url).hostname or "").lower().rstrip(".")
+    host = _host(base_url)
     return any(host == h or host.endswith("." + h) for h in PROVIDER_KEYS.get(key_env, ()))
 
 
@@ -100,11 +107,19 @@ class EndpointAlias:
     send_provider_key: bool = False
 
     def key(self, env: Mapping[str, str]) -> str | None:
+        """The key sent: the literal one, the named variable, or else `LLM_API_KEY`, but
+        that one only to the host of `LLM_API_BASE`, where the user meant it to go (a
+        config may send it elsewhere only by naming it: `api_key_env = "LLM_API_KEY"`)."""
         if self.api_key is not None:
             return self.api_key
         if self.api_key_env:
             return env.get(self.api_key_env)
-        return env.get("LLM_API_KEY")
+        return env.get("LLM_API_KEY") if self.sends_llm_api_key(env) else None
+
+    def sends_llm_api_key(self, env: Mapping[str, str]) -> bool:
+        """Whether this alias, naming no key, sends `LLM_API_KEY`: only to LLM_API_BASE's host."""
+        base = env.get("LLM_API_BASE") or ""
+        return _host(base) == _host(self.base_url) != ""
 
 
 @dataclass(frozen=True)
@@ -178,11 +193,21 @@ def _parse(data: Mapping[str, Any], path: Path) -> Config:
     return Config(models=models, model=default, source=path)
 
 
+#: Bare names a model string resolves to a provider's model (a bare name is an OpenAI
+#: chat model: `--model gpt-4o-mini`), so no alias may take them.
+_BARE_MODEL_NAME = re.compile(r"(?i)^(gpt[-\d.]|chatgpt-|o\d|codex-|davinci|babbage|text-|computer-use-|ft:)")
+
+
 def _parse_alias(name: str, target: Any, path: Path) -> str | EndpointAlias:
     if ":" in name or name.strip() == "test":
         raise ConfigurationError(
             f"{path}: model alias {name!r} would shadow the model string of the same name; "
             "an alias name may not contain ':' or be 'test': rename it (e.g. fast, local)"
+        )
+    if _BARE_MODEL_NAME.match(name.strip()):
+        raise ConfigurationError(
+            f"{path}: model alias {name!r} would shadow the OpenAI model of that name (a bare model name "
+            "such as gpt-4o-mini means openai-chat:gpt-4o-mini): rename it (e.g. fast, local)"
         )
     if isinstance(target, str):
         return target

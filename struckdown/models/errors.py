@@ -200,6 +200,10 @@ def _map_one(exc: BaseException, label: str) -> ModelError | None:
 
     if isinstance(exc, pe.ContentFilterError):
         return ContentFilterError(label, _short(exc.message))
+    if isinstance(exc, pe.UnexpectedModelBehavior) and not isinstance(exc, StruckdownError):
+        sent = _not_a_completion(exc, label)
+        if sent is not None:
+            return sent
     if isinstance(exc, pe.ModelHTTPError):
         return _from_status(exc.status_code, exc, _body_text(exc.body) or exc.message, label)
     if isinstance(exc, pe.ModelRequestTimeout | pe.ModelConnectionError):
@@ -289,6 +293,52 @@ def _connection_error(exc: BaseException, label: str, detail: str) -> ModelConne
             "or ask for shorter answers",
         )
     return ModelConnectionError(label, _short(detail))
+
+
+_NOT_A_COMPLETION = ("Streamed response ended without content", "expected JSON data")
+_WRONG_BODY_HINT = (
+    "check the base URL (an OpenAI-compatible one usually ends in /v1) and that no proxy, gateway or "
+    "login page answers in the model server's place; the server's logs say more"
+)
+
+
+def _not_a_completion(exc: BaseException, label: str) -> ModelError | None:
+    """What the server sent when it was not a completion at all (an HTML page, an empty
+    body), read off the HTTP response the adapter held when it gave up (pydantic-ai's
+    message alone says only that no content came)."""
+    message = str(getattr(exc, "message", exc))
+    if not any(marker in message for marker in _NOT_A_COMPLETION):
+        return None
+    tb = exc.__traceback__
+    while tb is not None:
+        held = tb.tb_frame.f_locals.get("response")
+        if isinstance(held, str):  # a non-streamed body the SDK could not read as JSON
+            kind = "an HTML page" if held.lstrip()[:1] == "<" else "text"
+            sample = _short(held) if held.strip() else "(nothing)"
+            return ModelError(  # the SDK hands back text only for a 2xx answer
+                label, f"{kind}, not JSON: {sample}", status=200, what="the endpoint sent no completion",
+                hint=_WRONG_BODY_HINT,
+            )
+        http = getattr(held, "response", None)
+        if http is not None and hasattr(http, "status_code") and hasattr(http, "headers"):
+            return ModelError(
+                label, _streamed_body(http), status=http.status_code, what="the endpoint sent no completion",
+                hint=_WRONG_BODY_HINT,
+            )
+        tb = tb.tb_next
+    return None
+
+
+def _streamed_body(http: Any) -> str:
+    media_type = str(http.headers.get("content-type") or "no content type").split(";")[0].strip()
+    size = getattr(http, "num_bytes_downloaded", None)
+    bytes_note = f", {size:,} bytes" if isinstance(size, int) else ""
+    described = f"{media_type}{bytes_note}"
+    if size == 0:
+        return f"an empty body ({described}) where a stream of completion events was expected"
+    if "html" in media_type:
+        return f"an HTML page ({described}) where a stream of completion events was expected"
+    return f"no completion events in the stream ({described})"
 
 
 def _body_text(body: object) -> str:

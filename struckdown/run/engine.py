@@ -119,6 +119,7 @@ class Run:
             settings=self.options.settings,
             stream=self.options.stream,
             tool_timeout=self.options.tool_timeout,
+            max_tool_result=self.options.max_tool_result,
             environment=environment,
             # the "second model call after a guard started" join point, for every slot but a guard
             capabilities=(

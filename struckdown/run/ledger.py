@@ -321,33 +321,59 @@ async def note_cache_hit(response: ModelResponse, started: float) -> None:
 
 
 class MeteredModel(SlotRunWrapper):
-    """Counts, prices and limits each real request to the wrapped (provider) model."""
+    """Counts, prices and limits each real request to the wrapped (provider) model.
+
+    Under a provider batch (SPEC §21) pydantic-ai answers a request with a suspended
+    response (the batch ticket) and continues it, once per status check, until the
+    answer comes: the request is counted (and held against `request_limit`) once, when
+    it is submitted, its tokens and price when its answer arrives; a status check is not
+    a model request (issue 39 N8)."""
 
     current = CURRENT_METER
 
     async def serve(self, meter: SlotMeter, request: Request) -> ModelResponse:
-        meter.before_request()
+        check = _status_check(request)
+        if not check:
+            meter.before_request()
         started = time.perf_counter()
         try:
             response = await request.send(self.wrapped)
         except BaseException:
-            meter.record(None, self.wrapped)  # sent, so counted (no tokens came back)
+            if not check:
+                meter.record(None, self.wrapped)  # sent, so counted (no tokens came back)
             raise
-        await meter.responded(response, self.wrapped, (time.perf_counter() - started) * 1000)
+        if not _suspended(response):
+            await meter.responded(response, self.wrapped, (time.perf_counter() - started) * 1000)
         return response
 
     @asynccontextmanager
     async def serve_stream(self, meter: SlotMeter, request: Request) -> AsyncIterator[StreamedResponse]:
-        meter.before_request()
+        check = _status_check(request)
+        if not check:
+            meter.before_request()
         started = time.perf_counter()
         streamed: StreamedResponse | None = None
         try:
             async with request.open(self.wrapped) as streamed:
                 yield streamed
         except BaseException:
-            meter.record(_partial(streamed), self.wrapped)
+            if not check:
+                meter.record(_partial(streamed), self.wrapped)
             raise
-        await meter.responded(streamed.get(), self.wrapped, (time.perf_counter() - started) * 1000)
+        response = streamed.get()
+        if not _suspended(response):
+            await meter.responded(response, self.wrapped, (time.perf_counter() - started) * 1000)
+
+
+def _suspended(response: Any) -> bool:
+    """A provider batch's ticket for a request still waiting on its batch, not an answer."""
+    return getattr(response, "state", None) == "suspended"
+
+
+def _status_check(request: Request) -> bool:
+    """Whether this request continues a suspended response: a check on a submitted batch."""
+    messages = request.messages
+    return bool(messages) and isinstance(messages[-1], ModelResponse) and _suspended(messages[-1])
 
 
 def _partial(stream: StreamedResponse | None) -> ModelResponse | None:

@@ -35,6 +35,7 @@ class RunSettings:
     strict_undefined: bool = False
     stream: bool = True
     tool_timeout: float | None = None
+    max_tool_result: int | None = None  # characters of one tool result the model reads (longer: cut with a note)
     requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
     provider_batch: Any = None  # a struckdown.ProviderBatch: requests go through the provider's batch API
     mcp: Any = None  # the MCPSessions of this run (or batch), None without MCP servers
@@ -91,6 +92,7 @@ def build_settings(
         strict_undefined=bool(value("strict_undefined")),
         stream=stream,
         tool_timeout=value("tool_timeout"),
+        max_tool_result=value("max_tool_result"),
         requests=requests if requests is not None else request_limiter(value("max_requests")),
         provider_batch=provider_batch,
         mcp=mcp,

@@ -58,6 +58,7 @@ class SlotEnv:
     stream: bool
     environment: EnvironmentView
     tool_timeout: float | None = None  # the host's ceiling for one tool call
+    max_tool_result: int | None = None  # characters of one tool result the model reads (the host's)
     capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
     mcp: Any = None  # the run's MCPSessions (struckdown.mcp_tools), None without MCP servers
@@ -218,6 +219,7 @@ async def run_model_slot(
             readonly_names=readonly,
             last_request=last_request,
             timeout=_tool_timeout(env.tool_timeout, resolved.control.get("tool_timeout"), key),
+            max_result=env.max_tool_result,
             approval=gate.names if gate is not None else frozenset(),
             defer=gate.handle if gate is not None else None,
             budget=slot_budget(resolved.control.get("budget"), env.tool_limits, meter, key),

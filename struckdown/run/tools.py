@@ -169,6 +169,7 @@ class ToolWrap:
     readonly_names: frozenset[str] = frozenset()
     last_request: int | None = None  # with max_iter: this request offers no tools
     timeout: float | None = None  # seconds one call may take
+    max_result: int | None = None  # characters of one result the model reads (the host's max_tool_result)
     approval: frozenset[str] = frozenset()  # tools whose calls wait for a decision (SPEC §12, run/approval.py)
     defer: Callable[[Any, Any], Awaitable[Any]] | None = None  # decides calls pydantic-ai deferred (its handler)
     budget: Any = None  # per-tool budgets and the run's tool-call limit (run/budgets.py ToolBudget)
@@ -197,6 +198,33 @@ def _unsendable(name: str, output: Any) -> str | None:
             "as JSON; return text, numbers, lists, dicts, dataclasses or pydantic models"
         )
     return None
+
+
+def capped_result(name: str, output: Any, limit: int) -> Any:
+    """A result longer than `limit` characters (as text, or as JSON for anything else)
+    cut to its first `limit`, with a note the model reads; a shorter one as it is.
+    Multimodal parts (an MCP tool's image) are left to `max_images`."""
+    if isinstance(output, str):
+        text = output
+    elif output is None or isinstance(output, (int, float, bool)) or _is_binary(output):
+        return output
+    else:
+        from pydantic_core import to_json
+
+        text = to_json(output).decode("utf-8", "replace")  # `_unsendable` has checked it serialises
+    if len(text) <= limit:
+        return output
+    return (
+        f"{text[:limit]}\n[truncated by struckdown: the result of tool {name!r} had {len(text):,} characters; "
+        f"only the first {limit:,} are shown (max_tool_result)]"
+    )
+
+
+def _is_binary(output: Any) -> bool:
+    from pydantic_ai.messages import BinaryContent
+
+    items = output if isinstance(output, (list, tuple)) else [output]
+    return any(isinstance(item, BinaryContent) for item in items)
 
 
 def _unapproved(tools: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
@@ -296,6 +324,8 @@ class SlotToolset(WrapperToolset[Any]):
                 output, problem = None, f"TimeoutError: tool {name!r} took longer than {timeout:g} s"
             else:
                 problem = _unsendable(name, output)
+                if problem is None and self.state.max_result is not None:
+                    output = capped_result(name, output, self.state.max_result)
             flight.outcome = (output, True, None) if problem is None else (problem, False, problem)
         except (ModelRetry, ApprovalRequired) as exc:
             # a retry is not an answer to cache; nor is a call that asks for approval from

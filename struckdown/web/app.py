@@ -31,7 +31,7 @@ from .pool import WorkerPool
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
 EDITABLE = frozenset({".sd", ".json", ".yaml", ".yml", ".jsonl", ".csv", ".txt", ".md"})
-LISTED = {".sd": "templates", ".json": "contexts", ".yaml": "contexts", ".yml": "contexts", ".py": "tools"}
+LISTED = {".sd": "templates", ".json": "contexts", ".yaml": "contexts", ".yml": "contexts"}
 SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache"})
 MAX_FILES = 2000
 MAX_FILE_BYTES = 2_000_000
@@ -249,7 +249,25 @@ class Playground:
                 count += 1
                 if count >= MAX_FILES:
                     break
+        found["tools"] = list(self._tool_choices())  # never the folder's .py files: only those chosen
         return JSONResponse({"root": str(self.root), **found})
+
+    def _tool_choices(self) -> dict[str, Path]:
+        """`sd edit --tools` files by the name the page shows (relative to the folder when inside it)."""
+        assert self.root is not None
+        return {(str(p.relative_to(self.root)) if self.root in p.parents else str(p)): p for p in self.config.tool_files}
+
+    def _chosen_tools(self, name: str) -> Path:
+        """The tools file a request names: one given with `sd edit --tools`, never any other
+        `.py` file (a request cannot make the server import code the user did not choose)."""
+        path = self._tool_choices().get(name)
+        if path is None:
+            given = ", ".join(self._tool_choices()) or "none were given"
+            raise HttpError(
+                403, f"sd edit runs only the tools files given with --tools ({given}); to use {name!r}, "
+                f"restart it with sd edit --tools {name}",
+            )
+        return path
 
     async def file(self, request: Request) -> Response:
         if request.method == "GET":
@@ -302,7 +320,7 @@ class Playground:
         else:
             path = _text(data, "path")
             job["path"] = str(self._inside(path)) if path else None
-            job["tools"] = str(self._inside(tools)) if tools else None
+            job["tools"] = str(self._chosen_tools(tools)) if tools else None
         if op in ("run", "batch"):
             model = _text(data, "model") or None
             refusal = self.config.model_refusal(model)

@@ -18,7 +18,8 @@ class WebConfig:
     tokens: tuple[str, ...]  # every request carries one of them
     root: Path | None = None  # edit: the folder whose files the page may read and save
     models: tuple[str, ...] = ()  # allow-list; empty: edit takes any name, serve only the default
-    tools_file: Path | None = None  # serve: the operator's tools; edit: picked in the page
+    tools_file: Path | None = None  # serve: the operator's tools
+    tool_files: tuple[Path, ...] = ()  # edit: the files given with `sd edit --tools`, the only ones the page may pick
     allow_factories: bool = False  # serve: `module:factory` model names (--allow-factories)
     max_body_bytes: int = 1_000_000
     rate_per_minute: int = 120  # per key; 0 turns the limit off

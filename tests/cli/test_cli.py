@@ -454,3 +454,23 @@ def test_the_answer_beside_a_tripped_guard_is_never_shown_or_written(
     record = json.loads(out.read_text())
     assert record["answers"] == {"rude": {"triggered": True, "reason": "insulting"}}
     assert record["usage"]["requests"] == 2  # the discarded reply was still paid for
+
+
+def test_check_warns_at_500_slots_in_one_conversation_quoting_the_measured_cost(tmp_path: Path) -> None:
+    """Issue 39 N19: a long single conversation costs the square of its slots (docs/performance.md)."""
+    long = write(tmp_path / "long.sd", "".join(f"Q{n} [[a{n}]]\n" for n in range(520)) + "<checkpoint>\nLast [[z]]\n")
+    result = sd("check", long)
+    assert result.exit_code == 0  # a warning, not an error
+    assert result.stdout.splitlines()[:3] == [
+        f"{long}:500:6: warning: 520 slots in one conversation: every request carries all the turns before it, "
+        "so the work grows with the square of the slots (measured: 1.9 s of CPU for 200 slots, so about 13 s for 520, "
+        "before any model time; the prompt tokens, and so the cost, grow the same way; "
+        'see "Long conversations" in docs/performance.md)',
+        "    Q499 [[a499]]",
+        "         ^",
+    ]
+    assert "hint: split it with <checkpoint>" in result.stdout
+    assert result.stderr == "0 errors, 1 warning in 1 template\n"
+    split = write(tmp_path / "split.sd", "".join(f"Q{n} [[a{n}]]\n" for n in range(499)) + "<checkpoint>\n"
+                  + "".join(f"R{n} [[b{n}]]\n" for n in range(499)))
+    assert sd("check", split).stderr == "1 template checked: no problems found\n"

@@ -314,3 +314,43 @@ def test_resume_reuses_rows_of_the_same_job(tmp_path: Path, template: Path, use_
     first_run[0] = False
     assert sd("batch", template, inputs, "-o", out, "--no-cache", "--model", "m", "--resume").exit_code == 0
     assert called == [1]
+
+
+def test_resume_reruns_rows_when_a_config_alias_points_somewhere_new(
+    tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39 N17: `--model fast` is the same flag after `fast` moved to another model,
+    but the answers are another model's: --resume reruns every row."""
+    called: list[int] = []
+    first_run = [True]
+
+    def counting(prompt: str, info: Any) -> str:
+        called.append(row_of(prompt))
+        if row_of(prompt) == 1 and first_run[0]:
+            raise RuntimeError("first run fails row 1")
+        return f"answer {row_of(prompt)}"
+
+    use_model(scripted(counting))
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "struckdown.toml"
+    config.write_text('[models]\nfast = "openai-chat:gpt-4o-mini"\n', encoding="utf-8")
+    template = tmp_path / "t.sd"
+    template.write_text("Row {{ id }}: {{ text }} [[answer]]\n", encoding="utf-8")
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": "x"} for i in range(3)])
+    args = ["batch", template, inputs, "-o", tmp_path / "out.jsonl", "--no-cache", "--model", "fast", "-j", "1"]
+    assert sd(*args).exit_code == 1
+    first_run[0] = False
+    called.clear()
+    assert sd(*args, "--resume").exit_code == 0  # the same alias, the same target: row 1 only
+    assert called == [1]
+    first_run[0] = True
+    called.clear()
+    assert sd(*args).exit_code == 1
+    first_run[0] = False
+    config.write_text('[models]\nfast = "anthropic:claude-sonnet-4-5"\n', encoding="utf-8")
+    os.utime(config, (1, 1))  # a new mtime whatever the clock's resolution
+    called.clear()
+    result = sd(*args, "--resume")
+    assert result.exit_code == 0, result.output
+    assert sorted(called) == [0, 1, 2]
+    assert "2 rows whose input or job (template, includes, model, tools) changed run again" in result.stderr

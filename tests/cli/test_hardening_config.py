@@ -180,3 +180,34 @@ def test_the_test_model_never_reads_the_config_file(project: Path) -> None:
     result = sd("run", template(project), "--model", "test", "--no-cache")
     assert result.exit_code == 0, result.output
     assert "note:" not in result.stderr
+
+
+# -- issue 39 N17: the config residuals ----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["gpt-4o-mini", "gpt-5", "o3-mini", "chatgpt-4o-latest", "GPT-4.1"])
+def test_an_alias_may_not_shadow_a_bare_provider_model_name(project: Path, name: str) -> None:
+    path = config(project, f'[models]\n"{name}" = {{ base_url = "{CLOSED}", name = "x", api_key_env = "MY_KEY" }}\n')
+    with pytest.raises(ConfigurationError) as caught:
+        resolve_model(name)
+    assert str(caught.value) == (
+        f"{path}: model alias {name!r} would shadow the OpenAI model of that name (a bare model name such as "
+        "gpt-4o-mini means openai-chat:gpt-4o-mini): rename it (e.g. fast, local)"
+    )
+
+
+def test_llm_api_key_goes_only_to_the_host_the_config_names_it_for(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config alias that names no key used to get LLM_API_KEY, whatever its host."""
+    monkeypatch.setenv("LLM_API_KEY", "the-users-server-key")
+    monkeypatch.setenv("LLM_API_BASE", "http://my-server.lan:8000/v1")
+    path = config(project, f"""
+        [models]
+        elsewhere = {{ base_url = "{CLOSED}", name = "q" }}
+        mine = {{ base_url = "http://my-server.lan:9000/v1", name = "q" }}
+        named = {{ base_url = "{CLOSED}", name = "q", api_key_env = "LLM_API_KEY" }}
+    """)
+    assert resolve_model("elsewhere").client.api_key == "not-needed"  # the placeholder, never the user's key
+    assert resolve_model("mine").client.api_key == "the-users-server-key"  # LLM_API_BASE's host
+    assert resolve_model("named").client.api_key == "the-users-server-key"  # the config names it for this host
+    result = sd("run", template(project), "--model", "elsewhere", "--no-cache")
+    assert result.stderr.splitlines()[0] == f"note: model 'elsewhere' → {CLOSED} (served name q, no key), from {path}"

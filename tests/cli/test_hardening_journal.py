@@ -107,3 +107,70 @@ def test_batches_on_different_outputs_run_side_by_side(tmp_path: Path, use_model
         first.join(GATE_S)
     assert second.returncode == 0, second.stderr
     assert outcome["a"].exit_code == 0
+
+
+class FullDisk:
+    """The journal's file object on a disk that fills after `room` writes: every later
+    write (and the flush at close) raises ENOSPC, as a full disk does."""
+
+    def __init__(self, real: Any, room: int) -> None:
+        self.real, self.room = real, room
+
+    def _full(self) -> OSError:
+        import errno
+
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def write(self, data: bytes) -> int:
+        if self.room <= 0:
+            self.pending = True
+            raise self._full()
+        self.room -= 1
+        return int(self.real.write(data))
+
+    def flush(self) -> None:
+        if getattr(self, "pending", False):
+            raise self._full()
+        self.real.flush()
+
+    def fileno(self) -> int:
+        return int(self.real.fileno())
+
+    def close(self) -> None:
+        self.real.close()
+        self.flush()
+
+
+def test_a_full_disk_names_the_journal_and_exits_cleanly(tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39 N19: ENOSPC while journaling is one `error:` line naming the journal and
+    saying what is saved, exit 1, no traceback; the rows journaled before stay there."""
+    from struckdown.batch import journal as journal_module
+
+    opened = journal_module.Journal.__init__
+
+    def on_a_small_disk(self: Any, path: Path, *, fresh: bool) -> None:
+        opened(self, path, fresh=fresh)
+        self._handle = FullDisk(self._handle, room=2)
+
+    monkeypatch.setattr(journal_module.Journal, "__init__", on_a_small_disk)
+    use_model(scripted(lambda prompt, info: "fine"))
+    template = write(tmp_path / "t.sd", "Row {{ n }} [[answer]]\n")
+    rows = write(tmp_path / "rows.jsonl", "".join(f'{{"n": {n}}}\n' for n in range(5)))
+    out = tmp_path / "out.csv"
+    result = sd("batch", template, rows, "-o", out, "-j", "1", "--no-cache")
+    journal = tmp_path / "out.journal.jsonl"
+    assert result.exit_code == 1, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last == (
+        f"error: cannot write the batch journal {journal}: the disk is full (ENOSPC: No space left on device); "
+        "2/5 rows are saved in it; free some space and run the same command with --resume"
+    ), result.output
+    assert [json.loads(line)["index"] for line in journal.read_text().splitlines()] == [0, 1]
+    assert not out.exists()
+    assert not (tmp_path / "out.journal.lock").exists()  # the lock went with the failed batch
+    monkeypatch.undo()  # space freed
+    prompts: list[str] = []
+    use_model(scripted(lambda prompt, info: prompts.append(prompt) or "fine"))
+    assert sd("batch", template, rows, "-o", out, "-j", "1", "--resume", "--no-cache").exit_code == 0
+    assert sorted(prompts) == ["Row 2", "Row 3", "Row 4"]
+    assert out.read_text().count("fine") == 5

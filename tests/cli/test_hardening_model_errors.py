@@ -83,3 +83,81 @@ def test_an_index_error_of_our_own_code_is_not_called_a_provider_fault() -> None
 
     with pytest.raises(IndexError):  # a bug in the model function stays that bug
         complete("Say hi [[greeting]]", {}, model=FunctionModel(broken))
+
+
+BODIES = {
+    "html": ("text/html", b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"),
+    "empty": ("text/event-stream", b""),
+}
+
+
+@pytest.fixture
+def odd_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Answers every request with 200 and the body `state["body"]` names, counting requests."""
+    state: dict[str, Any] = {"body": "html", "requests": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            state["requests"] += 1
+            media_type, data = BODIES[state["body"]]
+            self.send_response(200)
+            self.send_header("content-type", media_type)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with http_serving(Handler) as url:
+        for var in ("STRUCKDOWN_MODEL", "DEFAULT_LLM", "LLM_API_KEY", "STRUCKDOWN_MAX_RETRIES"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("LLM_API_BASE", f"{url}/v1")
+        clear_model_cache()
+        try:
+            yield state
+        finally:
+            clear_model_cache()
+
+
+WRONG_BODY_HINT = (
+    "Hint: check the base URL (an OpenAI-compatible one usually ends in /v1) and that no proxy, gateway or "
+    "login page answers in the model server's place; the server's logs say more"
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("html", "an HTML page (text/html, 74 bytes) where a stream of completion events was expected"),
+        ("empty", "an empty body (text/event-stream, 0 bytes) where a stream of completion events was expected"),
+    ],
+)
+def test_an_html_or_empty_body_while_streaming_says_what_the_server_sent(
+    odd_server: dict[str, Any], tmp_path: Path, body: str, said: str
+) -> None:
+    """Issue 39 N19: these were "gave no usable answer: Streamed response ended without content
+    or tool calls. Hint: make the question clearer", which sent users to their prompt."""
+    odd_server["body"] = body
+    template = tmp_path / "t.sd"
+    template.write_text("Say hi [[greeting]]\n", encoding="utf-8")
+    result = sd("run", template, "--no-cache")  # streams
+    assert result.exit_code == 1
+    last = result.stderr.strip().splitlines()[-1]
+    base = f"http://{last.split('http://')[1].split('/v1')[0]}/v1"
+    assert last == (
+        f"error: slot 'greeting': ModelError: model 'default' at {base}: the endpoint sent no completion (HTTP 200): "
+        f"{said}. {WRONG_BODY_HINT}"
+    )
+    assert odd_server["requests"] == 1  # a wrong body is not retried
+
+
+def test_an_html_body_without_streaming_shows_its_beginning(odd_server: dict[str, Any]) -> None:
+    with pytest.raises(ModelError) as caught:
+        complete("Say hi [[greeting]]", {})
+    assert str(caught.value).endswith(
+        ": the endpoint sent no completion (HTTP 200): an HTML page, not JSON: <html><head><title>502 Bad Gateway"
+        f"</title></head><body>nginx</body></html>. {WRONG_BODY_HINT}"
+    )
+    assert odd_server["requests"] == 1

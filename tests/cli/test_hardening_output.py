@@ -169,3 +169,22 @@ def test_text_output_to_a_full_device_is_a_clear_error(tmp_path: Path, template:
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1] == f"error: cannot write {full}: No space left on device"
     assert stat.S_ISCHR(os.lstat(full).st_mode)
+
+
+@pytest.mark.parametrize("command", ["run", "batch"])
+def test_a_dangling_output_symlink_into_a_missing_folder_fails_before_any_request(
+    tmp_path: Path, template: Path, use_model: Any, command: str
+) -> None:
+    """Issue 39 N17: the run (every row of a batch) was paid for, then the write failed."""
+    prompts: list[str] = []
+    use_model(scripted(lambda prompt, info: prompts.append(prompt) or "paid"))
+    link = tmp_path / ("out.json" if command == "run" else "out.csv")
+    link.symlink_to(tmp_path / "gone" / "out.json")
+    args = ["run", template] if command == "run" else ["batch", template, rows_file(tmp_path)]
+    result = sd(*args, "-o", link)
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: cannot write {link}: it is a symlink to {tmp_path / 'gone' / 'out.json'}, whose folder does not exist"
+    )
+    assert prompts == []
+    assert not (tmp_path / "out.journal.jsonl").exists()

@@ -158,7 +158,7 @@ def test_every_option_travels_to_dask_workers_or_is_refused_by_name(name: str) -
 
     samples: dict[str, Any] = {
         "model": "test", "tools": ["json:dumps"], "deps": {"k": 1}, "deps_type": dict, "limits": UsageLimits(),
-        "tool_timeout": 5.0, "max_requests": 3, "on_halt": "return", "settings": {"temperature": 0.1}, "cache": False,
+        "tool_timeout": 5.0, "max_tool_result": 1000, "max_requests": 3, "on_halt": "return", "settings": {"temperature": 0.1}, "cache": False,
         "template_path": "t.sd", "include_paths": ["."], "stop_at": "a", "strict_undefined": True,
         "mcp": "https://127.0.0.1:1/mcp", "approve": True, "run_limits": UsageLimits(request_limit=3),
         "max_cost": 1.0, "prices": {"test": {"input": 1, "output": 1}}, "tool_limits": {"t": 1}, "instrument": False,

@@ -336,3 +336,16 @@ def test_a_dask_worker_opens_one_session_per_server_for_its_rows_of_a_batch(note
     assert (closed, notes.record.sessions) == (1, 1)
     with pytest.raises(ValueError, match="not toolset or capability objects"):
         ship_kwargs({"mcp": [_toolset(notes.url)]})
+
+
+def test_an_mcp_tool_result_is_capped_by_max_tool_result_too(notes: HttpServer) -> None:
+    """Issue 39 N18: a server's result is cut like a local tool's, with the same note."""
+    script = Script(first_calls(("notes_lookup", {"word": "owl"})))
+    result = sd.complete("Look up owl [[a|mcp=notes]]", model=script.model(), mcp={"notes": notes.url}, max_tool_result=8)
+    cut = (
+        "owl: a n\n[truncated by struckdown: the result of tool 'notes_lookup' had 21 characters; "
+        "only the first 8 are shown (max_tool_result)]"
+    )
+    assert script.calls[1].turns[-1] == ("return", cut)
+    assert result.results["a"].tool_calls[0].output == cut
+    assert notes.record.calls == [("lookup", {"word": "owl"})]

@@ -344,3 +344,37 @@ def test_a_template_cannot_raise_the_hosts_tool_timeout() -> None:
     with pytest.warns(UserWarning, match="tool_timeout=600 but the caller's ceiling is 5; using 5"):
         env.complete("Go [[w|use_tools=true, tool_timeout=600]]", model=script.model(), tools=[quick])
     assert sd.Environment().tool_timeout == 60.0  # the documented default
+
+
+def test_a_long_tool_result_is_cut_to_max_tool_result_with_a_note() -> None:
+    """Issue 39 N18: a tool result is capped by the host's `max_tool_result`, and the model
+    reads that it was cut; lists and dicts are measured (and cut) as their JSON."""
+
+    def page() -> str:
+        """A long page."""
+        return "x" * 250
+
+    def rows() -> list[dict[str, int]]:
+        """Many rows."""
+        return [{"n": n} for n in range(30)]
+
+    def short() -> str:
+        """A short answer."""
+        return "fine"
+
+    calls = [("page", {}), ("rows", {}), ("short", {})]
+    script = Script(lambda call: Tools(calls) if len(script.calls) == 1 else "done")
+    env = sd.Environment(max_tool_result=100)
+    result = env.complete("Go [[w|use_tools=true]]", model=script.model(), tools=[page, rows, short])
+    note = "\n[truncated by struckdown: the result of tool {!r} had {} characters; only the first 100 are shown (max_tool_result)]"
+    rows_json = '[{"n":0},{"n":1},{"n":2},{"n":3},{"n":4},{"n":5},{"n":6},{"n":7},{"n":8},{"n":9},{"n":10},{"n":11},{'
+    returned = [text for role, text in script.calls[1].turns if role == "return"]
+    assert returned == ["x" * 100 + note.format("page", 250), rows_json + note.format("rows", 261), "fine"]
+    assert [c.output for c in result.results["w"].tool_calls] == [
+        "x" * 100 + note.format("page", 250), rows_json + note.format("rows", 261), "fine",
+    ]  # fmt: skip
+    # the default is 100,000 characters; a call's keyword overrides the Environment's, None lifts it
+    script.calls.clear()
+    env.complete("Go [[w|use_tools=true]]", model=script.model(), tools=[page, rows, short], max_tool_result=None)
+    assert [text for role, text in script.calls[1].turns if role == "return"][0] == "x" * 250
+    assert sd.Environment().max_tool_result == 100_000

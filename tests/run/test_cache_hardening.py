@@ -180,3 +180,16 @@ def test_a_cli_run_writes_its_answer_before_the_process_exits(tmp_path: Path) ->
     assert first.returncode == 0, first.stderr
     stats = sd("cache", "stats", "--json")
     assert json.loads(stats.stdout)["entries"] == 1
+
+
+@pytest.mark.parametrize("depth", [100_000])
+def test_a_deeply_nested_stored_value_is_a_miss_not_a_recursion_error(store: ResponseCache, depth: int) -> None:
+    counting = CountingModel()
+    assert complete("Say hi [[a]]", {}, model=counting.model, cache=store)["a"] == "fresh answer"
+    assert store.flush(HANG_S)
+    nested = '{"response":' + "[" * depth + "]" * depth + "}"
+    with sqlite3.connect(store.path) as spoil:
+        spoil.execute("UPDATE responses SET value = ?", (nested,))
+    assert complete("Say hi [[a]]", {}, model=counting.model, cache=store)["a"] == "fresh answer"
+    assert counting.calls == 2
+    assert store.stats()["errors"] == 1

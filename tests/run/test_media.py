@@ -286,3 +286,46 @@ def test_templates_may_read_a_media_value_s_name_and_type(tmp_path: Path) -> Non
     sd.complete("File {{ photo.name }} ({{ photo.media_type }}): {{ photo }} [[a]]", {"photo": sd.Image(path)},
                 model=script.model())
     assert sent(script.calls[0]) == [["File scan.png (image/png): ", ("binary", "image/png", RED)]]
+
+
+def test_a_file_named_like_an_image_whose_bytes_are_not_one_is_a_value_error(tmp_path: Path) -> None:
+    """Issue 39 N18: text named `.png` was sent as image/png (docs/images.md promises a ValueError)."""
+    notes = tmp_path / "notes.png"
+    notes.write_text("hello, not a picture")
+    named = r"'notes.png' is named like image/png but its bytes are not one \(they start b'hello, n'\)"
+    with pytest.raises(ValueError, match=named):
+        sd.Image(notes)
+    with pytest.raises(ValueError, match="named like image/png"):
+        sd.attach(notes)
+    (tmp_path / "real.png").write_bytes(RED)
+    assert sd.Image(tmp_path / "real.png").media_type == "image/png"
+    assert sd.File(notes, media_type="text/plain").media_type == "text/plain"  # the caller may say what it is
+
+
+def test_svg_is_refused_from_a_path_bytes_or_a_url(tmp_path: Path) -> None:
+    drawing = tmp_path / "logo.svg"
+    drawing.write_text('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>')
+    for make in (
+        lambda: sd.Image(drawing),
+        lambda: sd.attach(drawing),
+        lambda: sd.File(drawing),
+        lambda: sd.Image("https://example.org/logo.svg"),
+        lambda: sd.Image(drawing.read_bytes(), media_type="image/svg+xml"),
+    ):
+        with pytest.raises(ValueError, match="is SVG, which is not sent: .* convert it to PNG first"):
+            make()
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/dev/urandom", "/proc/self/environ", "/proc/self/cmdline", "/sys/kernel"])
+def test_device_and_kernel_paths_are_refused_by_name(path: str) -> None:
+    """Issue 39 N18: `/dev/zero` never ends and `/proc/self/environ` holds the keys."""
+    with pytest.raises(ValueError, match=f"sd.Image: {path} is a device or kernel file"):
+        sd.Image(path)
+
+
+def test_a_symlink_to_a_device_and_a_folder_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "photo.png").symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match=r"photo.png is a device or kernel file \(/dev/zero\)"):
+        sd.File(tmp_path / "photo.png")
+    with pytest.raises(ValueError, match="is a folder, not a regular file"):
+        sd.File(tmp_path)

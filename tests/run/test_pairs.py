@@ -80,6 +80,19 @@ def _refund(ctx: Ctx) -> list[Any]:
     return [refund]
 
 
+def _note(ctx: Ctx) -> list[Any]:
+    def note() -> str:
+        """Read the note."""
+        return "a long note about tea"
+
+    return [sd.readonly(note)]
+
+
+def _note_cut(result: Any, ctx: Ctx) -> None:
+    (output,) = [call.output for call in result.results["noted"].tool_calls if call.tool_name == "note"]
+    assert output.startswith("a long\n[truncated by struckdown: the result of tool 'note' had 21 characters")
+
+
 def _called(result: Any, slot: str) -> list[str]:
     return [call.tool_name for call in result.results[slot].tool_calls]
 
@@ -125,6 +138,8 @@ RECIPES: dict[str, Recipe] = {
         check=lambda r, ctx: r.usage.requests <= 40,
     ),
     "tool_timeout": Recipe(options=lambda ctx: {"tool_timeout": 30.0}),
+    "tool results": Recipe(text="Read the note. [[noted|use_tools=true]]\n", tools=_note,
+                           options=lambda ctx: {"max_tool_result": 6}, check=_note_cut),
     "concurrency": Recipe(options=lambda ctx: {"max_requests": 2}, check=lambda r, ctx: ctx.script.peak <= 2),
     "guards": Recipe(text="Is this abusive? [[halt:abusive]]\n", options=lambda ctx: {"on_halt": "return"},
                      check=lambda r, ctx: r.halted is None),

@@ -225,3 +225,30 @@ def test_batched_answers_are_priced_at_batch_prices() -> None:
     final = results[0].results["a"].messages[-1]  # type: ignore[union-attr]
     assert isinstance(final, ModelResponse) and final.provider_details is not None
     assert final.provider_details["processing"] == "batch"  # what genai-prices keys batch prices on
+
+
+def test_a_status_check_is_not_a_model_request() -> None:
+    """Issue 39 N8: each check on a running batch counted as a request of the slot (in
+    `usage.requests` and against `request_limit`); only the submitted request counts, and
+    its price is its answer's tokens at the given price."""
+    from datetime import timedelta
+
+    from pydantic_ai.usage import UsageLimits
+
+    script = BatchScript(done, running_checks=4)  # "in progress" when created and at four checks
+    tiny = timedelta(microseconds=1)
+    pb = ProviderBatch(BatchModelRequests(max_requests=10, max_wait=None, poll_interval=tiny, max_poll_interval=tiny))
+    results = sd.complete_batch(
+        "First {{ n }} [[a]]\nSecond {{ n }} [[b]]", [{"n": i} for i in range(3)], model=script.model(),
+        concurrency=3, provider_batch=pb, run_limits=UsageLimits(request_limit=2), limits=UsageLimits(request_limit=1),
+        prices={"scripted": {"input": 1.0, "output": 2.0}},
+    )  # fmt: skip
+    assert Counter(script.checked) == {batch_id: 5 for batch_id in script.batch_ids}  # the checks did happen
+    for i, result in enumerate(results):
+        assert isinstance(result, sd.Result), result
+        assert (result["a"], result["b"]) == (f"First {i} done", f"Second {i} done")
+        assert result.usage.requests == 2 and [s.usage.requests for s in result.results.values()] == [1, 1]
+        for slot in result.results.values():
+            usage = slot.usage
+            assert usage.cost == pytest.approx((usage.input_tokens * 1.0 + usage.output_tokens * 2.0) / 1e6)
+    assert pb.counts.requests == 6 and pb.counts.answered == 6

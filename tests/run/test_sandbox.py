@@ -393,3 +393,37 @@ def test_an_include_bomb_is_a_positioned_error_not_a_hang(tmp_path: Path) -> Non
     with pytest.raises(sd.TemplateSyntaxError, match="more than 1,000 includes") as info:
         sd.Environment().parse(main.read_text(encoding="utf-8"), template_path=main)
     assert info.value.line >= 1 and info.value.hint is not None
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for i in range(1000) %}{{ range(99999)|join }}{% endfor %}[[a]]",
+        "{% for i in range(1000) %}{{ range(99999)|sum }}{% endfor %}[[a]]",
+        "{% for i in range(1000) %}{{ range(99999)|list|length }}{% endfor %}[[a]]",
+        "{% set big = range(99999)|list %}{% for i in range(1000) %}{{ big|join }}{% endfor %}[[a]]",
+    ],
+)
+def test_a_filter_over_a_large_collection_inside_a_loop_counts_toward_the_work_limit(
+    template: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39 N19: each loop step and the range() call counted, but `|join` over 100,000
+    items did not, so 1,000 steps did 10^8 items of work unchecked."""
+    import struckdown.render as render
+
+    monkeypatch.setattr(render, "MAX_STEPS", 20_000)
+    error = rendering_error(template)
+    assert "the template did too much work: more than 20,000 loop steps and calls in one rendering" in str(error)
+
+
+def test_filters_count_their_collection_once_and_text_not_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    import struckdown.render as render
+
+    renderer = Renderer()
+    monkeypatch.setattr(render, "MAX_STEPS", 1 + 300 + 300)  # range(), join over 300 items, sum over 300 items
+    assert renderer.render_text("{{ range(300)|join(',')|length }} {{ items|sum }}", {"items": [1] * 300}) == "1089 300"
+    monkeypatch.setattr(render, "MAX_STEPS", 600)
+    with pytest.raises(SecurityError, match="more than 600 loop steps"):
+        renderer.render_text("{{ range(300)|join(',')|length }} {{ items|sum }}", {"items": [1] * 300})
+    monkeypatch.setattr(render, "MAX_STEPS", 10)
+    assert renderer.render_text("{{ text|upper|length }}", {"text": "x" * 100_000}) == "100000"

@@ -52,7 +52,8 @@ def playground(folder: Path, tmp_path: Path) -> Iterator[tuple[str, Release]]:
         "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache"),
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "struckdown.cli", "edit", str(folder), "--no-browser", "--port", "0"],
+        [sys.executable, "-m", "struckdown.cli", "edit", str(folder), "--no-browser", "--port", "0",
+         "--tools", str(folder / "tools.py")],
         stdout=subprocess.PIPE,
         text=True,
         env=env,

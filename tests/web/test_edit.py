@@ -37,7 +37,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(folder: Path) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
         use_scripted_model(patch)
-        with serving(WebConfig(mode="edit", tokens=(TOKEN,), root=folder)) as base:
+        config = WebConfig(mode="edit", tokens=(TOKEN,), root=folder, tool_files=((folder / "tools.py").resolve(),))
+        with serving(config) as base:
             yield base
 
 
@@ -135,6 +136,31 @@ def test_a_guard_verdict_and_the_halt_arrive_as_events(server: str) -> None:
 def test_tools_outside_the_folder_are_refused(server: str) -> None:
     response = client(server, TOKEN).post("/api/run", json={"template": TEMPLATE, "tools": "../tools.py"})
     assert response.status_code == 403
+
+
+def test_only_tools_files_given_with_sd_edit_tools_run_never_another_py_file(tmp_path: Path) -> None:
+    """Issue 39 N16: any `.py` file of the folder was listed, and a request naming one
+    imported it (a cloned repository's file, a page that guesses a name)."""
+    (tmp_path / "hello.sd").write_text(TEMPLATE)
+    marker = tmp_path / "imported"
+    (tmp_path / "setup.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (tmp_path / "tools.py").write_text(TOOLS)
+    chosen = (tmp_path / "tools.py").resolve()
+    for tool_files, listed in (((), []), ((chosen,), ["tools.py"])):
+        with pytest.MonkeyPatch.context() as patch:
+            use_scripted_model(patch)
+            with serving(WebConfig(mode="edit", tokens=(TOKEN,), root=tmp_path, tool_files=tool_files)) as base:
+                http = client(base, TOKEN)
+                assert http.get("/api/files").json()["tools"] == listed
+                for op in ("check", "explain", "run"):
+                    response = http.post(f"/api/{op}", json={"template": TEMPLATE, "path": "hello.sd", "tools": "setup.py"})
+                    assert response.status_code == 403
+                    given = "tools.py" if tool_files else "none were given"
+                    assert response.json() == {"error": (
+                        f"sd edit runs only the tools files given with --tools ({given}); "
+                        "to use 'setup.py', restart it with sd edit --tools setup.py"
+                    )}
+    assert not marker.exists()
 
 
 def test_a_batch_reports_progress_and_offers_the_output(server: str) -> None:

@@ -27,3 +27,11 @@ def test_edit_needs_a_folder(tmp_path: Path) -> None:
     result = sd("edit", tmp_path / "missing", "--no-browser")
     assert result.exit_code == 2
     assert f"{tmp_path / 'missing'} is not a folder" in result.output
+
+
+@pytest.mark.parametrize("name", ["nope.py", "notes.txt"])
+def test_edit_refuses_a_tools_file_that_is_not_a_py_file(tmp_path: Path, name: str) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    result = sd("edit", tmp_path, "--no-browser", "--tools", tmp_path / name)
+    assert result.exit_code == 2
+    assert f"tools file {tmp_path / name} is not a .py file" in result.output
