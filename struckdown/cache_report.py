@@ -151,6 +151,7 @@ def _common(first: str, *others: str) -> int:
 
 def _record(program: Any, rows: list[Mapping[str, Any]], tools: Sequence[Any]) -> list[Request]:
     """Every slot's first request over every row, as its prefix's text, in batch order."""
+    from pydantic_ai.messages import ModelResponse, TextPart
     from pydantic_ai.models.test import TestModel
     from pydantic_ai.models.wrapper import WrapperModel
 
@@ -165,7 +166,7 @@ def _record(program: Any, rows: list[Mapping[str, Any]], tools: Sequence[Any]) -
         """Records each slot's first request of a row (a TestModel answers)."""
 
         def __init__(self, row: int) -> None:
-            super().__init__(TestModel(call_tools=[], custom_output_text=f"<answer of row {row + 1}>"))
+            super().__init__(TestModel(call_tools=[]))
             self.row = row
 
         async def request(self, messages: Any, model_settings: Any, model_request_parameters: Any) -> Any:
@@ -173,6 +174,8 @@ def _record(program: Any, rows: list[Mapping[str, Any]], tools: Sequence[Any]) -
             slot = meter.slot if meter is not None else "?"
             if not any(r.slot == slot and r.row == self.row for r in recorded):
                 recorded.append(_as_request(slot, self.row, messages, model_request_parameters, slot in followed))
+            if model_request_parameters.allow_text_output:  # a text answer differs per row, as real ones do
+                return ModelResponse(parts=[TextPart(f"<answer of row {self.row + 1}>")], model_name="test")
             return await super().request(messages, model_settings, model_request_parameters)
 
     for index, row in enumerate(rows):
@@ -190,7 +193,7 @@ def _as_request(slot: str, row: int, messages: Any, parameters: Any, followed: b
         json.dumps({"name": t.name, "description": t.description, "schema": t.parameters_json_schema}, sort_keys=True)
         for t in tool_defs
     )
-    if text:
+    if parameters.function_tools:  # an agent slot's tool definitions get a breakpoint of their own
         points.append(len(text))
     instructions = next((m.instructions for m in reversed(messages) if isinstance(m, ModelRequest) and m.instructions),
                         None)

@@ -27,11 +27,28 @@ class Wire:
     answer: str = "ok"
     bodies: list[dict[str, Any]] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
+    # "anthropic" / "prefix": the usage is computed from each body by that provider's cache rule
+    # (4 characters a token): what a cache-reporting provider would say, for the prediction tests
+    rule: str | None = None
+    cache: list[str] = field(default_factory=list)  # the prefixes the simulated provider holds
+
+    def _simulate(self, body: dict[str, Any]) -> None:
+        text, points = _anthropic_text(body) if "system" in body or "tools" in body else _chat_text(body)
+        if self.rule == "anthropic":
+            best = max((len(p) for p in self.cache if text.startswith(p)), default=0)
+            self.cache += [text[:point] for point in points]
+        else:
+            shared = max((_common(p, text) for p in self.cache), default=0) // 4
+            best = 0 if shared < 1024 else (1024 + (shared - 1024) // 128 * 128) * 4
+            self.cache.append(text)
+        self.input_tokens, self.cached, self.written = -(-len(text) // 4), best // 4, 0
 
     def _reply(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
         self.bodies.append(body)
         self.urls.append(str(request.url))
+        if self.rule is not None:
+            self._simulate(body)
         if request.url.path.endswith("/messages"):  # Anthropic: input_tokens excludes the cache's
             usage = {
                 "input_tokens": self.input_tokens - self.cached - self.written,
@@ -99,6 +116,44 @@ class Wire:
 
         provider = OpenAIProvider(base_url="http://127.0.0.1:8765/v1", api_key="none", http_client=self._client())
         return OpenAIChatModel(name, provider=provider)
+
+
+def _anthropic_text(body: dict[str, Any]) -> tuple[str, list[int]]:
+    """An Anthropic body as text (tools, system, messages) and its breakpoints' offsets."""
+    text, points = "", []
+    for tool in body.get("tools", []):
+        text += json.dumps({k: v for k, v in tool.items() if k != "cache_control"}, sort_keys=True)
+        if "cache_control" in tool:
+            points.append(len(text))
+    for block in body.get("system", []):
+        text += "[system]" + block["text"]
+        if "cache_control" in block:
+            points.append(len(text))
+    for message in body["messages"]:
+        for block in message["content"]:
+            text += f"[{message['role']}]" + json.dumps({k: v for k, v in block.items() if k != "cache_control"})
+            if "cache_control" in block:
+                points.append(len(text))
+    if "cache_control" in body:
+        points.append(len(text))
+    return text, points
+
+
+def _chat_text(body: dict[str, Any]) -> tuple[str, list[int]]:
+    text = "".join(json.dumps(tool, sort_keys=True) for tool in body.get("tools", []))
+    text += "".join(f"[{m['role']}]" + json.dumps(m.get("content"), sort_keys=True) for m in body["messages"])
+    return text, []
+
+
+def _common(a: str, b: str) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _sse(events: list[tuple[str | None, Any]]) -> httpx2.Response:
