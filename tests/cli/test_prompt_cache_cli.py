@@ -55,3 +55,11 @@ def test_batch_summary_adds_up_the_rows(files: dict[str, Path], use_model: Any) 
         r"cache: 82 % of input read from the provider cache, \$0\.82 saved · [\d.]+ s$",
         result.stderr, re.M,
     ), result.stderr
+
+
+def test_no_prompt_cache_flag_sends_no_cache_field(files: dict[str, Path], use_model: Any) -> None:
+    wire = Wire()
+    use_model(wire.llama_cpp())
+    assert sd("run", files["template"], "--set", "text=tea").exit_code == 0
+    assert sd("run", files["template"], "--set", "text=tea", "--no-prompt-cache", "--no-cache").exit_code == 0
+    assert [b.get("cache_prompt") for b in wire.bodies] == [True, None]

@@ -49,6 +49,7 @@ def _samples(tmp_path: Path) -> dict[str, tuple[list[str], str, Any]]:
         "on_truncate": (["--on-truncate", "error"], "on_truncate", "error"),
         "strict": (["--strict"], "strict_undefined", True),
         "no_cache": (["--no-cache"], "cache", False),
+        "no_prompt_cache": (["--no-prompt-cache"], "prompt_cache", False),
         "max_cost": (["--max-cost", "2.5"], "max_cost", 2.5),
         "prices": (["--prices", str(prices)], "prices", {"test": {"input": 1, "output": 2}}),
         "mcp": (["--mcp", str(server)], "mcp", [str(server)]),
