@@ -182,7 +182,8 @@ RUN_FLAGS: Mapping[str, Flag] = {
 
 #: The flags every command that runs a template takes (sd run, sd batch, sd resume, sd chat).
 RUN_COMMAND_FLAGS = (
-    "model", "tools", "no_cache", "no_prompt_cache", "retries", "max_tokens", "seed", "thinking", "fallback", "tool_timeout", "on_truncate",
+    "model", "tools", "no_cache", "no_prompt_cache", "retries", "max_tokens", "seed", "thinking", "fallback",
+    "tool_timeout", "on_truncate",
     "include_path",
     "strict", "mcp", "mcp_config", "prices", "max_cost", "otel",
 )
