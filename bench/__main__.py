@@ -1,8 +1,10 @@
 """Run the struckdown benchmark suite: `python -m bench [--quick] [--only a,b,...]`.
 
 Prints one table (case, measured, floor/ideal, ratio, target, pass/fail) and writes it
-to bench/results.json. Exit status is 0 whatever the verdicts: benchmarks report, they
-do not gate (use the JSON for that).
+to bench/results.json. Exit status is 0 whatever the targets' verdicts: benchmarks
+report. `--check` gates: it compares each ratio with the one recorded in
+docs/performance.md and exits 1 when a row is more than 20 % worse (bench/check.py);
+`--check --quick` runs the cases `.ci/run` checks.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import traceback
 from collections.abc import Awaitable, Callable
 
 from . import (
-    batch, conversation, evals, guards, html_text, memory, overhead, parse, provider_batch, scale, startup, tools,
+    batch, check, conversation, durable, evals, guards, html_text, memory, overhead, parse, partials,
+    provider_batch, scale, startup, tools,
 )
 from .common import RESULTS_PATH, Row, markdown_table, print_table, write_json
 
@@ -29,8 +32,10 @@ CASES: dict[str, tuple[str, Callable[[bool], Awaitable[list[Row]]]]] = {
     "f": ("parse", parse.run),
     "g": ("memory", memory.run),
     "h": ("scale: sd batch memory, rows/s, --workers, first token", scale.run),
+    "j": ("effect journal", durable.run),
     "l": ("long conversation", conversation.run),
     "p": ("provider batch", provider_batch.run),
+    "s": ("typed answers that stream: first SlotPartial", partials.run),
     "v": ("eval: sd.evaluate vs the same rows as a batch", evals.run),
     "w": ("html_to_text on hostile pages", html_text.run),
 }
@@ -56,12 +61,21 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes for a fast sanity run (< 30 s)")
     parser.add_argument("--only", default="", help="comma-separated case letters, e.g. a,d")
     parser.add_argument("--no-json", action="store_true", help=f"do not write {RESULTS_PATH.name}")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="fail (exit 1) when a ratio is more than 20%% worse than recorded in docs/performance.md; "
+        f"with --quick and no --only, runs cases {','.join(check.QUICK_CASES)}",
+    )
     parser.add_argument("--markdown", action="store_true", help=f"print {RESULTS_PATH.name} as markdown and exit")
     args = parser.parse_args()
     if args.markdown:
         print(markdown_table())
         return
-    selected = [c.strip() for c in args.only.split(",") if c.strip()] or list(CASES)
+    selected = [c.strip() for c in args.only.split(",") if c.strip()]
+    if not selected:
+        selected = list(check.QUICK_CASES) if args.check and args.quick else list(CASES)
+    recorded = check.recorded_ratios() if args.check else {}  # a missing table fails before the run
     unknown = [c for c in selected if c not in CASES]
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
@@ -82,6 +96,8 @@ def main() -> None:
             },
         )
         print(f"wrote {RESULTS_PATH}")
+    if args.check and not check.report(check.judge(rows, recorded)):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

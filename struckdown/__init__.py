@@ -6,11 +6,8 @@ The public names are loaded on first use (PEP 562), so `import struckdown` and
 
 from __future__ import annotations
 
-import logging
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
-
-logging.getLogger("struckdown").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
@@ -63,6 +60,7 @@ _EXPORTS = {
     "Paused": "errors",
     "ApprovalRequest": "approval_state",
     "needs_approval": "run.approval",
+    "effect": "run.effects",
     "Image": "media",
     "File": "media",
     "attach": "media",
@@ -92,6 +90,7 @@ _EXPORTS = {
     "SlotCompleted": "incremental",
     "SlotRetracted": "incremental",
     "ThinkingDelta": "incremental",
+    "SlotPartial": "incremental",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -196,6 +195,7 @@ if TYPE_CHECKING:
     from .incremental import ProcessingComplete as ProcessingComplete
     from .incremental import ProcessingError as ProcessingError
     from .incremental import SlotCompleted as SlotCompleted
+    from .incremental import SlotPartial as SlotPartial
     from .incremental import SlotRetracted as SlotRetracted
     from .incremental import ThinkingDelta as ThinkingDelta
     from .media import File as File
@@ -232,6 +232,7 @@ if TYPE_CHECKING:
     from .results import ToolCall as ToolCall
     from .results import Usage as Usage
     from .run.approval import needs_approval as needs_approval
+    from .run.effects import effect as effect
     from .run.tools import BadModelOutput as BadModelOutput
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
     from .run.tools import readonly as readonly

@@ -33,6 +33,8 @@ STATE_FORMAT = "struckdown.paused/1"
 DENIED = "The user denied this call."
 
 Decision = bool | str
+#: The `tool_name` of a request for a person to pick a slot's answer (`escalate=approve`, SPEC §27).
+ANSWER_TOOL = "@answer"
 
 
 @dataclass(frozen=True)
@@ -44,14 +46,19 @@ class ApprovalRequest:
     slot: str
     tool_name: str
     arguments: dict[str, Any]
+    #: SPEC §25: "unknown" for a call a journal holds as started and never finished (the
+    #: process died in it): approving runs it again, denying leaves it as it is
+    outcome: str | None = None
 
     def label(self) -> str:
         """`issue_refund(order_id="A1", amount=30)`: how a person reads the call."""
         args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in self.arguments.items())
-        return f"{self.tool_name}({args})"
+        note = " (outcome unknown: it started before and never finished)" if self.outcome == "unknown" else ""
+        return f"{self.tool_name}({args}){note}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "slot": self.slot, "tool_name": self.tool_name, "arguments": jsonable(self.arguments)}
+        shown = {"id": self.id, "slot": self.slot, "tool_name": self.tool_name, "arguments": jsonable(self.arguments)}
+        return {**shown, "outcome": self.outcome} if self.outcome is not None else shown
 
     def call_hash(self) -> str:
         """What a decision on this request binds: the tool's name and its exact arguments."""
@@ -68,6 +75,16 @@ def check_decision(value: Any, request_id: str) -> Decision:
         f"the decision for {request_id!r} is {value!r}; decide with True (run the call), "
         "False (deny it) or a string (deny it, and the model reads that text)"
     )
+
+
+def answer_decided(decision: Decision) -> tuple[bool, str | None]:
+    """(approved, message) of an `@answer` decision's event: True keeps the model's answer
+    (no message); a string is the person's answer (the message); False rejects it."""
+    if decision is True:
+        return True, None
+    if decision is False or not str(decision).strip():
+        return False, "rejected"
+    return True, str(decision)
 
 
 def denial_message(decision: Decision) -> str | None:
@@ -243,7 +260,8 @@ def read_state(
     point.decisions = _check_decisions(point.requests(), decisions)
     prefixes = tuple(f"{server}_" for server in servers)
     missing = sorted(
-        name for name in {r.tool_name for r in point.requests()} - set(tools) if not name.startswith(prefixes)
+        name for name in {r.tool_name for r in point.requests()} - set(tools) - {ANSWER_TOOL}
+        if not name.startswith(prefixes)
     )
     if missing:
         raise ValueError(
@@ -294,7 +312,9 @@ def _paused_from_json(item: Mapping[str, Any], listed: Sequence[Mapping[str, Any
     requests = []
     for entry in item["requests"]:
         shown = by_id[entry["id"]]
-        request = ApprovalRequest(entry["id"], item["slot"], shown["tool_name"], dict(shown["arguments"]))
+        request = ApprovalRequest(
+            entry["id"], item["slot"], shown["tool_name"], dict(shown["arguments"]), shown.get("outcome")
+        )
         ids = list(entry["tool_call_ids"])
         _check_binding(request, shown.get("call_hash"), ids, calls)
         requests.append((request, ids))

@@ -39,6 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import log as _log  # noqa: F401 - the library's NullHandler
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MB = 500

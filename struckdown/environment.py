@@ -246,12 +246,17 @@ class Environment:
         batching: Any = None,
         mcp: Any = None,
         batch: Any = None,
+        settings: Any = None,
     ) -> Result:
         """One batch row: its requests share the batch's limiter (and provider batching),
-        its MCP servers the batch's sessions, its spending the batch's account."""
+        its MCP servers the batch's sessions, its spending the batch's account. `settings`:
+        the batch's RunSettings, built once for all its rows (they are the same for each)."""
         from .run import run_to_result
 
-        settings = self.run_settings(options, stream=False, requests=requests, mcp=mcp, provider_batch=batching, batch=batch)
+        if settings is None:
+            settings = self.run_settings(
+                options, stream=False, requests=requests, mcp=mcp, provider_batch=batching, batch=batch
+            )
         return await run_to_result(program, context, settings)
 
     def _mcp_sessions(self, program: Program, options: RunOptions) -> AbstractAsyncContextManager[Any]:

@@ -127,6 +127,19 @@ class SlotCompleted(_Event):
     elapsed_ms: float
     was_cached: bool
     truncated: bool = False  # the answer's last response stopped at its token limit (SPEC §14)
+    confidence: float | None = None  # SPEC §27: the answer's confidence (confidence=logprobs|vote:N)
+
+
+@dataclass(frozen=True)
+class SlotPartial(_Event):
+    """A typed answer (an object or a list) so far (SPEC §26): `value` the partial answer
+    validated so far, `complete_fields` the members the model has moved past (field names
+    of an object, indexes of a list). The last one of a slot equals its final answer."""
+
+    type: ClassVar[str] = "slot_partial"
+    slot: str
+    value: Any
+    complete_fields: tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
@@ -251,6 +264,7 @@ Event = Union[
     ToolStarted,
     ToolCompleted,
     SlotCompleted,
+    SlotPartial,
     SlotRetracted,
     CheckpointReached,
     ProcessingComplete,
@@ -277,6 +291,7 @@ __all__ = [
     "ProcessingError",
     "SlotCompleted",
     "SlotFallback",
+    "SlotPartial",
     "SlotRetracted",
     "SlotRetry",
     "SlotStreamStart",

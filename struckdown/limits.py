@@ -6,12 +6,11 @@ turns a `Limits` into `pydantic_ai.usage.UsageLimits` when the slot runs.
 
 from __future__ import annotations
 
-import logging
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
-logger = logging.getLogger("struckdown")
+from .log import logger
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,8 @@ class SlotResult:
     tool_calls: tuple[ToolCall, ...] = ()
     truncated: bool = False  # the answer's last response stopped at its token limit (SPEC §14)
     fallback_used: str | None = None  # the fallback model that answered (its pydantic-ai model_name)
+    confidence: float | None = None  # SPEC §27: the answer's confidence, 0-1 (confidence=logprobs|vote:N)
+    escalated_to: str | None = None  # the model a less confident answer was asked again on
     # the JSON schema the answer was asked for in (0.x's name); None once pickled to another process
     response_schema: dict[str, Any] | None = None
 
@@ -205,6 +207,8 @@ class SlotResult:
             "cached": self.cached,
             "truncated": self.truncated,
             "fallback_used": self.fallback_used,
+            "confidence": self.confidence,
+            "escalated_to": self.escalated_to,
             "tool_calls": [
                 {
                     "tool_name": c.tool_name,
@@ -221,6 +225,7 @@ class SlotResult:
 
 _SLOT_FIELDS = (
     "key", "type", "output", "messages", "usage", "elapsed_ms", "cached", "tool_calls", "truncated", "fallback_used",
+    "confidence", "escalated_to",
 )
 
 

@@ -76,6 +76,7 @@ class RunOptions(TypedDict, total=False):
     fallback: ModelLike | Sequence[ModelLike]  # models a slot runs on, in order, when it cannot finish on its own
     on_truncate: Literal["keep", "error"]  # an answer cut at its token limit: kept and flagged, or TruncatedError
     on_retry: Callable[[Any], Any] | None  # called with every SlotRetry and SlotFallback event (also in complete())
+    journal: PathLike | None  # SPEC §25: the effect journal (a path): each tool effect exactly once
 
 
 #: What a batch executor's workers take besides (struckdown/distributed/shipping.py).
@@ -169,6 +170,12 @@ def _paths(value: Any) -> Any:
     return tuple(value or ())
 
 
+def _journal(value: Any) -> Any:
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"journal= takes a file path, not {type(value).__name__}")
+    return value
+
+
 _O = RunOption
 #: The run keywords, each declared once (SPEC §22). Read by `Environment` (defaults, checks),
 #: `run/settings.py` (the one RunSettings builder), `distributed/shipping.py` (what a Dask
@@ -212,6 +219,7 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
     _O("on_truncate", "on_truncate", default="keep", flags=("--on-truncate",), recorded=True,
        check=_choice("on_truncate", "keep", "error")),
     _O("on_retry", "retries", environment=False, ships="no"),
+    _O("journal", "journal", environment=False, flags=("--journal",), ships="no", recorded=True, check=_journal),
 )}
 
 #: The keywords every entry point takes (others are a TypeError at the call; see compat.py).

@@ -150,6 +150,39 @@ def server_names(value: Any) -> tuple[str, ...]:
     return names
 
 
+#: The slot types whose answer is a few tokens: a probability of the answer means something (SPEC §27).
+CONFIDENCE_TYPES = frozenset({"pick", "bool", "boolean", "int", "score"})
+
+
+def check_confidence(value: Any) -> str:
+    """`confidence=logprobs` or `confidence=vote:N` (N at least 2)."""
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text == "logprobs":
+        return text
+    kind, sep, count = text.partition(":")
+    if kind == "vote" and sep and count.strip().isdigit() and int(count) >= 2:
+        return f"vote:{int(count)}"
+    raise ValueError("expected logprobs or vote:N (N a whole number of at least 2)")
+
+
+def check_escalate(value: Any) -> str:
+    """`escalate=approve` (a person picks the answer) or a model name."""
+    if isinstance(value, bool) or not str(value).strip():
+        raise ValueError("expected a model name or approve")
+    return str(value).strip()
+
+
+def _confidence_problem(given: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """(message, option) when the confidence options do not go together."""
+    if "escalate" in given and "min_confidence" not in given:
+        return "escalate= needs min_confidence= (the confidence below which the answer escalates)", given["escalate"]
+    if "min_confidence" in given and "escalate" not in given:
+        return "min_confidence= needs escalate=MODEL or escalate=approve", given["min_confidence"]
+    if "min_confidence" in given and "confidence" not in given:
+        return "min_confidence= needs confidence=logprobs or confidence=vote:N", given["min_confidence"]
+    return None
+
+
 @dataclass(frozen=True)
 class SlotOption:
     """Every fact of one slot option (SPEC §2.3, §22), in one row: the check stage, the plan,
@@ -211,6 +244,15 @@ SLOT_OPTIONS: Mapping[str, SlotOption] = {o.name: o for o in (
     _S("prompt_cache", "control", _boolean,
        "`prompt_cache=false`: this slot's requests ask the provider for no prompt caching "
        "(`true` asks even when the run's `prompt_cache=False`).", _BOOL),
+    # SPEC §27 (confidence): read by run/confidence.py
+    _S("confidence", "control", check_confidence,
+       "`logprobs` (the answer's probability from token logprobs) or `vote:N` (the share of N answers "
+       "that agree): `SlotResult.confidence`, 0 to 1.", ("logprobs", "vote:3", "vote:5")),
+    _S("min_confidence", "control", _number(0, 1),
+       "An answer less confident than this (0 to 1) escalates (`escalate=`)."),
+    _S("escalate", "control", check_escalate,
+       "Where a less confident answer goes: a model name (asked again there) or `approve` (a person picks it).",
+       ("approve",)),
 )}
 
 
@@ -267,6 +309,8 @@ def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     ]
     if type_name == "halt":
         keys.append("when")
+    if type_name in CONFIDENCE_TYPES:
+        keys += ["confidence", "min_confidence", "escalate"]
     return keys
 
 
@@ -274,6 +318,9 @@ def combination_problem(options: Any) -> tuple[str, Any] | None:
     """(message, option) for keyed options that cannot go together (each value is already
     valid on its own): a tool_choice that forces a tool on a slot without use_tools=true."""
     given = {o.key: o for o in options if o.key is not None}
+    confidence = _confidence_problem(given)
+    if confidence is not None:
+        return confidence
     choice = given.get("tool_choice")
     if choice is None or isinstance(choice.value, JinjaValue) or choice.value in ("auto", "none"):
         return None

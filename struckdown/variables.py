@@ -10,7 +10,6 @@ per template and name) or, with `strict_undefined=True`, an `UndefinedVariableEr
 
 from __future__ import annotations
 
-import logging
 import re
 import warnings
 from collections.abc import Collection, Mapping
@@ -24,7 +23,7 @@ from .syntax.nodes import Action, Pos, Slot, Text, walk
 if TYPE_CHECKING:
     from .plan import Program
 
-logger = logging.getLogger("struckdown")
+from .log import logger
 
 #: Names Jinja provides inside every template (`loop` inside a for loop).
 JINJA_NAMES = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop"})

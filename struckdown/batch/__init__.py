@@ -189,14 +189,22 @@ class BatchCall:
         batching = self.batching
 
         async with environment._mcp_sessions(program, options) as sessions:  # one session per server
+            # the same for every row: built once, not per row
+            settings = environment.run_settings(
+                options, stream=False, requests=requests, mcp=sessions, provider_batch=batching, batch=budget
+            )
 
             async def run_row(index: int, context: Mapping[str, Any]) -> Any:
                 spent = budget.spent() if budget is not None else None  # once spent, no new row starts
                 if spent is not None:
                     return spent
+                from ..run.effects import CURRENT_ROW
+
+                # SPEC §25: effect ids name the row (sd batch's RowContext: the input row)
+                CURRENT_ROW.set(getattr(context, "row", index))
                 with batching.row(index) if batching is not None else nullcontext():
                     return await environment._complete_row(
-                        program, context, options, requests, batching, sessions, budget
+                        program, context, options, requests, batching, sessions, budget, settings=settings
                     )
 
             around = batching.worker if batching is not None else nullcontext

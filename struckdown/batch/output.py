@@ -26,21 +26,48 @@ def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str)
         if getattr(outcome.usage, "cost", None) is not None:  # what --head projects (prices known)
             usage.setdefault("cost", outcome.usage.cost)
         entry.update(answers=outcome.to_dict(), usage=usage, ok=halted is None)
+        entry.update(confidence_of(outcome))
         if halted is not None:
             entry.update(error=describe_error(halted), halted={"slot": halted.slot, "reason": halted.reason})
     entry.update(input_hash=input_hash, template_hash=template_hash)
     return entry
 
 
-def output_row(row: dict[str, Any], entry: dict[str, Any], renames: dict[str, str] | None = None) -> dict[str, Any]:
+def confidence_of(outcome: Any) -> dict[str, Any]:
+    """SPEC §27: a row's confidences and escalations by slot (nothing when no slot measured one)."""
+    found: dict[str, Any] = {}
+    for key, slot in outcome.results.items():
+        if getattr(slot, "confidence", None) is not None:
+            found.setdefault("confidence", {})[key] = slot.confidence
+        if getattr(slot, "escalated_to", None) is not None:
+            found.setdefault("escalated", {})[key] = slot.escalated_to
+    return found
+
+
+def confidence_columns(program: Any) -> dict[str, str]:
+    """slot → its confidence column: `_confidence` for a template's one slot with
+    `confidence=`, `_confidence_<slot>` for each of several."""
+    keys = [s.key for s in program.slots() if any(o.key == "confidence" for o in s.options)]
+    if len(keys) == 1:
+        return {keys[0]: "_confidence"}
+    return {key: f"_confidence_{key}" for key in keys}
+
+
+def output_row(
+    row: dict[str, Any], entry: dict[str, Any], renames: dict[str, str] | None = None,
+    confident: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     out = {**row, **renamed(entry["answers"], renames or {})}
+    for key, column in (confident or {}).items():
+        out[column] = entry.get("confidence", {}).get(key)
     if not entry["ok"]:
         out["_error"] = entry["error"]
     return out
 
 
 def output_columns(
-    rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str], renames: dict[str, str] | None = None
+    rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str], renames: dict[str, str] | None = None,
+    confident: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Input columns, then answers in template order, then `_error` if a row failed
     (for rows in memory: the playground's batch; `sd batch` counts them as it goes)."""
@@ -48,6 +75,7 @@ def output_columns(
     answered = columns_of(e["answers"] for e in entries)
     ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
     columns += [c for c in ((renames or {}).get(k, k) for k in ranked) if c not in columns]
+    columns += [c for c in (confident or {}).values() if c not in columns]
     if any(not e["ok"] for e in entries):
         columns.append("_error")
     return columns

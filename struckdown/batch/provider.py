@@ -43,7 +43,6 @@ This module is the job (`ProviderBatch`: rows, request states, the journal, coun
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -55,6 +54,7 @@ from pydantic_ai.capabilities import BatchModelRequests
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models.batch import Batch, EncodedBatchRequest
 
+from ..log import logger as log
 from .provider_models import CountedModel, TrackedModel
 from .provider_state import CURRENT_REQUEST, CURRENT_ROW, BatchedRequest, BatchedRow, OnRecord, State
 
@@ -63,8 +63,6 @@ from .provider_state import DEFAULT_DISCOUNT as DEFAULT_DISCOUNT
 from .provider_state import BatchCounts as BatchCounts
 from .provider_state import RowRecords as RowRecords
 from .provider_state import batch_prices as batch_prices
-
-log = logging.getLogger("struckdown")
 
 #: Requests per batch unless the caller says otherwise (pydantic-ai's default).
 DEFAULT_MAX_REQUESTS = 1_000

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from typing import Any, Protocol
@@ -22,9 +21,8 @@ from pydantic_ai.models.batch import Batch, BatchRequest, BatchResult, EncodedBa
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
+from ..log import logger as log
 from .provider_state import CURRENT_REQUEST, CURRENT_ROW, BatchCounts, BatchedRequest, BatchedRow, State
-
-log = logging.getLogger("struckdown")
 
 #: Checks in a row of a batch found ended at submission (the submission, and resubmissions).
 _READS_AT_ONCE = 8

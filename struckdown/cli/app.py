@@ -94,7 +94,7 @@ def _plain_warnings() -> None:
 
 
 @app.command(epilog=EXIT_CODES)
-@run_flags(*RUN_COMMAND_FLAGS, "stop_at")
+@run_flags(*RUN_COMMAND_FLAGS, "stop_at", "journal")
 def run(
     template: TemplateArg,
     context: ContextOpt = None,
@@ -155,6 +155,11 @@ def resume_(
     ] = None,
     approve_all: Annotated[bool, typer.Option("--approve-all", help="Allow every call that needs approval.")] = False,
     deny_all: Annotated[bool, typer.Option("--deny-all", help="Deny every call that needs approval.")] = False,
+    answer: Annotated[
+        Optional[list[str]],
+        typer.Option("--answer", metavar="SLOT=VALUE", help="The answer of a slot paused by escalate=approve "
+                     "(repeatable; --approve ID keeps the model's).", show_default=False),
+    ] = None,
     output: Annotated[
         Optional[Path],
         typer.Option("--output", "-o", help="Write {answers, usage, halted} to this JSON file.", show_default=False),
@@ -189,6 +194,7 @@ def resume_(
                 deny=deny or (),
                 approve_all=approve_all,
                 deny_all=deny_all,
+                answer=answer or (),
                 flags=flags,
                 output=output,
                 as_json=as_json,
@@ -403,6 +409,12 @@ def batch(
                      "accuracy, per-class precision/recall/F1, Cohen's kappa (needs struckdown[stats]; repeatable).",
                      show_default=False),
     ] = None,
+    target_accuracy: Annotated[
+        Optional[float],
+        typer.Option("--target-accuracy", min=0.0, max=1.0, metavar="A", help="With --compare on a slot with "
+                     "confidence=: the lowest min_confidence whose accepted rows reach accuracy A.",
+                     show_default=False),
+    ] = None,
     type_files: TypeFileOpt = None,
     *,
     flags: dict[str, Any],
@@ -422,6 +434,8 @@ def batch(
 
         if engine not in ("local", "dask"):
             raise CliError(f"--engine must be local or dask, not {engine!r}")
+        if target_accuracy is not None and not compare:
+            raise CliError("--target-accuracy needs --compare COLUMN[=SLOT] (the labels to reach it on)")
         if engine != "dask" and address is not None:
             raise CliError("--address is for --engine dask")
         if address is not None and workers is not None:
@@ -447,6 +461,7 @@ def batch(
                 files_root=files_root,
                 head=head,
                 compare=compare or (),
+                target_accuracy=target_accuracy,
             ),
             args or (), prompt_file, input_patterns or (), output or (), quiet,
         )

@@ -173,6 +173,23 @@ def read_state_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def _answers(specs: Any, requests: list[Any]) -> dict[str, str]:
+    """`--answer SLOT=VALUE`: the decision of the slot's `@answer` request (escalate=approve)."""
+    from ..approval_state import ANSWER_TOOL
+
+    by_slot = {r.slot: r.id for r in requests if r.tool_name == ANSWER_TOOL}
+    decisions: dict[str, str] = {}
+    for spec in specs:
+        slot, sep, value = (part.strip() for part in str(spec).partition("="))
+        if not sep or not slot or not value:
+            raise CliError(f"--answer {spec!r}: give SLOT=VALUE")
+        if slot not in by_slot:
+            waiting = ", ".join(by_slot) or "none"
+            raise CliError(f"--answer {spec!r}: no slot {slot!r} waits for an answer (waiting: {waiting})")
+        decisions[by_slot[slot]] = value
+    return decisions
+
+
 def decisions_from_flags(request: Any, requests: list[Any], display: RunDisplay | None) -> dict[str, Any]:
     """`--approve ID`, `--deny ID[=REASON]`, `--approve-all`, `--deny-all`; on a terminal the
     rest are asked, else they are an error listing them."""
@@ -186,6 +203,7 @@ def decisions_from_flags(request: Any, requests: list[Any], display: RunDisplay 
     for spec in request.deny:
         rid, _, reason = spec.partition("=")
         decisions[rid] = reason.strip() or False
+    decisions.update(_answers(getattr(request, "answer", ()), requests))
     unknown = sorted(set(decisions) - set(known))
     if unknown:
         raise CliError(f"no paused call has the id {', '.join(unknown)}; the paused calls are: {listed}")

@@ -7,7 +7,6 @@ import gc
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,21 +20,21 @@ from ..batch.journal import (
     journal_failure,
     journal_path,
 )
-from ..batch.output import journal_entry, output_row
+from ..batch.output import confidence_columns, journal_entry, output_row
 from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
 from ..fileio import check_writable
-from . import batch_report, compare, loading
+from ..run.effects import RowContext, effects_path
+from . import batch_report, compare
 from .attachments import file_row, files_base, split_columns
 from .batch_rows import Hashes as _Hashes
 from .batch_rows import InOrder as _InOrder
 from .batch_rows import Pending as _Pending
 from .batch_rows import Tally as _Tally
+from .batch_runners import dask_runner, freeze_start_up, local_runner
 from .costs import otel
 from .display import make_console
-from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError, interrupts_end_the_process
-from .keywords import run_keywords
-from .loading import load_program, load_tools
-from .model_notes import show_config_models
+from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError
+from .loading import load_program
 from .progress import BatchProgress
 from .provider_batch import ProviderBatchJob, check_flags
 from .text import visible
@@ -67,6 +66,7 @@ class BatchRequest:
     files_root: Path | None = None  # --files-root: the only folder those paths may lead into
     head: int | None = None  # only the first N rows, then a projection for all (batch_report)
     compare: Sequence[str] = ()  # COLUMN[=SLOT]: score answers against ground truth (compare.py)
+    target_accuracy: float | None = None  # --compare on a slot with confidence=: the threshold reaching it
     options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for every row's run
 
     # the flags batch reads for its own work besides passing them on (journal, engines, caps)
@@ -227,6 +227,7 @@ class BatchRun:
         self.compared: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # --compare: index -> (cells, entry)
         self.provider: ProviderBatchJob | None = None
         self.comparisons: list[Any] = []
+        self.confident = confidence_columns(program)  # SPEC §27: slot -> its _confidence column
 
     # -- the passes -------------------------------------------------------------------
 
@@ -256,7 +257,7 @@ class BatchRun:
         self.progress = progress
         if self.provider is not None:
             self.provider.progress = progress
-        _freeze_start_up()
+        freeze_start_up()
         try:
             with progress:
                 if self.total > self.done_before:  # else nothing to run: no cluster to start
@@ -271,6 +272,7 @@ class BatchRun:
             self.assemble(request.output, self.journal.path)
             if not self.tally.failures and not request.keep_journal:
                 self.journal.path.unlink(missing_ok=True)
+                effects_path(self.journal.path).unlink(missing_ok=True)
         elapsed = time.perf_counter() - started
         self.tally.summary(self.console, request, self.total, self.done_before, elapsed)
         self.report(elapsed)
@@ -316,7 +318,7 @@ class BatchRun:
                 raise self._changed(index)
             self.inflight[position] = (index, row)
             position += 1
-            yield self.prepare(row)
+            yield RowContext(self.prepare(row), row=index)  # effect ids name the input row (SPEC §25)
 
     def prepare(self, row: dict[str, Any]) -> dict[str, Any]:
         """The context a row runs with: the row, its `--file-columns` paths read as files."""
@@ -344,7 +346,7 @@ class BatchRun:
         self.progress.advance(entry["ok"])
         if self.stdout is not None:
             self.compare_cells(index, row, entry)
-            self.stdout.offer(index, output_row(row, entry, self.renames))
+            self.stdout.offer(index, output_row(row, entry, self.renames, self.confident))
 
     def assemble(self, output: Path, journal: Path) -> None:
         """Pass 3: the output in input order, each row beside its journal line."""
@@ -361,7 +363,7 @@ class BatchRun:
                 if entry.get("input_hash") != content_hash(row):
                     raise self._changed(index)
                 self.compare_cells(index, row, entry)
-                yield output_row(row, entry, self.renames)
+                yield output_row(row, entry, self.renames, self.confident)
 
         try:
             write_table(output, rows(), self.output_columns())
@@ -372,9 +374,7 @@ class BatchRun:
         """`--compare`: keep the row's compared column and answer (every row's: the scores need them all)."""
         if not self.comparisons:
             return
-        cells = {c.column: row.get(c.column) for c in self.comparisons}
-        answers = {c.slot: entry.get("answers", {}).get(c.slot) for c in self.comparisons}
-        self.compared[index] = (cells, {"ok": entry.get("ok"), "answers": answers})
+        self.compared[index] = compare.kept_cells(self.comparisons, row, entry)
 
     def report(self, elapsed: float) -> None:
         """After the summary line: provider batches, `--head`'s projection, `--compare`'s scores."""
@@ -388,7 +388,9 @@ class BatchRun:
         if request.compare:
             ordered = [self.compared[i] for i in sorted(self.compared)]
             rows, entries = [cells for cells, _ in ordered], [entry for _, entry in ordered]
-            console.file.write(compare.compare_report(request.compare, self.program, rows, entries, list(self.columns)) + "\n")
+            console.file.write(compare.compare_report(
+                request.compare, self.program, rows, entries, list(self.columns), request.target_accuracy
+            ) + "\n")
         console.file.flush()
 
     # -- pieces -----------------------------------------------------------------------
@@ -403,6 +405,7 @@ class BatchRun:
         ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
         columns = list(self.columns)
         columns += [c for c in (self.renames.get(k, k) for k in ranked) if c not in self.columns]
+        columns += [c for c in self.confident.values() if c not in columns]
         if self.tally.failures:
             columns.append("_error")
         return columns
@@ -471,142 +474,9 @@ class BatchRun:
     def _runner(self) -> Any:
         workers = self.request.workers
         if self.request.engine != "local" or (workers is not None and workers > 1):
-            return _dask_runner(self, self.request, self.program)
-        return _local_runner(self, self.request, self.program)
-
-
-def _freeze_start_up() -> None:
-    """What start-up made (modules, schemas, agents: most of the heap) lives to the end:
-    freeze it, so that collections never walk it again, and collect once after, so the
-    collector measures "many objects survived" against the rows' objects alone. Cyclic
-    garbage of finished rows is then collected as it goes (and every `GC_EVERY_ROWS`),
-    not left to grow to a quarter of the start-up heap before a full collection."""
-    gc.collect()
-    gc.freeze()
-    gc.collect()
+            return dask_runner(self, self.request, self.program)
+        return local_runner(self, self.request, self.program)
 
 
 def _warn(message: str) -> None:
     sys.stderr.write(f"warning: {visible(message)}\n")
-
-
-def _model(name: str | None, program: Any) -> Any:
-    """Resolve once, up front: a missing model is one error, not one per row."""
-    model = loading.resolve_cli_model(name)  # via the module: tests patch it
-    if not program.slots():
-        return model
-    show_config_models(program, model)
-    from ..environment import default_environment
-
-    return default_environment().resolve_model(model)
-
-
-def _local_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
-    """The rows run on this process's event loop."""
-    tools = load_tools(request.tools_file)
-    model = _model(request.model, program)
-    provider = job.provider
-    if provider is not None and program.slots():
-        provider.batch.wrap(model)  # a model without a batch API: one error, before any row
-    options = {
-        **run_keywords(request.flags, instrument=request.instrument, tools=tools),
-        **job.run_options(),
-        "on_retry": job.progress_event,
-    }
-    options.pop("model", None), options.pop("tools", None)  # resolved once, above
-
-    async def run(contexts: Iterator[dict[str, Any]]) -> None:
-        from .. import api
-
-        batch = api.complete_batch_iter_async(
-            program, contexts, concurrency=request.jobs, model=model, tools=tools,
-            provider_batch=provider.batch if provider is not None else None, **options,
-        )  # fmt: skip
-        # the first Ctrl-C ends the process at once (a blocking tool cannot hold it): every
-        # finished row is in the journal already, and --resume runs the rest
-        with interrupts_end_the_process(lambda: "error: " + job.interrupted_note()):
-            async with aclosing(batch):
-                async for position, outcome in batch:
-                    job.finish(position, outcome)
-
-    return run
-
-
-def _dask_runner(job: BatchRun, request: BatchRequest, program: Any) -> Any:
-    """`--workers N` or `--engine dask`: the rows run on a Dask cluster (struckdown.distributed):
-    N worker processes of a private cluster on 127.0.0.1, or the scheduler at --address.
-
-    Only names travel: the model string (also a `package.module:factory` name) and
-    the tools as a file shipped as text or a module name. The model, tools and deps
-    are resolved once on a worker before any row runs.
-    """
-    if request.engine not in ("local", "dask"):
-        raise CliError(f"unknown engine {request.engine!r}: use local or dask")
-    try:
-        from ..distributed import DaskExecutor
-    except ImportError as exc:
-        flag = "--workers" if request.engine == "local" else "--engine dask"
-        raise CliError(f"{flag}: {exc}") from None
-    # the same keywords as on this process, in the form that travels (names, not objects)
-    kwargs = run_keywords(request.flags, tools=_dask_tools(request.tools_file))
-    kwargs["model"] = request.model
-    kwargs.pop("include_paths", None)  # the job carries them
-    options = job.run_options()
-    try:
-        from ..distributed import ship_kwargs
-
-        ship_kwargs({**kwargs, **options})
-    except (ValueError, TypeError) as exc:
-        raise CliError(str(exc)) from None
-    workers = request.workers or 2
-    if request.address is None:  # a worker with no share of the caps would idle
-        workers = max(1, min(workers, request.jobs, options["max_requests"]))
-
-    async def run(contexts: Iterator[dict[str, Any]]) -> None:
-        from .. import api
-
-        row_retries = 2 if request.retries is None else request.retries
-        executor = DaskExecutor(
-            request.address, max_in_flight=request.jobs, retries=row_retries, n_workers=workers,
-            keep_messages=False,  # the journal keeps answers and usage, not conversations
-        )  # fmt: skip
-        async with executor:
-            if program.slots():
-                await executor.probe(**kwargs)  # a missing model or tool: one error, not one per row
-            _freeze_start_up()  # the cluster's objects here (scheduler, client, nannies) live to the end too
-            batch = api.complete_batch_iter_async(
-                program,
-                contexts,
-                concurrency=2 * request.jobs,  # queued at the scheduler; -j caps how many run
-                template_path=request.template,
-                include_paths=request.include_paths,
-                executor=executor,
-                **kwargs,
-                **options,
-            )
-            async with aclosing(batch):
-                async for position, outcome in batch:
-                    job.finish(position, outcome)
-
-    return run
-
-
-def _dask_tools(tools: Path | None) -> list[str]:
-    """A tools FILE is read here and shipped to the workers as text; anything else
-    must be a module (or module:function) importable on the workers."""
-    if tools is None:
-        return []
-    if tools.is_file():
-        return [str(tools.resolve())] if tools.suffix == ".py" else _not_tools(tools)
-    name = str(tools)
-    module = name.partition(":")[0]
-    if module and all(part.isidentifier() for part in module.split(".")):
-        return [name]
-    return _not_tools(tools)
-
-
-def _not_tools(tools: Path) -> list[str]:
-    raise CliError(
-        f"--tools {tools}: with --workers or --engine dask give a .py file (shipped to the workers) "
-        "or a module importable on the workers (package.module or package.module:function)"
-    )

@@ -65,6 +65,19 @@ def comparisons(specs: Sequence[str], program: Any, columns: Sequence[str]) -> l
     return out
 
 
+def kept_cells(
+    compared: Sequence[Comparison], row: Mapping[str, Any], entry: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a finished row keeps for the scores: its compared columns, and its answers (with
+    their confidences and escalations, SPEC §27, which the calibration reads)."""
+    cells = {c.column: row.get(c.column) for c in compared}
+    kept: dict[str, Any] = {"ok": entry.get("ok"), "answers": {c.slot: entry.get("answers", {}).get(c.slot) for c in compared}}
+    for part in ("confidence", "escalated"):
+        if part in entry:
+            kept[part] = {c.slot: entry[part].get(c.slot) for c in compared}
+    return cells, kept
+
+
 def label(value: Any, as_bool: bool) -> str | None:
     """A value as a label for comparison; None for a missing one."""
     if value is None:
@@ -144,9 +157,40 @@ def report(comparison: Comparison, scores: Scores) -> str:
     return "\n".join(lines)
 
 
+def calibration(
+    comparison: Comparison, rows: Sequence[Mapping[str, Any]], entries: Sequence[Mapping[str, Any]],
+    target: float | None,
+) -> str | None:
+    """SPEC §27: the calibration of a slot with `confidence=` (None for one without)."""
+    from .calibration import Scored, calibrate, calibration_report
+
+    as_bool = comparison.slot_type in ("bool", "boolean", "decide")
+    scored: list[Scored] = []
+    for row, entry in zip(rows, entries):
+        expected = label(row.get(comparison.column), as_bool)
+        got = label(entry.get("answers", {}).get(comparison.slot), as_bool) if entry.get("ok") else None
+        if expected is None or got is None:
+            continue
+        confidence = (entry.get("confidence") or {}).get(comparison.slot)
+        escalated = (entry.get("escalated") or {}).get(comparison.slot) is not None
+        scored.append(Scored(confidence, expected == got, escalated))
+    if not any(s.confidence is not None for s in scored):
+        return None
+    return calibration_report(calibrate(scored, target))
+
+
 def compare_report(
     specs: Sequence[str], program: Any, rows: Sequence[Mapping[str, Any]], entries: Sequence[Mapping[str, Any]],
-    columns: Sequence[str],
+    columns: Sequence[str], target: float | None = None,
 ) -> str:
-    """Every `--compare`'s report, one after another."""
-    return "\n".join(report(c, score(c, rows, entries)) for c in comparisons(specs, program, columns))
+    """Every `--compare`'s report, one after another (with its calibration, for a slot with
+    `confidence=`)."""
+    parts = []
+    for comparison in comparisons(specs, program, columns):
+        parts.append(report(comparison, score(comparison, rows, entries)))
+        calibrated = calibration(comparison, rows, entries, target)
+        if calibrated is not None:
+            parts.append(calibrated)
+        elif target is not None:
+            parts.append(f"  --target-accuracy: slot {comparison.slot!r} has no confidence (add confidence=logprobs or vote:N)")
+    return "\n".join(parts)

@@ -1,7 +1,7 @@
 """What `sd run` shows while a template runs.
 
 On a terminal: a rich live region with the slots in progress (their tokens as they
-stream, running tools) above which finished answers, tool calls and guard verdicts
+stream, a typed answer's partial object as it grows, running tools) above which finished answers, tool calls and guard verdicts
 are printed for good. Anywhere else (a pipe, a file, CI): plain lines, no control
 codes; the tokens of one slot at a time are written as they arrive.
 """
@@ -49,6 +49,15 @@ def answer_text(value: Any) -> str:
     from ..codec import jsonable
 
     return visible(json.dumps(jsonable(value), ensure_ascii=False))
+
+
+def partial_text(value: Any, complete: Sequence[str | int]) -> str:
+    """A partial answer as the live region shows it: indented JSON, then which members are done."""
+    from ..codec import jsonable
+
+    text = json.dumps(jsonable(value), ensure_ascii=False, indent=2)
+    done = ", ".join(str(member) for member in complete)
+    return f"{text}\n✓ {done}" if done else text
 
 
 def stats_line(result: Any, elapsed_s: float) -> str:
@@ -180,6 +189,11 @@ class RunDisplay:
         elif self.owner == event.slot:
             self._write(event.delta)
 
+    def _on_slot_partial(self, event: Any) -> None:
+        """SPEC §26: a typed answer so far, redrawn in place in the live region (plain
+        output, which cannot redraw, shows only the final answer)."""
+        self.streams[event.slot] = partial_text(event.value, event.complete_fields)
+
     def _on_tool_started(self, event: Any) -> None:
         self.running.setdefault(event.slot, []).append(call_label(event.tool_name, event.arguments))
 
@@ -259,10 +273,14 @@ class RunDisplay:
                 head.append(" · cached", style="dim")
             if getattr(event, "truncated", False):
                 head.append(" · truncated", style="yellow")
+            if confidence_note(event.result):
+                head.append(f" · {confidence_note(event.result)}", style="dim")
             body = Text("\n".join("  " + line for line in (value.splitlines() or [""])))
             self._line(Group(head, body))
         else:  # (a slot that streamed while another one was writing shows up here, whole)
             self._line(Text(f"{slot}: {value}"))
+            if confidence_note(event.result):
+                self._line(Text(f"{slot}: {confidence_note(event.result)}", style="dim"))
             self._truncation_note(event)
 
     def _on_slot_retry(self, event: Any) -> None:
@@ -401,3 +419,12 @@ def answer_order(program: Any) -> dict[str, frozenset[str]]:
 
 def _is_guard(program: Any, key: str) -> bool:
     return key in program.guards
+
+
+def confidence_note(result: Any) -> str:
+    """SPEC §27: `confidence 0.72 · escalated to gpt-4o` (empty for a slot without confidence=)."""
+    confidence = getattr(result, "confidence", None)
+    if confidence is None:
+        return ""
+    escalated = getattr(result, "escalated_to", None)
+    return f"confidence {confidence:.2f}" + (f" · escalated to {visible(escalated)}" if escalated else "")

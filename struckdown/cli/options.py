@@ -169,6 +169,15 @@ RUN_FLAGS: Mapping[str, Flag] = {
             help="Export OpenTelemetry traces over OTLP (OTEL_EXPORTER_OTLP_* variables; needs struckdown[otel]).",
         ),
     ], False),
+    "journal": Flag("journal", Annotated[
+        Optional[Path],
+        typer.Option(
+            "--journal", metavar="FILE",
+            help="Journal tool effects in FILE: run again (or resume) with the same FILE and no tool call that "
+            "finished runs twice; one that was cut off is reconciled or waits for approval (docs/durable.md).",
+            show_default=False,
+        ),
+    ]),
     "max_requests": Flag("max_requests", Annotated[
         Optional[int],
         typer.Option(

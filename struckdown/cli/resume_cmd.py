@@ -35,6 +35,7 @@ class ResumeRequest:
     deny: Sequence[str] = ()
     approve_all: bool = False
     deny_all: bool = False
+    answer: Sequence[str] = ()  # SLOT=VALUE: the answer of a slot paused by escalate=approve (SPEC §27)
     flags: Mapping[str, Any] = field(default_factory=dict)  # the RUN_FLAGS given: they override the paused run's
     output: Path | None = None
     as_json: bool = False
@@ -58,7 +59,10 @@ def resume_command(request: ResumeRequest) -> int:
     _refuse_state_code(request, state)
     tools = load_tools(_tools_file(request, cli))
     model = _model(request, cli)
-    requests = [ApprovalRequest(r["id"], r["slot"], r["tool_name"], dict(r["arguments"])) for r in state["requests"]]
+    requests = [
+        ApprovalRequest(r["id"], r["slot"], r["tool_name"], dict(r["arguments"]), r.get("outcome"))
+        for r in state["requests"]
+    ]
     console = make_console(sys.stderr if request.as_json else sys.stdout)
     display = RunDisplay(console, {}, ())
     decisions = decisions_from_flags(request, requests, display)

@@ -141,6 +141,9 @@ def run_record(result: Any) -> dict[str, Any]:
         "usage": result.usage.to_dict(),
         "halted": None if halted is None else {"slot": halted.slot, "reason": halted.reason},
     }
+    from ..batch.output import confidence_of
+
+    record.update(confidence_of(result))  # SPEC §27: {"confidence": {slot: c}, "escalated": {slot: model}}
     if getattr(result, "paused", None) is not None:
         record["paused"] = [r.to_dict() for r in result.paused.requests]  # SPEC §12: awaiting approval
     return record

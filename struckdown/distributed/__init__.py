@@ -26,16 +26,44 @@ runs them there, and `packing` brings each outcome back.
 
 from __future__ import annotations
 
-try:
-    import cloudpickle  # noqa: F401 - checked here once, so that a missing extra
-    import distributed  # noqa: F401 - says how to install it
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "struckdown.distributed needs Dask: pip install 'struckdown[dask]' (or 'dask[distributed]')"
-    ) from exc
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from .executor import DaskExecutor
-from .shipping import ship_kwargs as ship_kwargs  # public, as before the split, though not in __all__
-from .worker import TransientRowError, is_transient
+# Loaded on first use (PEP 562): `shipping`'s plain forms of the run options are read by
+# every paused run (`run/settings.recorded_options`), which must not import Dask.
+_EXPORTS = {
+    "DaskExecutor": "executor",
+    "ship_kwargs": "shipping",  # public, as before the split, though not in __all__
+    "TransientRowError": "worker",
+    "is_transient": "worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'struckdown.distributed' has no attribute {name!r}")
+    if module != "shipping":
+        _require_dask()
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def _require_dask() -> None:
+    try:
+        import cloudpickle  # noqa: F401 - checked here once, so that a missing extra
+        import distributed  # noqa: F401 - says how to install it
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            "struckdown.distributed needs Dask: pip install 'struckdown[dask]' (or 'dask[distributed]')"
+        ) from exc
+
+
+if TYPE_CHECKING:
+    from .executor import DaskExecutor as DaskExecutor
+    from .shipping import ship_kwargs as ship_kwargs
+    from .worker import TransientRowError as TransientRowError
+    from .worker import is_transient as is_transient
 
 __all__ = ["DaskExecutor", "TransientRowError", "is_transient"]

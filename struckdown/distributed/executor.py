@@ -24,6 +24,7 @@ from typing import Any
 import dask
 import distributed
 
+from .. import log as _log  # noqa: F401 - the library's NullHandler
 from ..errors import ConfigurationError
 from ..results import Result
 from .budget import close_budget, open_budget

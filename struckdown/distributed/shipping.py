@@ -54,6 +54,8 @@ def plain_option(name: str, value: Any) -> tuple[Any] | None:
     if value is None:
         return None
     kind = OPTIONS[name].ships
+    if name == "journal":  # a path: a resumed run journals on into the same file (SPEC §25)
+        return (os.fspath(value),)
     if name == "mcp":
         try:
             specs = _mcp_spec(value) if not _live(value) else None
@@ -101,6 +103,9 @@ def _ship(name: str, value: Any) -> Any:
     if kind == "no":
         if value is None:
             return None
+        if name == "journal":
+            raise ValueError("journal= and a Dask batch (--workers, --engine dask) cannot be combined yet: the "
+                             "effect journal is written by one process; run the batch here (no --workers)")
         raise ValueError(f"{name}= and a Dask batch (--workers, --engine dask) cannot be combined: "
                          "a function cannot be shipped to workers")
     if kind == "model":

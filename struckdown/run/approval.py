@@ -25,7 +25,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic_ai import Tool
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
-from ..approval_state import ApprovalRequest, Decision, PausedSlot, ResumePoint, build_state, check_decision, denial_message
+from ..approval_state import (
+    ANSWER_TOOL,
+    ApprovalRequest,
+    Decision,
+    PausedSlot,
+    ResumePoint,
+    answer_decided,
+    build_state,
+    check_decision,
+    denial_message,
+)
 from ..errors import Paused, TemplateRuntimeError
 from ..incremental import ApprovalDecided, ApprovalRequested
 from ..results import SlotResult, ToolCall, Usage
@@ -160,6 +170,9 @@ class ApprovalRun:
         for slot in self.resume.paused.values():
             for request, _ in slot.requests:
                 decision = self.resume.decisions[request.id]
+                if request.tool_name == ANSWER_TOOL:  # escalate=approve (SPEC §27): the person's answer
+                    await self.emit(ApprovalDecided(slot.slot, request.id, *answer_decided(decision)))
+                    continue
                 await self.emit(ApprovalDecided(slot.slot, request.id, decision is True, denial_message(decision)))
 
     # -- per slot ------------------------------------------------------------------
@@ -342,6 +355,8 @@ class SlotGate:
     decided: dict[tuple[str, str], Decision] = field(default_factory=dict)
     pending: list[tuple[ApprovalRequest, list[str]]] = field(default_factory=list)
     asked: int = 0
+    unsettled: bool = False  # SPEC §25: the run's journal holds calls that started and never finished
+    unknown_calls: set[str] = field(default_factory=set)  # tool call ids deferred as "outcome unknown"
 
     def __post_init__(self) -> None:
         paused = self.resumed
@@ -359,7 +374,7 @@ class SlotGate:
         """Whether the agent run may end on open requests: nobody to ask, and tools that
         need approval (the output type then admits `DeferredToolRequests`, which costs
         pydantic-ai some work at every step, so other slots do without)."""
-        return self.run.decide is None and bool(self.names)
+        return self.run.decide is None and (bool(self.names) or self.unsettled)
 
     @property
     def steps(self) -> int:
@@ -400,6 +415,10 @@ class SlotGate:
         """pydantic-ai hands over the calls of one response that need approval."""
         results: dict[str, Any] = {}
         fresh: dict[tuple[str, str], list[Any]] = {}
+        self.unknown_calls = {
+            call.tool_call_id for call in requests.approvals
+            if (requests.metadata.get(call.tool_call_id) or {}).get("outcome") == "unknown"
+        }
         for call in requests.approvals:
             key = (call.tool_name, _canonical(call.args_as_dict()))
             if key in self.decided:  # nobody is asked twice in a slot
@@ -420,7 +439,10 @@ class SlotGate:
 
     def _request(self, calls: list[Any]) -> ApprovalRequest:
         self.asked += 1
-        return ApprovalRequest(f"{self.slot}.{self.asked}", self.slot, calls[0].tool_name, calls[0].args_as_dict())
+        outcome = "unknown" if calls[0].tool_call_id in self.unknown_calls else None
+        return ApprovalRequest(
+            f"{self.slot}.{self.asked}", self.slot, calls[0].tool_name, calls[0].args_as_dict(), outcome
+        )
 
     async def _decide(self, key: tuple[str, str], calls: list[Any]) -> Decision:
         request = self._request(calls)
@@ -438,7 +460,9 @@ class SlotGate:
                 f"guard {self.slot!r} called {name!r}, which needs approval, and the run has no approve= to decide: "
                 "a guard cannot pause; pass approve= (a function, True or False)"
             )
-        undeclared = sorted({tool for tool, _ in fresh} - self.names)
+        unknown = self.unknown_calls
+        asked_inside = {key[0] for key, calls in fresh.items() if calls[0].tool_call_id not in unknown}
+        undeclared = sorted(asked_inside - self.names)
         if undeclared:  # asked from inside the tool (ApprovalRequired): the slot was not made to pause
             raise TemplateRuntimeError(
                 f"slot {self.slot!r}: tool {undeclared[0]!r} asked for approval from inside (ApprovalRequired) "

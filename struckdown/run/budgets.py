@@ -8,15 +8,13 @@ cache: a call past the budget does not run, and the model reads the refusal.
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigurationError, TemplateRuntimeError
-
-logger = logging.getLogger("struckdown")
+from ..log import logger
 
 
 def refusal(name: str, budget: int) -> str:

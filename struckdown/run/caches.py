@@ -61,6 +61,8 @@ class EngineCaches:
         self._text_outputs: _ByIdentity[Any] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
         self._cached_models: _ByIdentity[CachedModel] = _ByIdentity(_MAX_AGENTS, self._lock)
         self._deferrable: _ByIdentity[list[Any]] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
+        self._native_outputs: _ByIdentity[Any] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
+        self._prompted_outputs: _ByIdentity[Any] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
         self._metered_models: _ByIdentity[MeteredModel] = _ByIdentity(_MAX_AGENTS, self._lock)
         self._retrying_models: _ByIdentity[RetryingModel] = _ByIdentity(_MAX_AGENTS, self._lock)
 
@@ -123,6 +125,14 @@ class EngineCaches:
     def retrying_model(self, model: Any) -> RetryingModel:
         """The retry wrapper of `model` (SPEC §14; one per model, so its agents are reused)."""
         return self._retrying_models.get(model, RetryingModel)
+
+    def content_output(self, output_type: Any, native: bool) -> Any:
+        """The typed answer as JSON content (SPEC §27: its tokens carry logprobs); one per
+        output type, so its agent is reused."""
+        from .confidence import content_output
+
+        held = self._native_outputs if native else self._prompted_outputs
+        return held.get(output_type, lambda kind: content_output(kind, native))
 
     def text_output(self, spec: OutputSpec) -> Any:
         """Text with rules (pattern, lengths): a failed check goes back to the model."""

@@ -55,7 +55,7 @@ from .prompt_cache import plan_prompt_cache
 from .resilience import check_tool_choices
 from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
-from .tools import ModelCallHook, RequestLimit
+from .tools import ModelCallHook
 
 #: Events a run may have produced ahead of a slow consumer before it waits for it.
 EVENT_BUFFER = 256
@@ -85,12 +85,14 @@ class Run:
         environment = self.program.environment
         self.renderer = environment.renderer
         batching = self.options.provider_batch  # holds the request cap around batch API calls instead
-        self.ledger = RunLedger(self.emit, budget=self.options.budget, pricing=self.options.pricing, batch=self.options.batch)
+        self.ledger = RunLedger(
+            self.emit, budget=self.options.budget, pricing=self.options.pricing, batch=self.options.batch,
+            requests=self.options.requests if batching is None else None,  # the meter holds the cap per request
+        )
         if self.options.spent is not None:
             self.ledger.carry(self.options.spent)
         tracing = self.options.tracing
         self._limit: tuple[Any, ...] = (
-            *((RequestLimit(self.options.requests),) if self.options.requests and batching is None else ()),
             *(tracing.capabilities if tracing is not None else ()),  # pydantic-ai's instrumentation, for guards too
         )
         default_model = self.options.model
@@ -145,6 +147,19 @@ class Run:
 
     # -- the run -------------------------------------------------------------
     async def main(self) -> None:
+        """The run; with `journal=`, its tool effects are journaled (SPEC §25, run/effects.py)."""
+        if self.options.journal is None:
+            return await self._main()
+        from .effects import acquire, release, scope_for
+
+        journal = acquire(self.options.journal)
+        self.env.effects = scope_for(journal, self.env.toolbox.tools, self.env.toolbox.names)
+        try:
+            await self._main()
+        finally:
+            release(journal)
+
+    async def _main(self) -> None:
         try:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
@@ -395,7 +410,9 @@ class Run:
             span(result)
         self.env.streaming_now.discard(node.key)
         self._store(result)
-        await self.emit(SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated))
+        await self.emit(
+            SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated, result.confidence)
+        )
         return result
 
     def _slot_env(self, segment: int) -> SlotEnv:

@@ -171,9 +171,14 @@ class RunLedger:
         budget: Budget | None = None,
         pricing: Pricing | None = None,
         batch: BatchLedger | None = None,
+        requests: Any = None,
     ) -> None:
         self.emit = emit
         self.budget = budget
+        #: The cap on requests in flight (`max_requests`: an anyio.CapacityLimiter shared by the
+        #: run's, or the batch's, requests), held by the meter around each real request: a
+        #: pydantic-ai capability would cost every row's run context a copy per hook.
+        self.requests = requests
         self.pricing = pricing or _default_pricing()
         self.batch = batch
         self.total = Account()
@@ -332,6 +337,13 @@ class MeteredModel(SlotRunWrapper):
     current = CURRENT_METER
 
     async def serve(self, meter: SlotMeter, request: Request) -> ModelResponse:
+        limiter = meter.ledger.requests
+        if limiter is None:
+            return await self._serve(meter, request)
+        async with limiter:
+            return await self._serve(meter, request)
+
+    async def _serve(self, meter: SlotMeter, request: Request) -> ModelResponse:
         check = _status_check(request)
         if not check:
             meter.before_request()
@@ -348,6 +360,16 @@ class MeteredModel(SlotRunWrapper):
 
     @asynccontextmanager
     async def serve_stream(self, meter: SlotMeter, request: Request) -> AsyncIterator[StreamedResponse]:
+        limiter = meter.ledger.requests
+        if limiter is None:
+            async with self._serve_stream(meter, request) as streamed:
+                yield streamed
+        else:
+            async with limiter, self._serve_stream(meter, request) as streamed:
+                yield streamed
+
+    @asynccontextmanager
+    async def _serve_stream(self, meter: SlotMeter, request: Request) -> AsyncIterator[StreamedResponse]:
         check = _status_check(request)
         if not check:
             meter.before_request()

@@ -92,6 +92,7 @@ class SlotAttempts:
     restart: Callable[[str], Awaitable[None]] | None = None
     usage: Any = None  # the RunUsage of the attempt in progress
     spent_runs: list[Any] = field(default_factory=list)  # the RunUsage of every failed attempt
+    escalated_at: int | None = None  # the index of the model a less confident answer escalated to
 
     @classmethod
     def start(
@@ -124,7 +125,7 @@ class SlotAttempts:
 
     @property
     def fallback_used(self) -> str | None:
-        return model_name(self.model) if self.index else None
+        return model_name(self.model) if self.index and self.index != self.escalated_at else None
 
     # -- what one attempt sends -----------------------------------------------------
     def request(self, history: list[ModelMessage], prompt: str | None) -> tuple[list[ModelMessage], str | None]:
@@ -178,6 +179,25 @@ class SlotAttempts:
 
         what = "the typed answer" if typed else "the answer"
         return TruncatedError(model_label(self.model), f"{what} stopped at its output token limit (finish_reason 'length')")
+
+    # -- escalation (SPEC §27) ----------------------------------------------------------
+    def escalate(self, target: Any, slot: str) -> Any:
+        """Ask again on `target` (a less confident answer escalates): the answer so far is
+        billed, the fallbacks after this model stay after the escalated one."""
+        if self.usage is not None:
+            self.spent_runs.append(self.usage)
+            self.usage = None
+        try:
+            model = self.resolve(target)
+        except StruckdownError:
+            raise
+        except Exception as exc:
+            raise ConfigurationError(f"slot {slot!r}: escalate model {target!r}: {exc}") from exc
+        self.index += 1
+        self.models.insert(self.index, model)
+        self.escalated_at = self.index
+        self.hint = None
+        return model
 
     # -- fallback -------------------------------------------------------------------
     async def fall_back(self, error: BaseException) -> Any | None:

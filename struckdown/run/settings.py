@@ -51,6 +51,7 @@ class RunSettings:
     resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
     recorded: Callable[[], Mapping[str, Any]] | None = None  # the plain options a paused state records (made at a pause)
     spent: Any = None  # a resumed run: the Usage its earlier part spent (counts against run_limits and max_cost)
+    journal: Any = None  # SPEC §25: the effect journal's path (run/effects.py), or None
 
 
 def build_settings(
@@ -111,6 +112,7 @@ def build_settings(
         ),
         recorded=partial(recorded_options, options, defaults),
         spent=spent,
+        journal=value("journal"),
     )
 
 

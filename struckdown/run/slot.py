@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import json
+import operator
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -23,20 +25,23 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
+from ..approval_state import PausedSlot
 from ..errors import TemplateRuntimeError
 from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
 from ..media.turns import prepare_prompt, redact
-from ..models import slot_run_defaults
+from ..models import model_label, slot_run_defaults
 from ..plan import SlotPlan
 from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
+from . import answer_approval, confidence
 from .budgets import slot_budget
 from .ledger import CURRENT_METER
+from .partials import Partials, streams_partials
 from .prompt_cache import with_cache_settings
-from .resilience import SlotAttempts, is_truncated, slot_error
+from .resilience import SlotAttempts, is_truncated, model_name, slot_error
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 from .wrappers import model_stack
 from .wrappers.cached import CURRENT_CACHE_RUN, CacheRun, store_answer
@@ -70,6 +75,7 @@ class SlotEnv:
     resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
     resolve_fallback: Callable[[Any], Any] = lambda model: model  # a fallback model (or its name) → a Model
     prompt_cache: Any = None  # run/prompt_cache.PromptCachePlan: what requests ask the provider to cache
+    effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,9 @@ async def run_model_slot(
 ) -> SlotResult:
     key = plan.key
     started = time.perf_counter()
+    resumed_answer = answer_approval.resumed_decision(env.approval, key)  # escalate=approve, decided
+    if resumed_answer is not None:
+        return _decided_answer(plan, resolved, spec, *resumed_answer)
     caches = env.environment.engine_caches()
     mcp = await _mcp_tools(env, key, resolved.control)  # opens the servers' sessions on first use
     use_tools = (bool(resolved.control.get("use_tools")) and bool(env.toolbox.tools)) or mcp is not None
@@ -224,18 +233,21 @@ async def run_model_slot(
             defer=gate.handle if gate is not None else None,
             budget=slot_budget(resolved.control.get("budget"), env.tool_limits, meter, key),
             tracing=env.tracing,
+            effects=env.effects,
         )
         if gate is not None:
             gate.restore_calls(wrap)
+            gate.unsettled = env.effects is not None and env.effects.journal.unsettled()
     output_type = caches.text_output(spec) if spec.is_text else spec.output_type
     if gate is not None and gate.may_pause:  # its run may end with DeferredToolRequests
         output_type = caches.deferrable(output_type)
     streamer = _Streamer(env, key, buffer_text=use_tools) if env.stream and spec.is_text else None
+    partials = Partials(env, key, spec) if env.stream and streams_partials(spec) else None  # SPEC §26
     model = env.resolve_model(resolved.settings.get("model"))
     attempts = SlotAttempts.start(
         key, env.emit, env.resilience, resolved.control, model, env.resolve_fallback, env.toolbox.names
     )
-    attempts.restart = streamer.retract if streamer else None
+    attempts.restart = streamer.retract if streamer else partials.retract if partials else None
     family = opts.type_family(plan.slot.type_name, plan.slot.quantifier, spec.is_text)
     paused_before = None  # what the paused run spent (its usage object grows during this run)
     if gate is not None and gate.resumed is not None:
@@ -244,6 +256,10 @@ async def run_model_slot(
             spent.requests, spent.input_tokens or 0, spent.output_tokens or 0,
             spent.cache_read_tokens or 0, spent.cache_write_tokens or 0,
         )
+    method = confidence.method_of(resolved.control)  # SPEC §27
+    measured: float | None = None
+    escalated_to: str | None = None
+    decided: tuple[Any, ...] = ()  # escalate=approve: (the person's answer,)
     token = CURRENT_WRAP.set(wrap)
     meter_token = CURRENT_METER.set(meter)
     try:
@@ -256,7 +272,11 @@ async def run_model_slot(
                     asked=resolved.control.get("prompt_cache"),
                 ))
             settings = attempts.model_settings(merged, env.settings, family)
-            cached = env.cache is not None and not use_tools  # agent slots are never served from the cache
+            measuring = method is not None and escalated_to is None
+            if measuring and method is not None and method.logprobs:
+                settings = confidence.with_logprobs(settings)
+            # agent slots are never served from the cache, nor answers whose confidence is measured
+            cached = env.cache is not None and not use_tools and method is None
             cache_run = _cache_run(env.cache, model, spec) if cached else None
             served_by = model_stack(caches, model, cached=cached)  # run/wrappers: the order, written once
             cache_token = CURRENT_CACHE_RUN.set(cache_run)
@@ -270,19 +290,20 @@ async def run_model_slot(
                     }
                     if gate is not None and gate.resumed is not None:  # the paused run's messages and the decisions
                         arguments = gate.resume_arguments(arguments)
-                    run = await caches.agent_for(output_type, served_by, env.toolbox if use_tools else None).run(
-                        instructions=instructions,
-                        deps=env.deps,
-                        model_settings=settings,
-                        usage_limits=limits.usage_limits(),
-                        event_stream_handler=streamer.handle if streamer else None,
-                        toolsets=mcp.toolsets if mcp else None,
-                        **arguments,
-                    )
+                    asked_type = output_type
+                    if measuring and method is not None and method.logprobs:
+                        asked_type = caches.content_output(output_type, confidence.native_json(model))
+                    agent = caches.agent_for(asked_type, served_by, env.toolbox if use_tools else None)
+                    call: dict[str, Any] = {
+                        "instructions": instructions, "deps": env.deps, "model_settings": settings,
+                        "usage_limits": limits.usage_limits(),
+                        "event_stream_handler": streamer.handle if streamer else partials.handle if partials else None,
+                        "toolsets": mcp.toolsets if mcp else None, **arguments,
+                    }
+                    run = await agent.run(**call)
                 cut = attempts.truncated_error(run, typed=not spec.is_text)
                 if cut is not None:
                     raise cut
-                break
             except Exception as exc:
                 error = slot_error(exc, key, model)
                 if error is None:
@@ -293,17 +314,33 @@ async def run_model_slot(
                         raise
                     raise error from exc
                 model = fallback
+                continue
             finally:
                 CURRENT_CACHE_RUN.reset(cache_token)
+            answered = run
+            if not measuring or method is None:
+                break
+            if method.logprobs:
+                measured = confidence.logprob_confidence(run.new_messages(), key, model_label(model))
+            else:
+                answered, measured, run = await confidence.vote(run, method.votes, _asker(attempts, agent, call), spec.to_value)
+            target = confidence.escalation(resolved.control, measured)
+            if target == "approve":
+                decided = (await _ask_person(env, key, answered, attempts, measured, spec, resolved),)
+                break
+            if target is None:
+                break
+            model = attempts.escalate(target, key)
+            escalated_to = model_name(model)
     finally:
         CURRENT_WRAP.reset(token)
         CURRENT_METER.reset(meter_token)
     if gate is not None and wrap is not None:
-        gate.check(run, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
+        gate.check(answered, wrap.calls)  # ended on calls waiting for a decision: SlotPaused
     if streamer is not None:
         await streamer.flush()
-    value = spec.to_value(run.output)
-    messages = redact(run.all_messages())  # each image or file as a short placeholder
+    value = decided[0] if decided else spec.to_value(answered.output)
+    messages = redact(answered.all_messages())  # each image or file as a short placeholder
     hits = 0
     if cache_run is not None:
         await store_answer(cache_run, run.new_messages())
@@ -337,8 +374,50 @@ async def run_model_slot(
         tool_calls=tuple(wrap.calls) if wrap else (),
         truncated=is_truncated(messages),
         fallback_used=attempts.fallback_used,
+        confidence=measured,
+        escalated_to=escalated_to,
         response_schema=schema_of(spec.output_type),
     )
+
+
+async def _ask_person(
+    env: SlotEnv, key: str, answered: Any, attempts: SlotAttempts, measured: float, spec: OutputSpec,
+    resolved: Resolved,
+) -> Any:
+    """escalate=approve: the person's answer (or the run pauses for one)."""
+    value = spec.to_value(answered.output)
+    choices = resolved.positional if resolved.positional and not spec.is_text and "enum" in spec.answer_schema_json else ()
+
+    def paused(request: Any) -> PausedSlot:
+        usage = functools.reduce(operator.add, [*attempts.spent_runs, attempts.usage])
+        return PausedSlot(key, answered.all_messages(), usage, [], [], [(request, [])], asked=1)
+
+    decision = await answer_approval.ask_person(env.approval, key, value, measured, choices, env.join_guards, paused)
+    return answer_approval.decided_value(decision, value, spec, key, choices)
+
+
+def _decided_answer(plan: SlotPlan, resolved: Resolved, spec: OutputSpec, paused: PausedSlot, decision: Any) -> SlotResult:
+    """A slot resumed with the person's decision on its less confident answer: no model call."""
+    request = paused.requests[0][0]
+    kept = json.dumps(request.arguments["answer"]) if decision is True else decision
+    value = answer_approval.decided_value(kept, None, spec, plan.key, request.arguments.get("choices", ()))
+    spent = paused.usage
+    return SlotResult(
+        key=plan.key, type=plan.slot.type_name, output=value, messages=tuple(redact(paused.messages)),
+        usage=Usage(spent.requests, 0, spent.input_tokens or 0, spent.output_tokens or 0),
+        confidence=request.arguments["confidence"], response_schema=schema_of(spec.output_type),
+    )
+
+
+def _asker(attempts: SlotAttempts, agent: Any, call: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+    """Asks the same request again (`confidence=vote:N`): each ask is a billed, metered run."""
+
+    async def ask() -> Any:
+        attempts.spent_runs.append(attempts.usage)
+        with attempts.running() as usage:
+            return await agent.run(**{**call, "usage": usage})
+
+    return ask
 
 
 def schema_of(output_type: Any) -> dict[str, Any] | None:
@@ -375,11 +454,12 @@ def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> floa
     if asked is None:
         return ceiling
     if ceiling is not None and asked > ceiling:
-        import logging
         import warnings
 
+        from ..log import logger
+
         message = f"template asked for tool_timeout={asked:g} but the caller's ceiling is {ceiling:g}; using {ceiling:g}"
-        logging.getLogger("struckdown").warning("slot %s: %s", slot, message)
+        logger.warning("slot %s: %s", slot, message)
         warnings.warn(message, UserWarning, stacklevel=2)
         return ceiling
     return asked

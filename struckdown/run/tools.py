@@ -104,7 +104,12 @@ def sequential(tool: T) -> T:
 
 
 def _as_tool(tool: Any) -> Any:
-    """A function marked `@sequential` as the `Tool(sequential=True)` pydantic-ai runs alone."""
+    """A function marked `@sequential` as the `Tool(sequential=True)` pydantic-ai runs alone; one
+    with an `effect_id` parameter as a tool that gets it (SPEC §25, run/effects.py)."""
+    if not isinstance(tool, Tool) and callable(tool):
+        from .effects import with_effect_id
+
+        tool = with_effect_id(tool)
     if not isinstance(tool, Tool) and getattr(tool, SEQUENTIAL_ATTR, False):
         wrapped = Tool(tool, sequential=True)
         if is_readonly(tool):
@@ -174,6 +179,7 @@ class ToolWrap:
     defer: Callable[[Any, Any], Awaitable[Any]] | None = None  # decides calls pydantic-ai deferred (its handler)
     budget: Any = None  # per-tool budgets and the run's tool-call limit (run/budgets.py ToolBudget)
     tracing: Any = None  # struckdown spans (observe.py), or None
+    effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
     calls: list[ToolCall] = field(default_factory=list)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
 
@@ -279,7 +285,9 @@ class SlotToolset(WrapperToolset[Any]):
             flight = state.inflight.get(key)
             if flight is None:
                 flight = state.inflight[key] = Flight()
-                await self._execute(flight, key, name, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool))
+                await self._execute(
+                    flight, key, name, ctx, lambda run_ctx: self.wrapped.call_tool(name, tool_args, run_ctx, tool)
+                )
             # waiting is not sharing: a cancelled waiter leaves the call the others wait for alone
             await flight.done.wait()
             if flight.retry is not None:
@@ -309,37 +317,87 @@ class SlotToolset(WrapperToolset[Any]):
         return output
 
     async def _execute(
-        self, flight: Flight, key: tuple[str, str], name: str, call: Callable[[], Awaitable[Any]]
+        self, flight: Flight, key: tuple[str, str], name: str, ctx: RunContext[Any],
+        call: Callable[[RunContext[Any]], Awaitable[Any]],
     ) -> None:
         assert self.state is not None
         inflight = self.state.inflight
+        effects: Any = self.state.effects if name not in self.state.readonly_names else None
+        effect: str | None = None  # the id this call journals as started (SPEC §25)
         try:
+            if effects is not None:
+                settled = await _settled(effects, self.state.slot, name, key_arguments(key), ctx)
+                if isinstance(settled, tuple):  # done before (or reconciled): answered from the journal
+                    flight.outcome = settled
+                    return
+                effect = settled
+                ctx = replace(ctx)
+                setattr(ctx, "effect_id", effect)  # the tool's idempotency key: ctx.effect_id
             if name not in self.state.readonly_names:
                 await self.state.join_guards()
             timeout = self.state.timeout
             problem: str | None = None
+            if effect is not None:
+                effects.journal.started(effect, name, key_arguments(key), self.state.slot, effects.row)
             with anyio.move_on_after(timeout) as deadline, _abandonable(timeout):
-                output = await call()
+                output = await call(ctx)
             if deadline.cancelled_caught:  # SPEC §14: cancelled at its deadline, the model reads why
                 output, problem = None, f"TimeoutError: tool {name!r} took longer than {timeout:g} s"
+                effect = None  # the call may still take effect: it stays started (unknown)
             else:
                 problem = _unsendable(name, output)
                 if problem is None and self.state.max_result is not None:
                     output = capped_result(name, output, self.state.max_result)
             flight.outcome = (output, True, None) if problem is None else (problem, False, problem)
+            if effect is not None:
+                effects.journal.done(effect, *flight.outcome)
         except (ModelRetry, ApprovalRequired) as exc:
             # a retry is not an answer to cache; nor is a call that asks for approval from
             # inside (pydantic-ai's ApprovalRequiredToolset): it is deferred, then called again
+            if effect is not None:
+                effects.journal.cleared(effect)  # the tool said no by raising: no effect
             del inflight[key]
             flight.retry = exc
         except Exception as exc:  # a failing tool is information for the model
             error = f"{type(exc).__name__}: {exc}"
             flight.outcome = (error, False, error)
+            if effect is not None:
+                effects.journal.done(effect, error, False, error)
         except BaseException:
             del inflight[key]  # cancelled: a waiter runs the call itself
             raise
         finally:
             flight.done.set()
+
+
+def key_arguments(key: tuple[str, str]) -> dict[str, Any]:
+    value = json.loads(key[1])
+    return value if isinstance(value, dict) else {}
+
+
+async def _settled(
+    effects: Any, slot: str, name: str, arguments: dict[str, Any], ctx: RunContext[Any]
+) -> tuple[Any, bool, str | None] | str:
+    """SPEC §25: a call's outcome from the journal, or its effect id when it is to run.
+    A call started but never finished goes to the tool's reconcile hook, else waits for a
+    person's decision marked "outcome unknown" (run/approval.py); an approved one runs."""
+    effect: str = effects.id_of(slot, name, arguments)
+    record = effects.journal.state(effect)
+    if record is None or record.get("state") == "cleared":
+        return effect
+    if record.get("state") == "done":
+        ok = bool(record.get("ok"))
+        return (record.get("output"), True, None) if ok else (record.get("error"), False, record.get("error"))
+    if ctx.tool_call_approved:  # a person decided: run it again
+        return effect
+    try:
+        known, output = await effects.reconcile(name, effect, arguments)
+    except LookupError:
+        raise ApprovalRequired(metadata={"outcome": "unknown", "effect_id": effect}) from None
+    if not known:
+        return effect
+    effects.journal.done(effect, output, True, None)
+    return output, True, None
 
 
 class ThreadPerCall(Executor):
@@ -393,19 +451,6 @@ class WrapSlotTools(AbstractCapability[Any]):
         if state is None or state.defer is None:
             return None
         return await state.defer(ctx, requests)
-
-
-@dataclass
-class RequestLimit(AbstractCapability[Any]):
-    """Holds a place of the run's (or batch's) request cap for as long as a model request
-    runs, so `max_requests` bounds requests in flight across segments, <together>
-    members, guards and batch rows alike."""
-
-    limiter: Any  # anyio.CapacityLimiter
-
-    async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
-        async with self.limiter:
-            return await handler(request_context)
 
 
 @dataclass

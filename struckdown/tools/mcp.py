@@ -20,7 +20,6 @@ events, the call cache, budgets and timeouts apply unchanged.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shlex
@@ -38,7 +37,7 @@ from ..errors import ConfigurationError, MCPServerError, StruckdownError, Templa
 if TYPE_CHECKING:
     from ..plan import Program
 
-log = logging.getLogger("struckdown")
+from ..log import logger as log
 
 #: What a server name may hold (it prefixes tool names, which providers restrict).
 NAME = re.compile(r"[A-Za-z0-9_-]+")

@@ -474,3 +474,61 @@ def test_check_warns_at_500_slots_in_one_conversation_quoting_the_measured_cost(
     split = write(tmp_path / "split.sd", "".join(f"Q{n} [[a{n}]]\n" for n in range(499)) + "<checkpoint>\n"
                   + "".join(f"R{n} [[b{n}]]\n" for n in range(499)))
     assert sd("check", split).stderr == "1 template checked: no problems found\n"
+
+
+# -- typed answers that stream (SPEC §26) ------------------------------------------------
+
+
+def record_in_pieces() -> Any:
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import DeltaToolCall, FunctionModel
+
+    pieces = ['{"response": {"name": "Al', 'ice", "age": 3', "1}}"]
+
+    async def stream(messages: Any, info: Any) -> Any:
+        for i, piece in enumerate(pieces):
+            yield {0: DeltaToolCall(info.output_tools[0].name if i == 0 else None, piece)}
+
+    def whole(messages: Any, info: Any) -> Any:
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, "".join(pieces))])
+
+    return FunctionModel(whole, stream_function=stream, model_name="scripted")
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-stream",)])
+def test_the_live_region_shows_a_typed_answer_growing_then_the_answer(
+    tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...]
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from struckdown.cli.display import RunDisplay
+    from struckdown.run import partials
+
+    ticks = iter(range(1000))
+    monkeypatch.setattr(partials.CLOCK, "now", lambda: float(next(ticks)))  # no partial coalesced
+    monkeypatch.setattr("struckdown.cli.run_cmd.make_console", lambda stream: Console(file=stream, force_terminal=True))
+    frames: list[str] = []
+    original = RunDisplay._on_slot_partial
+
+    def seen(self: RunDisplay, event: Any) -> None:
+        original(self, event)
+        out = io.StringIO()
+        Console(file=out, width=60, color_system=None).print(self.__rich__())
+        frames.append("\n".join(line.rstrip() for line in out.getvalue().splitlines()[1:-1]))
+
+    monkeypatch.setattr(RunDisplay, "_on_slot_partial", seen)
+    use_model(record_in_pieces())
+    result = sd("run", write(tmp_path / "t.sd", "Who? [[record:who]]\n"), *flags)
+    assert result.exit_code == 0
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", result.stdout)
+    assert '{"name": "Alice", "age": 31}' in plain  # the final answer, printed for good
+    if flags:
+        assert frames == []  # --no-stream: only the final answer
+        return
+    assert frames == [
+        '  {\n    "name": "Al"\n  }',
+        '  {\n    "name": "Alice",\n    "age": 3\n  }\n  ✓ name',
+        '  {\n    "name": "Alice",\n    "age": 31\n  }\n  ✓ name, age',
+    ]

@@ -146,3 +146,29 @@ def test_an_answer_cut_at_max_tokens_is_flagged_truncated(model: Any) -> None:
     with pytest.raises(sd.TruncatedError):
         sd.complete("Write a long story about a dragon. [[story|max_tokens=5, on_truncate=error]]", model=model,
                     settings=SETTINGS)  # fmt: skip
+
+
+def test_pick_confidence_from_the_servers_logprobs(model: Any) -> None:
+    """SPEC §27: llama-server returns the content tokens' logprobs; the slot's confidence is
+    the probability of the tokens that spell the answer (checked here from the raw tokens)."""
+    import math
+
+    from pydantic_ai.messages import ModelResponse
+
+    result = sd.complete(
+        "Which of these is a fruit: apple or hammer? [[pick:fruit|apple, hammer, confidence=logprobs, max_tokens=60]]",
+        model=model, settings=SETTINGS,
+    )
+    slot = result.results["fruit"]
+    assert slot.confidence is not None and 0.0 < slot.confidence <= 1.0
+    response = [m for m in slot.messages if isinstance(m, ModelResponse)][-1]
+    tokens = (response.provider_details or {})["logprobs"]
+    text = "".join(t["token"] for t in tokens)
+    value = json.dumps(result["fruit"])
+    start = text.index(value, text.index('"response"'))
+    end, offset, total = start + len(value), 0, 0.0
+    for token in tokens:
+        if offset < end and offset + len(token["token"]) > start:
+            total += token["logprob"]
+        offset += len(token["token"])
+    assert math.isclose(slot.confidence, math.exp(total), rel_tol=1e-9)

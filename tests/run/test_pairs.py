@@ -10,6 +10,8 @@ pauses and resumes. A feature of the declaration without a recipe fails `test_ev
 from __future__ import annotations
 
 import itertools
+import json
+import tempfile
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ class Ctx:
     cache: MemoryCache = field(default_factory=MemoryCache)
     failed_once: list[bool] = field(default_factory=list)
     mcp_url: str = ""  # the notes MCP server of the process-marked pairs
+    journal: str = field(default_factory=lambda: str(Path(tempfile.mkdtemp()) / "effects.jsonl"))
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,15 @@ def _refund(ctx: Ctx) -> list[Any]:
     return [refund]
 
 
+def _ship(ctx: Ctx) -> list[Any]:
+    def ship(order_id: str) -> str:
+        """Ship an order (a write tool: journaled)."""
+        ctx.ran.append(f"ship {order_id}")
+        return "shipped"
+
+    return [ship]
+
+
 def _note(ctx: Ctx) -> list[Any]:
     def note() -> str:
         """Read the note."""
@@ -89,12 +101,20 @@ def _note(ctx: Ctx) -> list[Any]:
 
 
 def _note_cut(result: Any, ctx: Ctx) -> None:
-    (output,) = [call.output for call in result.results["noted"].tool_calls if call.tool_name == "note"]
+    (output,) = [call.output for call in result.results["read_note"].tool_calls if call.tool_name == "note"]
     assert output.startswith("a long\n[truncated by struckdown: the result of tool 'note' had 21 characters")
 
 
 def _called(result: Any, slot: str) -> list[str]:
     return [call.tool_name for call in result.results[slot].tool_calls]
+
+
+def _journaled(result: Any, ctx: Ctx) -> None:
+    """The effect journal exists with its header; every refund that ran is journaled as done."""
+    lines = [json.loads(line) for line in Path(ctx.journal).read_text().splitlines()]
+    assert lines[0]["journal"] == "struckdown effects"
+    done = [line for line in lines if line.get("state") == "done"]
+    assert len(done) == sum(1 for ran in ctx.ran if ran.startswith(("ship", "refund"))) > 0
 
 
 def _cost_known(result: Any, ctx: Ctx) -> None:
@@ -138,7 +158,7 @@ RECIPES: dict[str, Recipe] = {
         check=lambda r, ctx: r.usage.requests <= 40,
     ),
     "tool_timeout": Recipe(options=lambda ctx: {"tool_timeout": 30.0}),
-    "tool results": Recipe(text="Read the note. [[noted|use_tools=true]]\n", tools=_note,
+    "tool results": Recipe(text="Read the note. [[read_note|use_tools=true]]\n", tools=_note,
                            options=lambda ctx: {"max_tool_result": 6}, check=_note_cut),
     "concurrency": Recipe(options=lambda ctx: {"max_requests": 2}, check=lambda r, ctx: ctx.script.peak <= 2),
     "guards": Recipe(text="Is this abusive? [[halt:abusive]]\n", options=lambda ctx: {"on_halt": "return"},
@@ -165,6 +185,10 @@ RECIPES: dict[str, Recipe] = {
         check=lambda r, ctx: r["fb"].startswith("answer to: Fallback please") and len(ctx.backup.calls) >= 1,
     ),
     "on_truncate": Recipe(options=lambda ctx: {"on_truncate": "error"}),
+    "journal": Recipe(
+        text="Ship order J1. [[shipped|use_tools=true]]\n", tools=_ship,
+        options=lambda ctx: {"journal": ctx.journal}, check=_journaled,
+    ),
 }
 FEATURES = sorted(RECIPES)
 IN_PROCESS = [f for f in FEATURES if f != "MCP tools"]

@@ -26,6 +26,7 @@ from cli_models import tool_returns, user_text
 from process_gates import wait_until_released
 
 TYPED = {"boolean": True, "integer": 42, "number": 42}
+RECORD_PIECES = ['{"response": {"name": "Ad', 'a", "born": 18', '15}}']  # a record streams in these pieces
 
 
 def _typed(info: AgentInfo, prompt: str) -> ModelResponse:
@@ -35,6 +36,8 @@ def _typed(info: AgentInfo, prompt: str) -> ModelResponse:
         return ModelResponse(parts=[ToolCallPart(tool.name, {"response": verdict})])
     schema = tool.parameters_json_schema.get("properties", {}).get("response", {})
     kinds = [schema.get("type")] + [option.get("type") for option in schema.get("anyOf", [])]
+    if tool.parameters_json_schema.get("title") == "RecordAnswer":
+        return ModelResponse(parts=[ToolCallPart(tool.name, "".join(RECORD_PIECES))])
     value = next((TYPED[kind] for kind in kinds if kind in TYPED), "ok")
     return ModelResponse(parts=[ToolCallPart(tool.name, {"response": value})])
 
@@ -65,10 +68,17 @@ def playground() -> FunctionModel:
                     if number == 1 and not info.function_tools:
                         await _wait_for_gate()
                     yield word
+            elif isinstance(part, ToolCallPart) and _is_record(info):
+                for number, piece in enumerate(RECORD_PIECES):
+                    yield {index: DeltaToolCall(part.tool_name if number == 0 else None, piece, tool_call_id=part.tool_call_id)}
             elif isinstance(part, ToolCallPart):
                 yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
 
     return FunctionModel(_respond, stream_function=stream, model_name="playground")
+
+
+def _is_record(info: AgentInfo) -> bool:
+    return bool(info.output_tools) and info.output_tools[0].parameters_json_schema.get("title") == "RecordAnswer"
 
 
 def marker() -> FunctionModel:

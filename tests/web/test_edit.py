@@ -216,3 +216,14 @@ def test_a_paused_run_goes_on_with_the_pages_decisions(server: str) -> None:
     assert "template= is not the template the run paused with" in changed[-1]["error"]
     refused = http.post("/api/approval", json={**body, "state": paused["state"], "decisions": {"greeting.1": 3}})
     assert refused.status_code == 400
+
+
+def test_a_typed_record_streams_its_partial_values_to_the_page(server: str) -> None:
+    """SPEC §26: `slot_partial` events reach the page's event stream as the record grows."""
+    events = run_events(client(server, TOKEN), {"template": "Who? [[record:who]]", "path": "who.sd", "context": "{}"})
+    partials = [(e["slot"], e["value"], e["complete_fields"]) for e in events if e["type"] == "slot_partial"]
+    # the server's real clock coalesces pieces that come within 50 ms: the middle one may go
+    growing = [("who", {"name": "Ad"}, []), ("who", {"name": "Ada", "born": 18}, ["name"])]
+    final = ("who", {"name": "Ada", "born": 1815}, ["name", "born"])
+    assert partials in ([*growing, final], [growing[0], final])
+    assert events[-1]["result"] == {"who": {"name": "Ada", "born": 1815}}

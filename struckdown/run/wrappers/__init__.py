@@ -17,11 +17,14 @@ Fallback is not a layer: it restarts the whole slot on the next model (`run/resi
 **The tool stack**, outermost first, around each tool call of an agent slot
 (`run/tools.SlotToolset` and pydantic-ai's deferred tools):
 
-    approval  →  budget  →  single flight  →  guard join  →  timeout  →  tool
+    approval  →  budget  →  single flight  →  effect journal  →  guard join  →  timeout  →  tool
 
 * approval: a call that needs a person's yes is deferred (SPEC §12; `run/approval.py`);
 * budget: a call past its `budget=` / `tool_limits=` does not run, the model reads why;
 * single flight: identical calls of one slot run once and share the result;
+* effect journal: with `journal=`, a call of a write tool is answered from the journal when
+  it finished before, reconciled or held for approval when it was cut off, and else
+  journaled as started and done around the layers below (SPEC §25; `run/effects.py`);
 * guard join: a tool that is not `@readonly` waits for the pending guards' verdicts;
 * timeout: `tool_timeout` ends the wait, the model reads the timeout message;
 * the tool (a function, sync or async, or an MCP server's tool).
@@ -34,7 +37,7 @@ from typing import Any
 #: The model stack, outermost first (the docstring says what each layer does).
 MODEL_STACK = ("cache", "retries", "meter", "provider")
 #: The tool stack, outermost first.
-TOOL_STACK = ("approval", "budget", "single flight", "guard join", "timeout", "tool")
+TOOL_STACK = ("approval", "budget", "single flight", "effect journal", "guard join", "timeout", "tool")
 
 
 def model_stack(caches: Any, model: Any, *, cached: bool) -> Any:

@@ -263,6 +263,12 @@ const handlers = {
     slot.text += e.delta;
     slot.card.querySelector(".text").textContent = slot.text;
   },
+  slot_partial(e) {  // SPEC §26: a typed answer so far, redrawn as it grows
+    const slot = slotCard(e.slot);
+    slot.card.classList.remove("retracted");
+    slot.card.dataset.complete = (e.complete_fields || []).join(",");
+    slot.card.querySelector(".text").textContent = pretty(e.value);
+  },
   thinking_delta(e) { slotCard(e.slot).card.querySelector(".head").title = "thinking…"; },
   tool_started(e) {
     const card = el("div", { class: "tool-card running", "data-tool": e.tool_name },
