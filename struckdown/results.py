@@ -47,18 +47,35 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = None
+    # SPEC §24: input tokens the provider read from its prompt cache / wrote to it (both are
+    # part of input_tokens), and what the cache saved in USD against the same tokens uncached
+    # (None: nothing was read or written, or no price is known)
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_saved: float | None = None
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    @property
+    def cache_share(self) -> float:
+        """The share of input tokens read from the provider's prompt cache (0–1)."""
+        return self.cache_read_tokens / self.input_tokens if self.input_tokens else 0.0
+
     def __add__(self, other: Usage) -> Usage:
+        saved = None
+        if self.cache_saved is not None or other.cache_saved is not None:
+            saved = (self.cache_saved or 0.0) + (other.cache_saved or 0.0)
         return Usage(
             self.requests + other.requests,
             self.tool_calls + other.tool_calls,
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             _add_cost(self, other),
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            saved,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,6 +86,9 @@ class Usage:
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
             "cost": self.cost,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cache_saved": self.cache_saved,
         }
 
 

@@ -56,6 +56,7 @@ class RunOptions(TypedDict, total=False):
     on_halt: OnHalt
     settings: Mapping[str, Any] | None  # pydantic_ai ModelSettings for every request
     cache: ResponseCache | bool | str | None
+    prompt_cache: bool  # SPEC §24: ask the provider to cache the fixed prefix (docs/caching.md); default True
     template_path: PathLike | None
     include_paths: Sequence[PathLike]
     stop_at: str | None
@@ -196,6 +197,8 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
     _O("settings", "model settings", flags=("--max-tokens", "--seed", "--thinking"), recorded=True,
        check=_mapping("settings")),
     _O("cache", "response cache", flags=("--no-cache",), ships="cache", recorded=True),
+    _O("prompt_cache", "prompt caching", default=True, flags=("--no-prompt-cache",), recorded=True,
+       check=_flag("prompt_cache")),
     _O("template_path", "templates", environment=False, ships="caller"),
     _O("include_paths", "templates", default=(), flags=("--include-path",), ships="caller", recorded=True,
        check=_paths),

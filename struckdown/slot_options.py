@@ -243,6 +243,10 @@ SLOT_OPTIONS: Mapping[str, SlotOption] = {o.name: o for o in (
        "`auto`, `required` or a tool's name (first request only), or `none` (no tools).", names_tools=True),
     _S("parallel_tools", "control", _boolean,
        "`parallel_tools=false`: the tool calls of one response run one after another, in order.", _BOOL),
+    # SPEC §24 (docs/caching.md): read by run/prompt_cache.py
+    _S("prompt_cache", "control", _boolean,
+       "`prompt_cache=false`: this slot's requests ask the provider for no prompt caching "
+       "(`true` asks even when the run's `prompt_cache=False`).", _BOOL),
     # SPEC §27 (confidence): read by run/confidence.py
     _S("confidence", "control", check_confidence,
        "`logprobs` (the answer's probability from token logprobs) or `vote:N` (the share of N answers "
@@ -304,7 +308,7 @@ def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
     keys += [
         "use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget",
-        "fallback", "on_truncate", "tool_choice", "parallel_tools", "max_seconds",
+        "fallback", "on_truncate", "tool_choice", "parallel_tools", "max_seconds", "prompt_cache",
     ]
     if type_name == "halt":
         keys.append("when")

@@ -235,12 +235,27 @@ def explain(
     template: TemplateArg,
     tools: ToolsOpt = None,
     include_path: IncludeOpt = None,
+    cache: Annotated[bool, typer.Option(
+        "--cache", help="Predict the provider's prompt caching per slot (docs/caching.md)."
+    )] = False,
+    rows: Annotated[Optional[Path], typer.Option(
+        "--rows", metavar="FILE", help="With --cache: the batch's inputs (CSV, JSON, JSONL, XLSX).", show_default=False
+    )] = None,
+    model: Annotated[Optional[str], typer.Option(
+        "--model", metavar="PROVIDER:NAME", help="With --cache: the model whose cache rule and prices apply.",
+        show_default=False,
+    )] = None,
+    prices: Annotated[Optional[Path], typer.Option(
+        "--prices", metavar="FILE", help="With --cache: prices per million tokens (JSON or YAML).", show_default=False
+    )] = None,
 ) -> None:
     """Show the compiled plan: segments, slots, options, tools, guards and limits."""
     with reporting_errors():
         from .explain import explain_command
 
-        code = explain_command(template, tools, include_path or ())
+        code = explain_command(
+            template, tools, include_path or (), cache=cache, rows=rows, model=model, prices=prices
+        )
     raise typer.Exit(code)
 
 

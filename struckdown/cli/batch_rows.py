@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..batch.tables import json_line
-from .costs import cost_part
+from .costs import cache_part, cost_part
 from .text import visible
 
 SHOWN_FAILURES = 5
@@ -79,6 +79,9 @@ class Tally:
         self.denied_rows = 0
         self.requests = 0
         self.tokens = 0
+        self.input_tokens = 0
+        self.cache_read = 0  # SPEC §24: input tokens read from the provider's prompt cache
+        self.cache_saved: float | None = None
         self.cost = 0.0
         self.priced = True  # every row that made a request has a cost
         self.usages: list[dict[str, Any]] = []  # --head: the rows' usage, for the projection (at most N)
@@ -97,6 +100,10 @@ class Tally:
             self.denied_rows += 1
         self.requests += usage.get("requests", 0)
         self.tokens += usage.get("total_tokens", 0)
+        self.input_tokens += usage.get("input_tokens", 0) or 0
+        self.cache_read += usage.get("cache_read_tokens", 0) or 0
+        if usage.get("cache_saved") is not None:
+            self.cache_saved = (self.cache_saved or 0.0) + float(usage["cache_saved"])
         if usage.get("cost") is not None:
             self.cost += float(usage["cost"])
         elif usage.get("requests"):
@@ -135,6 +142,8 @@ class Tally:
         line += f" · {self.requests} requests · {self.tokens:,} tokens"
         cost = cost_part({"cost": self.cost}) if self.priced and self.requests else None
         line += f" · {cost}" if cost is not None else ""
+        cache = cache_part(self.cache_read, self.input_tokens, self.cache_saved if cost is not None else None)
+        line += f" · {cache}" if cache is not None else ""
         line += f" · {elapsed:.2f} s"
         for index, error in sorted((-i, e) for i, e in self.first_failures):
             console.file.write(f"row {index + 1}: {visible(error)}\n")  # rows are numbered from 1

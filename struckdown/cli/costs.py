@@ -59,6 +59,24 @@ def cost_part(usage: Mapping[str, Any] | Any) -> str | None:
     return format_cost(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
 
 
+def cache_part(read: int, input_tokens: int, saved: float | None) -> str | None:
+    """`cache: 82 % of input read from the provider cache, $0.41 saved` (SPEC §24), or None
+    when no input token came from a provider's prompt cache; the saving only when priced."""
+    if not read or not input_tokens:
+        return None
+    text = f"cache: {round(100 * read / input_tokens)} % of input read from the provider cache"
+    if saved is not None:
+        money = f"${saved:,.2f}" if abs(saved) >= 0.01 else format_money(saved)
+        text += f", {money} saved" if saved >= 0 else f", {money.replace('-', '')} more (cache writes)"
+    return text
+
+
+def format_money(amount: float) -> str:
+    from ..models.pricing import format_cost
+
+    return format_cost(abs(amount)) or "$0"
+
+
 def batch_cost(entries: Sequence[Mapping[str, Any]]) -> str | None:
     """The cost of the rows run now, when every one of them that made a request is priced."""
     total = 0.0

@@ -75,11 +75,14 @@ def stats_line(result: Any, elapsed_s: float) -> str:
     if usage.tool_calls:
         parts.append(f"{usage.tool_calls} tool call{'s' if usage.tool_calls != 1 else ''}")
     parts.append(f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)")
-    from .costs import cost_part
+    from .costs import cache_part, cost_part
 
     cost = cost_part(usage)
     if cost is not None:
         parts.append(cost)
+    cache = cache_part(usage.cache_read_tokens, usage.input_tokens, usage.cache_saved if cost is not None else None)
+    if cache is not None:
+        parts.append(cache)
     parts.append(f"{elapsed_s:.2f} s")
     return " · ".join(parts)
 

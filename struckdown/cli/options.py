@@ -71,6 +71,9 @@ RUN_FLAGS: Mapping[str, Flag] = {
     "model": Flag("model", ModelOpt),
     "tools": Flag("tools", ToolsOpt),
     "no_cache": Flag("cache", Annotated[bool, typer.Option("--no-cache", help="Do not use the response cache.")], False),
+    "no_prompt_cache": Flag("prompt_cache", Annotated[bool, typer.Option(
+        "--no-prompt-cache", help="Ask the provider for no prompt caching (docs/caching.md)."
+    )], False),
     "stop_at": Flag("stop_at", Annotated[
         Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
     ]),
@@ -197,8 +200,9 @@ RUN_FLAGS: Mapping[str, Flag] = {
 
 #: The flags every command that runs a template takes (sd run, sd batch, sd resume, sd chat).
 RUN_COMMAND_FLAGS = (
-    "model", "tools", "no_cache", "retries", "max_tokens", "seed", "thinking", "fallback", "tool_timeout", "max_seconds",
-    "on_truncate", "include_path", "strict", "mcp", "mcp_config", "prices", "max_cost", "otel",
+    "model", "tools", "no_cache", "no_prompt_cache", "retries", "max_tokens", "seed", "thinking", "fallback",
+    "tool_timeout", "max_seconds", "on_truncate", "include_path", "strict", "mcp", "mcp_config", "prices", "max_cost",
+    "otel",
 )
 
 

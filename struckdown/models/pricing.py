@@ -21,29 +21,35 @@ from typing import Any
 from ..errors import ConfigurationError
 
 #: The rates a `prices=` entry may give, USD per million tokens.
-RATE_KEYS = ("input", "output", "cache_read")
+RATE_KEYS = ("input", "output", "cache_read", "cache_write")
 _MILLION = Decimal(1_000_000)
 
 
 class Rates:
     """One model's prices, USD per million tokens."""
 
-    __slots__ = ("input", "output", "cache_read")
+    __slots__ = ("input", "output", "cache_read", "cache_write")
 
-    def __init__(self, input: Decimal, output: Decimal, cache_read: Decimal | None) -> None:
-        self.input, self.output, self.cache_read = input, output, cache_read
+    def __init__(
+        self, input: Decimal, output: Decimal, cache_read: Decimal | None, cache_write: Decimal | None = None
+    ) -> None:
+        self.input, self.output, self.cache_read, self.cache_write = input, output, cache_read, cache_write
 
     def cost(self, usage: Any) -> Decimal:
-        """The price of a pydantic-ai `RequestUsage`; cache reads at their own rate when given."""
+        """The price of a pydantic-ai `RequestUsage` (whose input tokens include the cached
+        ones); cache reads and writes at their own rates when given, else at the input rate."""
         input_tokens = int(usage.input_tokens or 0)
         output_tokens = int(usage.output_tokens or 0)
         total = self.output * output_tokens
-        cached = int(getattr(usage, "cache_read_tokens", 0) or 0)
-        if self.cache_read is not None and 0 < cached <= input_tokens:
-            total += self.cache_read * cached + self.input * (input_tokens - cached)
-        else:
-            total += self.input * input_tokens
-        return total / _MILLION
+        plain = input_tokens
+        for count, rate in (
+            (int(getattr(usage, "cache_read_tokens", 0) or 0), self.cache_read),
+            (int(getattr(usage, "cache_write_tokens", 0) or 0), self.cache_write),
+        ):
+            if rate is not None and 0 < count <= plain:
+                total += rate * count
+                plain -= count
+        return (total + self.input * plain) / _MILLION
 
 
 def _rate(model: str, key: str, value: Any) -> Decimal:
@@ -79,11 +85,12 @@ def parse_prices(prices: Mapping[str, Any] | None) -> dict[str, Rates]:
             )
         if "input" not in entry or "output" not in entry:
             raise ConfigurationError(f"prices[{name!r}] needs both 'input' and 'output' (USD per million tokens)")
-        cache_read = entry.get("cache_read")
+        cache_read, cache_write = entry.get("cache_read"), entry.get("cache_write")
         table[name] = Rates(
             _rate(name, "input", entry["input"]),
             _rate(name, "output", entry["output"]),
             None if cache_read is None else _rate(name, "cache_read", cache_read),
+            None if cache_write is None else _rate(name, "cache_write", cache_write),
         )
     return table
 
@@ -124,23 +131,48 @@ class Pricing:
         fast = (response.model_name, response.provider_name, response.provider_url, id(model))
         if fast in self._unpriced:  # the hot path of a model nobody prices: one lookup
             return None
-        price = self._cost(response, model)
+        price = self._cost(response, model, response.usage)
         if price is None and len(self._unpriced) < 1024:
             self._unpriced.add(fast)  # a later response of the same model is unknown too
         return price
 
-    def _cost(self, response: Any, model: Any) -> float | None:
+    def saving(self, response: Any, model: Any, cost: float | None) -> float | None:
+        """What the provider's prompt cache saved on one response (SPEC §24): its price with
+        every cached token as plain input, less `cost` (its price). None: no cache tokens or
+        no price; negative when writing the cache cost more than reading saved."""
+        usage = response.usage
+        if cost is None or not (getattr(usage, "cache_read_tokens", 0) or getattr(usage, "cache_write_tokens", 0)):
+            return None
+        from dataclasses import replace
+
+        plain = replace(
+            usage, cache_read_tokens=0, cache_write_tokens=0, cache_write_1h_tokens=0, cache_audio_read_tokens=0,
+            cost=None,
+        )
+        uncached = self._cost(response, model, plain)
+        return None if uncached is None else uncached - cost
+
+    def _cost(self, response: Any, model: Any, usage: Any) -> float | None:
         names = _names(response.model_name, getattr(model, "model_name", None))
         providers = _names(response.provider_name, getattr(model, "system", None))
         rates = self._from_table(names, providers)
         if rates is not None:
-            return float(rates.cost(response.usage))
+            return float(rates.cost(usage))
         url = response.provider_url or _base_url(model)
         for name in names:
-            price = self._catalogue(response.usage, name, providers, url, response.timestamp)
+            price = self._catalogue(usage, name, providers, url, response.timestamp)
             if price is not None:
                 return price
         return None
+
+    def of_usage(self, usage: Any, name: str, provider: str | None = None) -> float | None:
+        """USD for a `RequestUsage` of the model `name` (of `provider`), or None when unknown:
+        what `sd explain --cache` prices a predicted batch with."""
+        providers = [provider] if provider else []
+        rates = self._from_table([name], providers)
+        if rates is not None:
+            return float(rates.cost(usage))
+        return self._catalogue(usage, name, providers, None, None)
 
     def knows(self, model: Any) -> bool:
         """Whether a response of `model` can be priced (checked before a run with `max_cost`)."""

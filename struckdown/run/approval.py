@@ -92,7 +92,10 @@ def _decision_result(decision: Decision) -> ToolApproved | ToolDenied:
 
 
 def _spent(usage: Any) -> Usage:
-    return Usage(usage.requests, usage.tool_calls, usage.input_tokens or 0, usage.output_tokens or 0)
+    return Usage(
+        usage.requests, usage.tool_calls, usage.input_tokens or 0, usage.output_tokens or 0,
+        cache_read_tokens=usage.cache_read_tokens or 0, cache_write_tokens=usage.cache_write_tokens or 0,
+    )
 
 
 class ApprovalRun:

@@ -51,6 +51,7 @@ from .approval import ApprovalRun, SegmentPaused, SlotPaused
 from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .ledger import RunLedger
+from .prompt_cache import plan_prompt_cache
 from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tool_checks import check_tool_names
@@ -135,6 +136,7 @@ class Run:
             tracing=tracing,
             resilience=self.options.resilience,
             resolve_fallback=partial(resolve_model, store=environment.models),
+            prompt_cache=plan_prompt_cache(self.program, self.options.prompt_cache),
         )
         self.approval = ApprovalRun(
             decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,

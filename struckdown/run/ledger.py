@@ -92,19 +92,31 @@ class Account:
     output_tokens: int = 0
     cost: float = 0.0
     unpriced: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_saved: float | None = None
 
-    def add(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
-        """One response's tokens and price (its request was counted when it was sent)."""
+    def add(self, input_tokens: int, output_tokens: int, cost: float | None, cache: Usage | None = None) -> None:
+        """One response's tokens and price (its request was counted when it was sent); `cache`:
+        its prompt-cache tokens and saving (SPEC §24)."""
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         if cost is None:
             self.unpriced += 1
         else:
             self.cost += cost
+        if cache is not None:
+            self.cache_read_tokens += cache.cache_read_tokens
+            self.cache_write_tokens += cache.cache_write_tokens
+            if cache.cache_saved is not None:
+                self.cache_saved = (self.cache_saved or 0.0) + cache.cache_saved
 
     def usage(self) -> Usage:
         cost = None if self.unpriced else self.cost
-        return Usage(self.requests, self.tool_calls, self.input_tokens, self.output_tokens, cost)
+        return Usage(
+            self.requests, self.tool_calls, self.input_tokens, self.output_tokens, cost,
+            self.cache_read_tokens, self.cache_write_tokens, self.cache_saved,
+        )
 
     def over(self, budget: Budget, *, spent: bool) -> tuple[str, str] | None:
         """The first limit these totals cross (`spent`: reach, for a batch), with its message."""
@@ -179,7 +191,7 @@ class RunLedger:
         total.tool_calls += spent.tool_calls
         # a part priced before counts its cost; one that had no price (no prices= then) counts its
         # requests and tokens only: a max_cost first given at resume starts from there (docs/budgets.md)
-        total.add(spent.input_tokens, spent.output_tokens, spent.cost if spent.cost is not None else 0.0)
+        total.add(spent.input_tokens, spent.output_tokens, spent.cost if spent.cost is not None else 0.0, spent)
 
     def meter(self, slot: str) -> SlotMeter:
         meter = SlotMeter(self, slot)
@@ -271,11 +283,14 @@ class SlotMeter:
         if cost is not None and usage.cost is None:
             usage.cost = Decimal(str(cost))  # pydantic-ai then reports our price too (spans, RunUsage)
         input_tokens, output_tokens = int(usage.input_tokens or 0), int(usage.output_tokens or 0)
-        self.account.add(input_tokens, output_tokens, cost)
-        self.ledger.total.add(input_tokens, output_tokens, cost)
+        read, written = int(usage.cache_read_tokens or 0), int(usage.cache_write_tokens or 0)
+        saved = self.ledger.pricing.saving(response, model, cost) if read or written else None
+        line = Usage(1, 0, input_tokens, output_tokens, cost, read, written, saved)
+        self.account.add(input_tokens, output_tokens, cost, line)
+        self.ledger.total.add(input_tokens, output_tokens, cost, line)
         if self.ledger.batch is not None:
-            self.ledger.batch.total.add(input_tokens, output_tokens, cost)
-        return Usage(1, 0, input_tokens, output_tokens, cost), cost
+            self.ledger.batch.total.add(input_tokens, output_tokens, cost, line)
+        return line, cost
 
     async def responded(self, response: ModelResponse, model: Any, elapsed_ms: float) -> None:
         usage, cost = self.record(response, model)

@@ -30,6 +30,7 @@ class RunSettings:
     on_halt: str = "raise"
     settings: Mapping[str, Any] | None = None
     cache: Any = None
+    prompt_cache: bool = True  # SPEC §24: provider prompt caching (run/prompt_cache.py)
     stop_at: str | None = None
     strict_undefined: bool = False
     stream: bool = True
@@ -88,6 +89,7 @@ def build_settings(
         on_halt=value("on_halt"),
         settings=value("settings"),
         cache=value("cache"),
+        prompt_cache=bool(value("prompt_cache")),
         stop_at=value("stop_at"),
         strict_undefined=bool(value("strict_undefined")),
         stream=stream,
@@ -124,11 +126,13 @@ def spent_before(point: Any) -> Any:
     for item in point.finished.values():
         usage = item.get("usage") or {}
         total = total + Usage(usage.get("requests", 0), usage.get("tool_calls", 0), usage.get("input_tokens", 0),
-                              usage.get("output_tokens", 0), usage.get("cost"))
+                              usage.get("output_tokens", 0), usage.get("cost"), usage.get("cache_read_tokens", 0),
+                              usage.get("cache_write_tokens", 0), usage.get("cache_saved"))
     for slot in point.paused.values():
         usage = slot.usage
         cost = float(usage.cost) if getattr(usage, "cost", None) is not None else 0.0
-        total = total + Usage(usage.requests, usage.tool_calls, usage.input_tokens or 0, usage.output_tokens or 0, cost)
+        total = total + Usage(usage.requests, usage.tool_calls, usage.input_tokens or 0, usage.output_tokens or 0, cost,
+                              usage.cache_read_tokens or 0, usage.cache_write_tokens or 0)
     return total
 
 

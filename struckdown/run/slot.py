@@ -41,6 +41,7 @@ from .budgets import slot_budget
 from .deadline import CutRun, cut_at_deadline, slot_seconds, within
 from .ledger import CURRENT_METER
 from .partials import Partials, streams_partials
+from .prompt_cache import with_cache_settings
 from .resilience import SlotAttempts, is_truncated, model_name, slot_error
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 from .wrappers import model_stack
@@ -75,6 +76,7 @@ class SlotEnv:
     tracing: Any = None  # struckdown spans (observe.py), or None
     resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
     resolve_fallback: Callable[[Any], Any] = lambda model: model  # a fallback model (or its name) → a Model
+    prompt_cache: Any = None  # run/prompt_cache.PromptCachePlan: what requests ask the provider to cache
     effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
 
 
@@ -178,6 +180,8 @@ def _usage(run_usage: Any, hits: int = 0, meter: Any = None) -> Usage:
         tool_calls=run_usage.tool_calls,
         input_tokens=run_usage.input_tokens or 0,
         output_tokens=run_usage.output_tokens or 0,
+        cache_read_tokens=run_usage.cache_read_tokens or 0,
+        cache_write_tokens=run_usage.cache_write_tokens or 0,
     )
 
 
@@ -256,7 +260,10 @@ async def run_model_slot(
     paused_before = None  # what the paused run spent (its usage object grows during this run)
     if gate is not None and gate.resumed is not None:
         spent = gate.resumed.usage
-        paused_before = (spent.requests, spent.input_tokens or 0, spent.output_tokens or 0)
+        paused_before = (
+            spent.requests, spent.input_tokens or 0, spent.output_tokens or 0,
+            spent.cache_read_tokens or 0, spent.cache_write_tokens or 0,
+        )
     method = confidence.method_of(resolved.control)  # SPEC §27
     measured: float | None = None
     escalated_to: str | None = None
@@ -266,7 +273,13 @@ async def run_model_slot(
     try:
         while True:  # one attempt per model: the slot's own, then its fallbacks (SPEC §14)
             defaults = slot_run_defaults(model, env.environment, plan.slot.type_name, env.settings, resolved.settings)
-            settings = attempts.model_settings(model_settings(env.settings, resolved.settings, defaults), env.settings, family)
+            merged = model_settings(env.settings, resolved.settings, defaults)
+            if env.prompt_cache is not None:  # SPEC §24: the provider caches what later requests resend
+                merged = with_cache_settings(merged, env.prompt_cache.settings(
+                    model, key, instructions=bool(instructions), tools=use_tools,
+                    asked=resolved.control.get("prompt_cache"),
+                ))
+            settings = attempts.model_settings(merged, env.settings, family)
             measuring = method is not None and escalated_to is None
             if measuring and method is not None and method.logprobs:
                 settings = confidence.with_logprobs(settings)
@@ -369,6 +382,8 @@ async def run_model_slot(
             requests=usage.requests + paused_before[0],
             input_tokens=usage.input_tokens + paused_before[1],
             output_tokens=usage.output_tokens + paused_before[2],
+            cache_read_tokens=usage.cache_read_tokens + paused_before[3],
+            cache_write_tokens=usage.cache_write_tokens + paused_before[4],
         )
     return SlotResult(
         key=key,

@@ -50,6 +50,7 @@ def _samples(tmp_path: Path) -> dict[str, tuple[list[str], str, Any]]:
         "on_truncate": (["--on-truncate", "error"], "on_truncate", "error"),
         "strict": (["--strict"], "strict_undefined", True),
         "no_cache": (["--no-cache"], "cache", False),
+        "no_prompt_cache": (["--no-prompt-cache"], "prompt_cache", False),
         "max_cost": (["--max-cost", "2.5"], "max_cost", 2.5),
         "prices": (["--prices", str(prices)], "prices", {"test": {"input": 1, "output": 2}}),
         "mcp": (["--mcp", str(server)], "mcp", [str(server)]),
@@ -167,7 +168,8 @@ def test_every_option_travels_to_dask_workers_or_is_refused_by_name(name: str) -
         "mcp": "https://127.0.0.1:1/mcp", "approve": True, "run_limits": UsageLimits(request_limit=3),
         "max_cost": 1.0, "prices": {"test": {"input": 1, "output": 1}}, "tool_limits": {"t": 1}, "instrument": False,
         "image_max_side": 512, "max_images": 3, "retries": 2, "retry_base_delay": 0.5, "retry_max_delay": 2.0,
-        "fallback": ["test"], "on_truncate": "error", "on_retry": print, "journal": "run.journal",
+        "fallback": ["test"], "on_truncate": "error", "on_retry": print, "prompt_cache": False,
+        "journal": "run.journal",
     }
     assert set(samples) == set(OPTIONS)
     if OPTIONS[name].ships == "no":

@@ -126,6 +126,14 @@ def _settings_seen(result: Any, ctx: Ctx) -> None:
     assert summary and all((c.info.model_settings or {}).get("temperature") == 0.25 for c in summary)
 
 
+def _no_cache_settings(result: Any, ctx: Ctx) -> None:
+    """prompt_cache=False: no request carries a provider cache setting (SPEC §24)."""
+    assert ctx.script.calls
+    for call in ctx.script.calls:
+        settings = call.info.model_settings or {}
+        assert not [k for k in settings if "cache" in k] and "cache_prompt" not in (settings.get("extra_body") or {})
+
+
 def _image_sent(result: Any, ctx: Ctx) -> None:
     from pydantic_ai.messages import BinaryContent, UserPromptPart
 
@@ -157,6 +165,7 @@ RECIPES: dict[str, Recipe] = {
     "guards": Recipe(text="Is this abusive? [[halt:abusive]]\n", options=lambda ctx: {"on_halt": "return"},
                      check=lambda r, ctx: r.halted is None),
     "model settings": Recipe(options=lambda ctx: {"settings": {"temperature": 0.25}}, check=_settings_seen),
+    "prompt caching": Recipe(options=lambda ctx: {"prompt_cache": False}, check=_no_cache_settings),
     "response cache": Recipe(options=lambda ctx: {"cache": ctx.cache}, check=lambda r, ctx: len(ctx.cache.items) > 0),
     "templates": Recipe(options=lambda ctx: {"include_paths": []}),
     "strict_undefined": Recipe(options=lambda ctx: {"strict_undefined": True}),
