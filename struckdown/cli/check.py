@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..lint import Diagnostic, check_source
-from ..run.tools import tool_name
 from .errors import EXIT_ERROR, EXIT_OK
 from .io import load_context, read_template
 from .loading import load_tools
@@ -24,7 +23,11 @@ def check_command(
     given_context = context_file is not None or bool(pairs)
     names = set(load_context(context_file, pairs)) if given_context else None
     tools = load_tools(tools_file)
-    known = [tool_name(tool) for tool in tools] + list(mcp_tools) if tools_file is not None or mcp_tools else None
+    known = None
+    if tools_file is not None or mcp_tools:  # the run's tool names: pydantic-ai only when there are tools
+        from ..run.tools import tool_name
+
+        known = [tool_name(tool) for tool in tools] + list(mcp_tools)
     diagnostics: list[Diagnostic] = []
     for path in templates:
         diagnostics += check_template(
