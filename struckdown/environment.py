@@ -22,8 +22,8 @@ from .models.store import ModelStore
 from .plan import Program
 from .render import Renderer
 from .run_options import EXECUTOR_OPTIONS as _EXECUTOR_OPTIONS
+from .run_options import OPTIONS, BatchExecutor, PathLike, RunOptions, checked_options, option_value
 from .run_options import RUN_OPTIONS as _RUN_OPTIONS
-from .run_options import BatchExecutor, PathLike, RunOptions, checked_options, option_value
 from .types import TypeFactory, TypeRegistry
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 _PROGRAM_CACHE_SIZE = 256
 
 #: Seconds one tool call may take unless the host says otherwise (None: no limit).
-DEFAULT_TOOL_TIMEOUT = 60.0  # run_options.OPTIONS["tool_timeout"].default
+DEFAULT_TOOL_TIMEOUT: float = OPTIONS["tool_timeout"].default
 
 
 class Environment:

@@ -133,11 +133,10 @@ def accepts_keyword(function: Callable[..., Any], name: str) -> bool:
 
 def request_limiter(max_requests: int | None) -> Any:
     """A cap on the model requests in flight at once (None: no cap)."""
-    if max_requests is None:
-        return None
-    if isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1:
-        raise ValueError(f"max_requests must be a whole number of at least 1, not {max_requests!r}")
-    return anyio.CapacityLimiter(max_requests)
+    from ..run_options import OPTIONS
+
+    max_requests = OPTIONS["max_requests"].check(max_requests)  # type: ignore[misc]  # the option's own rule
+    return None if max_requests is None else anyio.CapacityLimiter(max_requests)
 
 
 @dataclass(frozen=True)

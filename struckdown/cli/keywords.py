@@ -42,16 +42,28 @@ def run_keywords(flags: Mapping[str, Any], *, instrument: Any = None, tools: Any
             out["prices"] = _prices(value)
         elif name in ("mcp", "mcp_config"):
             continue  # both at once, below
-        elif name == "on_truncate" and value not in ("keep", "error"):
-            raise CliError(f"--on-truncate must be keep or error, not {value!r}")
-        elif name == "max_cost" and not value >= 0:
-            raise CliError(f"--max-cost must be a number of US dollars of at least 0, not {value}")
         else:
-            out[option] = value
+            out[option] = _checked(name, option, value)
     mcp = loading.load_mcp(flags.get("mcp") or (), flags.get("mcp_config"))
     if mcp is not None:
         out["mcp"] = mcp
     return out
+
+
+def _checked(name: str, option: str, value: Any) -> Any:
+    """A flag's value through its run option's own check (run_options.OPTIONS), as an input
+    error naming the flag: the rule is written once, for the CLI and the library alike."""
+    from ..run_options import OPTIONS
+
+    check = OPTIONS[option].check
+    if check is None:
+        return value
+    try:
+        return check(value)
+    except ValueError as exc:
+        info = RUN_FLAGS[name].annotation.__metadata__[0]
+        spelled = next(d for d in (info.default, *info.param_decls) if isinstance(d, str) and d.startswith("--"))
+        raise CliError(f"{spelled}: {exc}") from None
 
 
 def _setting(name: str, value: Any) -> Any:
