@@ -46,3 +46,10 @@ def test_ratios_are_read_from_the_section_only(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert recorded_ratios(page) == {"a. one": 1.02, "e. two": 0.03}
+
+
+def test_a_tiny_ratio_may_move_by_the_absolute_slack() -> None:
+    # 0.034x + 0.015 = 0.049x: CPU accounting of a 30 ms process moves by ~10 ms.
+    verdicts = judge([row("s", 0.048), row("t", 0.050)], {"s": 0.034, "t": 0.034})
+    assert [(v.case, v.passed) for v in verdicts] == [("s", True), ("t", False)]
+    assert verdicts[1].why == "0.050x > 0.049x"
