@@ -156,17 +156,9 @@ class Renderer:
     def sandbox(self) -> ImmutableSandboxedEnvironment:
         """The Jinja sandbox, built (and Jinja imported) on first use."""
         if self._sandbox is None:
-            import jinja2
-
-            sandbox_class = _jinja_classes()[0]
-            sandbox = sandbox_class(
-                undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True, optimized=False,
-                finalize=_finalize,
-            )
-            sandbox.filters["tojson"] = _counting_filter(_tojson)
-            sandbox.filters["_sd_counted"] = _counted
-            sandbox.globals["lipsum"] = _lipsum
-            self._sandbox = sandbox
+            with _BUILDING:  # two threads' first renders build one sandbox, not two
+                if self._sandbox is None:
+                    self._sandbox = _new_sandbox()
         return self._sandbox
 
     def clear(self) -> None:
@@ -399,3 +391,20 @@ def __getattr__(name: str) -> Any:
     if name == "Sandbox":  # the class, as before Jinja was loaded lazily
         return _jinja_classes()[0]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_BUILDING = threading.Lock()
+
+
+def _new_sandbox() -> ImmutableSandboxedEnvironment:
+    import jinja2
+
+    sandbox_class = _jinja_classes()[0]
+    sandbox = sandbox_class(
+        undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True, optimized=False,
+        finalize=_finalize,
+    )
+    sandbox.filters["tojson"] = _counting_filter(_tojson)
+    sandbox.filters["_sd_counted"] = _counted
+    sandbox.globals["lipsum"] = _lipsum
+    return sandbox
