@@ -13,6 +13,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,7 @@ class Analysis:
     tools_file: Path | None = None
     tools: list[core.ToolInfo] = field(default_factory=list)
 
-    @property
+    @cached_property
     def lines(self) -> Lines:
         return Lines(self.text)
 
