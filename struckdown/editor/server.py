@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import default_converter
@@ -67,6 +68,10 @@ class StruckdownServer(LanguageServer):
         """The document and its analysis, computed once per text (and per state of the
         context and tools files it read)."""
         document = self.workspace.get_text_document(uri)
+        try:
+            document.source  # noqa: B018 (a document the client did not open is read from disk)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise JsonRpcInvalidParams(f"{uri} is not open and cannot be read: {exc}") from None
         cached = self.cache.get(uri)
         if cached is not None and cached[1].text == document.source and cached[0] == _stamps(cached[1]):
             return document, cached[1]
@@ -260,4 +265,11 @@ def create(timers: Callable[[], Timers] | None = None, delay: float = DELAY_MS /
 
 
 def serve() -> None:
+    """`sd lsp`: errors go to stderr too, which editors show as the server's output."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("struckdown lsp: %(levelname)s: %(message)s"))
+    log = logging.getLogger("struckdown.lsp")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
     create().start_io()

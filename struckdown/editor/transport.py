@@ -21,12 +21,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import re
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any, BinaryIO
 
 from cattrs import transform_error
 from cattrs.errors import ClassValidationError
+from cattrs.v import format_exception
 from lsprotocol import types as lsp
 from pygls.protocol import JsonRPCProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
@@ -51,7 +55,8 @@ class Dispatcher:
     def error(self, msg_id: int | str | None, code: int, message: str) -> None:
         log.error("%s", message)
         # pygls has no public call for a bare response; _send_data is its one writer path.
-        self.protocol._send_data(lsp.ResponseErrorMessage(id=msg_id, error=lsp.ResponseError(code, message)))
+        # A plain dict, so that `"id": null` is written (lsprotocol's converter drops None).
+        self.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
 
     def frame_error(self, reason: str) -> None:
         self.error(None, PARSE_ERROR, f"bad message header: {reason}")
@@ -70,12 +75,11 @@ class Dispatcher:
         try:
             message = self.structure(decoded)
         except ClassValidationError as exc:
-            self.invalid(decoded, "; ".join(transform_error(exc)))
+            self.invalid(decoded, _detail(exc))
             return True
         except Exception as exc:  # pygls wraps what cattrs raises
             cause = exc.__cause__
-            detail = "; ".join(transform_error(cause)) if isinstance(cause, ClassValidationError) else str(exc)
-            self.invalid(decoded, detail)
+            self.invalid(decoded, _detail(cause) if isinstance(cause, ClassValidationError) else str(exc))
             return True
         try:
             self.protocol.handle_message(message)
@@ -102,19 +106,43 @@ class Dispatcher:
         self.protocol.notify(lsp.WINDOW_LOG_MESSAGE, lsp.LogMessageParams(type=lsp.MessageType.Error, message=message))
 
 
+def _detail(exc: ClassValidationError) -> str:
+    """cattrs's findings with the fields' wire names (`textDocument`, not `text_document`)."""
+    return "; ".join(
+        re.sub(r"@ (\S+)", lambda m: "@ " + re.sub(r"_([a-z])", lambda c: c.group(1).upper(), m.group(1)), line)
+        for line in transform_error(exc, format_exception=_why)
+    )
+
+
+def _why(exc: BaseException, type_: Any) -> str:
+    """cattrs's words, plus a validator's own message (`should be in range ...`)."""
+    said = format_exception(exc, type_)
+    return f"{said} ({str(exc).rstrip('.')})" if said == "invalid value" and str(exc) else said
+
+
 def _id(value: Any) -> int | str | None:
     return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
 
 
 def _reader(stream: BinaryIO, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes]) -> None:
-    """Blocking reads on a daemon thread (it never holds up the exit)."""
-    read: Callable[[int], bytes] = getattr(stream, "read1", stream.read)
+    """Blocking reads on a daemon thread (it never holds up the exit). On the file
+    descriptor itself where there is one: a daemon thread blocked inside a buffered
+    reader holds its lock, and the interpreter aborts at exit when it cannot take it."""
+    read: Callable[[int], bytes]
+    try:
+        fd = stream.fileno()
+        read = partial(os.read, fd)
+    except (OSError, AttributeError, ValueError):
+        read = getattr(stream, "read1", stream.read)
     while True:
         try:
             chunk = read(CHUNK)
         except (OSError, ValueError):
             chunk = b""
-        loop.call_soon_threadsafe(queue.put_nowait, chunk)
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, chunk)
+        except RuntimeError:  # the server has stopped: its loop is closed
+            return
         if not chunk:
             return
 
