@@ -27,7 +27,8 @@ def wire(tmp_path: Path) -> Iterator[InProcess]:
 
 def open_document(wire: Wire, path: Path, text: str = TEXT, version: int = 1) -> str:
     uri = path.as_uri()
-    wire.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "struckdown", "version": version, "text": text}})
+    item = {"uri": uri, "languageId": "struckdown", "version": version, "text": text}
+    wire.notify("textDocument/didOpen", {"textDocument": item})
     wire.barrier()
     published = wire.notifications.pop()
     assert (published["method"], published["params"]["uri"], published["params"]["version"]) == (
