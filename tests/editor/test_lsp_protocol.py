@@ -5,13 +5,14 @@ fires), and `sd lsp` as a subprocess (marker `editor`)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.lsp_pipes import InProcess, Subprocess, Wire, frame
+from tests.support.lsp_pipes import SD, InProcess, Subprocess, Wire, frame
 
 TEXT = "Which colour?\n[[pick:colour|red, blue]]\n"
 HOVER_AT = {"line": 1, "character": 4}
@@ -231,3 +232,29 @@ def test_sd_lsp_answers_bad_frames_and_invalid_params_and_exits_cleanly(tmp_path
     assert code == 0
     assert "Content-Length 'abc' is not a byte count" in stderr
     assert "Traceback" not in stderr
+
+
+NODE_DIR = Path(__file__).resolve().parent / "node"
+
+
+@pytest.mark.editor
+def test_vscode_jsonrpc_logs_the_parse_error_and_keeps_talking_to_sd_lsp(tmp_path: Path) -> None:
+    """vscode-jsonrpc (VS Code's client library) gets the `id: null` parse error as a log
+    line, not a failure, and its next requests are answered."""
+    assert (NODE_DIR / "node_modules" / "vscode-jsonrpc").is_dir(), "run `npm ci` in tests/editor/node"
+    uri = (tmp_path / "t.sd").as_uri()
+    done = subprocess.run(
+        ["node", str(NODE_DIR / "lsp_client.js"), str(SD), uri, TEXT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    header = "bad message header: Content-Length 'abc' is not a byte count; the message is skipped"
+    invalid = "invalid params for textDocument/hover: invalid value for type, expected int @ $.params.position.line"
+    assert out["logged"] == [
+        ["error", "Received response message without id: Error is: \n"
+         + json.dumps({"code": -32700, "message": header}, indent=4)]
+    ]
+    assert out["invalid"] == {"code": -32602, "message": invalid}
+    assert out["hover"] == "**slot `colour`**: `pick`, one answer, may be null"
+    assert out["notifications"] == ["textDocument/publishDiagnostics"]
+    assert (out["code"], out["stderr"]) == (0, f"struckdown lsp: ERROR: {header}\nstruckdown lsp: ERROR: {invalid}\n")
