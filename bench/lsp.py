@@ -8,6 +8,8 @@ interleaved.
 
 - open: `didOpen` of the 1 MB text (a new document each trial, so nothing is cached)
   until its `publishDiagnostics`; target under 2 s and within 1.5x of the parse.
+- open, stressed: 1 MB of slots in one segment, each warned twice (18,000
+  diagnostics): within 2x of the parse, which is itself slower on so many slots.
 - burst: 20 one-character edits sent at once (incremental changes, as editors send
   them), then the time until the one `publishDiagnostics` of the debounce, and how
   many analyses the burst cost (1).
@@ -33,6 +35,7 @@ from .parse import generated_template, uncached_parse
 
 TARGET_SECONDS = 2.0
 TARGET_RATIO = 1.5
+STRESS_RATIO = 2.0  # 18,000 diagnostics to place, convert and send on top of the parse
 BURST = 20
 
 
@@ -53,6 +56,7 @@ class Pipes:
         self.framer = Framer()
         self.waiting: list[dict[str, Any]] = []
         self.ids = itertools.count(1)
+        self.documents = itertools.count()
 
     def send(self, message: dict[str, Any]) -> None:
         body = json.dumps({"jsonrpc": "2.0", **message}).encode()
@@ -90,29 +94,40 @@ class Pipes:
         os.close(self.in_fd)
 
 
-async def run(quick: bool = False) -> list[Row]:
-    size = 100_000 if quick else 1_000_000
-    repeats = 1 if quick else 3
+def warned_slots(size: int) -> int:
+    return size // 110
+
+
+def warned_template(size: int) -> str:
+    """About `size` bytes of questions in one segment, each slot warned twice (max_iter
+    above the ceiling, use_tools=true without tools): thousands of diagnostics."""
+    return "".join(
+        f"Question {i} about the parcel and the refund policy, please answer.\n[[reply_{i}|use_tools=true, max_iter=50]]\n\n"
+        for i in range(warned_slots(size))
+    )
+
+
+async def open_row(
+    pipes: Pipes, label: str, text: str, expected: int, repeats: int, target: float, absolute: bool
+) -> tuple[Row, float]:
+    """didOpen of `text` until its diagnostics, against the uncached parse of the same
+    text; the row and the parse's CPU time. `absolute`: the row also fails at 2 s."""
     from struckdown.environment import default_environment
 
-    text = generated_template(size)
-    pipes = Pipes()
-    pipes.call("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
-    pipes.send({"method": "initialized", "params": {}})
-    documents = itertools.count()
     problems: list[str] = []
 
     async def open_document() -> None:
         """A new document and a new text each trial, every cache of the parser cleared
         (as `uncached_parse` does): the worst case, the first open."""
-        number = next(documents)
+        number = next(pipes.documents)
         uri = f"file:///bench/lsp-{number}.sd"
         default_environment().clear_caches()
         item = {"uri": uri, "languageId": "struckdown", "version": 1, "text": f"{text}<!-- trial {number} -->\n"}
         pipes.send({"method": "textDocument/didOpen", "params": {"textDocument": item}})
         published = pipes.until("textDocument/publishDiagnostics")
-        if published["params"]["uri"] != uri or published["params"]["diagnostics"]:
-            problems.append(f"unexpected diagnostics: {published['params']['diagnostics'][:1]}")
+        found = len(published["params"]["diagnostics"])
+        if published["params"]["uri"] != uri or found != expected:
+            problems.append(f"{found} diagnostics, expected {expected}")
         pipes.send({"method": "textDocument/didClose", "params": {"textDocument": {"uri": uri}}})
         pipes.until("textDocument/publishDiagnostics")
 
@@ -122,15 +137,34 @@ async def run(quick: bool = False) -> list[Row]:
     cpu: dict[str, list[float]] = {}
     wall = await interleaved({"lsp": open_document, "parse": parse_alone}, repeats=repeats, cpu=cpu)
     lsp_cpu, parse_cpu = best(cpu["lsp"]), best(cpu["parse"])
-    ratio = ratio_of(lsp_cpu, parse_cpu)
-    if lsp_cpu >= TARGET_SECONDS:
+    if absolute and lsp_cpu >= TARGET_SECONDS:
         problems.append(f"over {TARGET_SECONDS:.0f} s")
     kb = f"{len(text.encode()) / 1000:,.0f} KB"
-    rows = [target_row(
-        f"k. sd lsp: didOpen {kb} → publishDiagnostics (server CPU)", secs(lsp_cpu), f"{secs(parse_cpu)} (parse alone)",
-        ratio, TARGET_RATIO, problem="; ".join(problems),
-        note=f"wall {secs(best(wall['lsp']))} vs {secs(best(wall['parse']))}; target also < {TARGET_SECONDS:.0f} s",
-    )]  # fmt: skip
+    row = target_row(
+        f"k. sd lsp: didOpen {kb}{label} → publishDiagnostics (server CPU)", secs(lsp_cpu),
+        f"{secs(parse_cpu)} (parse alone)", ratio_of(lsp_cpu, parse_cpu), target, problem="; ".join(sorted(set(problems))),
+        note=f"{expected:,} diagnostics; wall {secs(best(wall['lsp']))} vs {secs(best(wall['parse']))}"
+        + (f"; target also < {TARGET_SECONDS:.0f} s CPU" if absolute else ""),
+    )  # fmt: skip
+    return row, parse_cpu
+
+
+async def run(quick: bool = False) -> list[Row]:
+    from struckdown.environment import default_environment
+
+    size = 100_000 if quick else 1_000_000
+    repeats = 1 if quick else 3
+    text = generated_template(size)
+    kb = f"{len(text.encode()) / 1000:,.0f} KB"
+    pipes = Pipes()
+    pipes.call("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+    pipes.send({"method": "initialized", "params": {}})
+    clean, parse_cpu = await open_row(pipes, "", text, 0, repeats, TARGET_RATIO, True)
+    warned, _ = await open_row(
+        pipes, ", one segment, 2 warnings a slot", warned_template(size), 2 * warned_slots(size), repeats,
+        STRESS_RATIO, False,
+    )
+    rows = [clean, warned]
 
     # a burst of typing on the open document: one analysis, one publish
     uri = "file:///bench/lsp-burst.sd"
@@ -152,8 +186,8 @@ async def run(quick: bool = False) -> list[Row]:
     )
     rows.append(Row(
         f"k. sd lsp: {BURST} edits at once on {kb} → diagnostics", f"{secs(burst_cpu)} CPU, {runs} analysis",
-        f"{secs(parse_cpu)} (one parse)", ratio_of(burst_cpu, parse_cpu), "1 analysis", not burst_problem,
-        f"wall {secs(burst_wall)} (includes the {pipes.server.debounce.delay * 1000:.0f} ms debounce); {burst_problem}".rstrip("; "),
+        f"{secs(parse_cpu)} (one parse)", None, "1 analysis", not burst_problem,
+        f"wall {secs(burst_wall)} (with the {pipes.server.debounce.delay * 1000:.0f} ms debounce); {burst_problem}".rstrip("; "),
     ))  # fmt: skip
     tokens_started = time.process_time()
     answer = pipes.call("textDocument/semanticTokens/full", {"textDocument": {"uri": uri}})
