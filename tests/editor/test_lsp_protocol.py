@@ -5,6 +5,7 @@ fires), and `sd lsp` as a subprocess (marker `editor`)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -258,3 +259,24 @@ def test_vscode_jsonrpc_logs_the_parse_error_and_keeps_talking_to_sd_lsp(tmp_pat
     assert out["hover"] == "**slot `colour`**: `pick`, one answer, may be null"
     assert out["notifications"] == ["textDocument/publishDiagnostics"]
     assert (out["code"], out["stderr"]) == (0, f"struckdown lsp: ERROR: {header}\nstruckdown lsp: ERROR: {invalid}\n")
+
+
+def test_requests_share_one_analysis_until_the_text_or_the_context_file_changes(wire: InProcess, tmp_path: Path) -> None:
+    context = tmp_path / "t.json"
+    context.write_text('{"city": "Oslo"}')
+    text = "Weather in {{ c"
+    uri = open_document(wire, tmp_path / "t.sd", text)
+    position = {"line": 0, "character": len(text)}
+
+    def labels() -> list[str]:
+        answer = wire.call("textDocument/completion", {"textDocument": {"uri": uri}, "position": position})
+        return [item["label"] for item in answer["result"]["items"]]
+
+    assert labels() == ["city"]
+    wire.call("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 1}})
+    assert wire.server.analyses == 1  # open, completion and hover: one analysis
+    context.write_text('{"city": "Oslo", "country": "Norway"}')
+    stamp = context.stat().st_mtime_ns + 5_000_000_000
+    os.utime(context, ns=(stamp, stamp))
+    assert labels() == ["city", "country"]
+    assert wire.server.analyses == 2
