@@ -20,6 +20,12 @@ def main() -> None:
         args = parse_check_args(sys.argv[2:])
         if args is not None:
             sys.exit(run_check(args))
+    if sys.argv[1:2] == ["run"]:  # `sd run`: its flags read without typer (fast_run.py)
+        from .fast_run import parse_run_args, run_fast
+
+        values = parse_run_args(sys.argv[2:])
+        if values is not None:
+            sys.exit(run_fast(values))
     from .app import app
 
     app()

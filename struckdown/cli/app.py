@@ -114,16 +114,11 @@ def run(
 ) -> None:
     """Run a template against a context, showing answers, tool calls and guard verdicts live."""
     with reporting_errors():
-        from .compat_options import load_type_files
-        from .run_cmd import RunRequest, run_command
+        from .run_cmd import run_cli
 
-        load_type_files(type_files)
-
-        code = run_command(
-            RunRequest(
-                template=template, context_file=context, pairs=set_ or (), flags=flags, output=output,
-                as_json=as_json, stream=stream, approve=approve, pause_to=pause_to,
-            )
+        code = run_cli(
+            template=template, context=context, set_=set_, output=output, as_json=as_json, stream=stream,
+            approve=approve, pause_to=pause_to, type_files=type_files, flags=flags,
         )
     raise typer.Exit(code)
 

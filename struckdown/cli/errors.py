@@ -143,11 +143,17 @@ def reporting_errors() -> Iterator[None]:
         sys.stderr.write("interrupted\n")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
-        if isinstance(unwrap(exc), BrokenPipeError) and _stdout_closed():
-            print_error("stdout was closed before everything was written (broken pipe)")
-            raise typer.Exit(EXIT_ERROR) from None
-        print_error(describe(exc))
-        raise typer.Exit(exit_code(exc)) from None
+        raise typer.Exit(report(exc)) from None
+
+
+def report(exc: Exception) -> int:
+    """Print the one `error:` line of a failed command; return its exit code (typer-free:
+    the fast paths of cli/fast_run.py use it too)."""
+    if isinstance(unwrap(exc), BrokenPipeError) and _stdout_closed():
+        print_error("stdout was closed before everything was written (broken pipe)")
+        return EXIT_ERROR
+    print_error(describe(exc))
+    return exit_code(exc)
 
 
 def _stdout_closed() -> bool:

@@ -77,7 +77,7 @@ def run_check(args: CheckArgs) -> int:
     `reporting_errors` around it; returns the exit code."""
     from .errors import EXIT_INTERRUPTED, describe, exit_code, print_error
 
-    _prepare()
+    prepare()
     try:
         from .check import check_command, mcp_tool_names
 
@@ -91,7 +91,7 @@ def run_check(args: CheckArgs) -> int:
         return exit_code(exc)
 
 
-def _prepare() -> None:
+def prepare() -> None:
     """The typer app's callback (`app.main`): no pydantic-ai banner, warnings as `warning:` lines."""
     import os
 

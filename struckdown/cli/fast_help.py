@@ -6,7 +6,8 @@ writes `help_pages.py`) and printed from there when the command line is exactly
 `sd [COMMAND…] --help` on a terminal at least 80 columns wide (click wraps help at
 78 columns there). Anything else goes through typer as before.
 tests/cli/test_fast_help.py compares every stored page with the one typer prints, so
-a flag added without regenerating the pages fails the unit tests.
+a flag added without regenerating the pages fails the unit tests. `--write` also writes
+`run_params.py`, the table `sd run`'s fast path reads its flags from (fast_run.py).
 
 This module imports only `os` and `sys` (already loaded by the interpreter).
 """
@@ -90,13 +91,18 @@ def render_module(pages: dict[str, str]) -> str:
 def main() -> None:
     from pathlib import Path
 
-    target = Path(__file__).with_name("help_pages.py")
-    text = render_module(generate())
-    if "--write" in sys.argv[1:]:
-        target.write_text(text, encoding="utf-8")
-        print(f"wrote {target}")
-    elif target.read_text(encoding="utf-8") != text:
-        print(f"{target} is out of date: run python -m struckdown.cli.fast_help --write", file=sys.stderr)
+    from .fast_run import generate as generate_run_params
+
+    stale = False
+    for name, text in (("help_pages.py", render_module(generate())), ("run_params.py", generate_run_params())):
+        target = Path(__file__).with_name(name)
+        if "--write" in sys.argv[1:]:
+            target.write_text(text, encoding="utf-8")
+            print(f"wrote {target}")
+        elif target.read_text(encoding="utf-8") != text:
+            print(f"{target} is out of date: run python -m struckdown.cli.fast_help --write", file=sys.stderr)
+            stale = True
+    if stale:
         raise SystemExit(1)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import CliError
-from .options import RUN_FLAGS
+from .run_params import OPTION_OF  # RUN_FLAGS' options, generated: no typer (fast_run.py)
 
 
 def run_keywords(flags: Mapping[str, Any], *, instrument: Any = None, tools: Any = None) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def run_keywords(flags: Mapping[str, Any], *, instrument: Any = None, tools: Any
     for name, value in flags.items():
         if name == "no_cache" or value is None or value is False or value == [] or value == ():
             continue
-        option = RUN_FLAGS[name].option
+        option = OPTION_OF[name]
         if name == "tools":
             out["tools"] = tools if tools is not None else loading.load_tools(value)
         elif name in ("max_tokens", "seed", "thinking"):  # model settings of every request
@@ -61,6 +61,8 @@ def _checked(name: str, option: str, value: Any) -> Any:
     try:
         return check(value)
     except ValueError as exc:
+        from .options import RUN_FLAGS
+
         info = RUN_FLAGS[name].annotation.__metadata__[0]
         spelled = next(d for d in (info.default, *info.param_decls) if isinstance(d, str) and d.startswith("--"))
         raise CliError(f"{spelled}: {exc}") from None

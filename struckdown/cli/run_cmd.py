@@ -39,6 +39,25 @@ class RunRequest:
         return tuple(self.flags.get("include_path") or ())
 
 
+def run_cli(
+    *, template: Path, context: Path | None, set_: Sequence[str] | None, output: Path | None, as_json: bool,
+    stream: bool, approve: str | None, pause_to: Path | None, type_files: list[Path] | None,
+    flags: Mapping[str, Any],
+) -> int:
+    """The body of `sd run` as its parameters arrive, from the typer app (app.py) or from
+    its fast path (fast_run.py); returns the exit code."""
+    if type_files:
+        from .compat_options import load_type_files  # imports typer (the flag's declaration)
+
+        load_type_files(type_files)
+    return run_command(
+        RunRequest(
+            template=template, context_file=context, pairs=set_ or (), flags=flags, output=output,
+            as_json=as_json, stream=stream, approve=approve, pause_to=pause_to,
+        )
+    )
+
+
 def run_command(request: RunRequest) -> int:
     """Run the template; return the exit code (errors propagate to `reporting_errors`)."""
     program = load_program(request.template, request.include_paths) if request.source is None else load_text(request)
