@@ -24,6 +24,7 @@ from ..batch.output import confidence_columns, journal_entry, output_row
 from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
 from ..fileio import check_writable
 from ..run.effects import RowContext, effects_path
+from ..wording import counted
 from . import batch_report, compare
 from .attachments import file_row, files_base, split_columns
 from .batch_rows import NOT_RUN
@@ -431,15 +432,15 @@ class BatchRun:
         waiting = sum(1 for flag in index.flags if flag & 4)
         unrun = sum(1 for flag in index.flags if flag & 8)
         failed = index.lines - ok_lines - waiting - unrun
-        note = f"resuming {path}: {self.done_before} of {self.total} rows done"
+        note = f"resuming {path}: {self.done_before:,} of {counted(self.total, 'row')} done"
         if failed:
-            note += f", {failed} failed row{'s' if failed != 1 else ''} run again"
+            note += f", {counted(failed, 'failed row')} run again"
         if unrun:
-            note += f"; {unrun} row{'s' if unrun != 1 else ''} {NOT_RUN} (run now)"
+            note += f"; {counted(unrun, 'row')} {NOT_RUN} (run now)"
         if stale:
-            note += f", {stale} rows whose input or job (template, includes, model, tools) changed run again"
+            note += f", {counted(stale, 'row')} whose input or job (template, includes, model, tools) changed run again"
         if index.bad:
-            note += f" ({index.bad} unreadable journal lines ignored)"
+            note += f" ({counted(index.bad, 'unreadable journal line')} ignored)"
         self.console.file.write(note + "\n")
 
     def run_options(self) -> dict[str, Any]:
@@ -469,7 +470,7 @@ class BatchRun:
     def interrupted_note(self) -> str:
         done = self.done_before + self.tally.rows
         where = f"saved in {self.journal.path}; run the same command with --resume" if self.journal else "written above"
-        return f"interrupted: {done}/{self.total} rows are {where}"
+        return f"interrupted: {done:,}/{counted(self.total, 'row')} {'is' if self.total == 1 else 'are'} {where}"
 
     def progress_event(self, event: Any) -> None:
         """A retry or a fallback in some row (`on_retry`): the progress bar counts it."""
