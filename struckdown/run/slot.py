@@ -26,7 +26,7 @@ from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
 from ..approval_state import PausedSlot
-from ..errors import TemplateRuntimeError
+from ..errors import TemplateRuntimeError, exception_text
 from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
 from ..media.turns import prepare_prompt, redact
@@ -97,7 +97,7 @@ def evaluate_option(renderer: Renderer, expression: str, variables: Mapping[str,
         return renderer.evaluate(expression, variables)
     except Exception as exc:
         raise TemplateRuntimeError(
-            f"{where}: {{{{ {expression} }}}} failed: {type(exc).__name__}: {exc}"
+            f"{where}: {{{{ {expression} }}}} failed: {exception_text(exc)}"
         ) from exc
 
 
