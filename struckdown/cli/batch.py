@@ -220,6 +220,7 @@ class BatchRun:
         self.skip = bytearray()  # 1: done in the journal (--resume)
         self.done_before = 0
         self.inflight: dict[int, tuple[int, dict[str, Any]]] = {}  # batch position -> (row index, row)
+        self.taken: dict[int, float] = {}  # batch position -> when the batch took the row
         self.tally = _Tally()
         self.tally.keep_usages = request.head is not None
         self.stdout = _InOrder() if request.output is None else None
@@ -255,7 +256,7 @@ class BatchRun:
             )  # fmt: skip
         runner = self._runner()
         started = time.perf_counter()
-        progress = BatchProgress(self.console, self.total, self.done_before)
+        progress = BatchProgress(self.console, self.total, self.done_before, concurrency=request.jobs)
         self.progress = progress
         if self.provider is not None:
             self.provider.progress = progress
@@ -319,6 +320,7 @@ class BatchRun:
             if content_hash(row) != self.input_hash(index):
                 raise self._changed(index)
             self.inflight[position] = (index, row)
+            self.taken[position] = time.perf_counter()  # the row's own time, for the progress's rate
             position += 1
             yield RowContext(self.prepare(row), row=index)  # effect ids name the input row (SPEC §25)
 
@@ -331,6 +333,8 @@ class BatchRun:
     def finish(self, position: int, outcome: Any) -> None:
         """A row finished: journal it, count it, show it."""
         index, row = self.inflight.pop(position)
+        taken = self.taken.pop(position, None)
+        seconds = time.perf_counter() - taken if taken is not None else None
         entry = journal_entry(index, outcome, self.input_hash(index), self.fingerprint)
         if self.provider is not None:
             self.provider.annotate(position, entry)
@@ -345,7 +349,7 @@ class BatchRun:
             gc.collect()
         if not isinstance(outcome, BaseException):
             self.progress.truncated += sum(1 for slot in outcome.results.values() if slot.truncated)
-        self.progress.advance(entry["ok"], unrun=bool(entry.get("not_run")))
+        self.progress.advance(entry["ok"], unrun=bool(entry.get("not_run")), seconds=seconds)
         if self.stdout is not None:
             self.compare_cells(index, row, entry)
             self.stdout.offer(index, output_row(row, entry, self.renames, self.confident))
