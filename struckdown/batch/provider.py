@@ -169,7 +169,7 @@ class ProviderBatch:
             self.wrap(environment.resolve_model(options.get("model")))
         known = len(rows) if hasattr(rows, "__len__") else None
         if concurrency < self.max_requests and (known is None or known > concurrency):
-            import warnings
+            from ..notices import warn
 
             message = (
                 f"provider_batch: only {concurrency} rows run at once, so a batch holds about {concurrency} "
@@ -177,7 +177,7 @@ class ProviderBatch:
                 "to fill the batches"
             )
             log.warning(message)
-            warnings.warn(message, UserWarning, stacklevel=4)
+            warn(message)
 
     @asynccontextmanager
     async def session(self, limiter: Any = None) -> AsyncGenerator[ProviderBatch, None]:

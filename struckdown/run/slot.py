@@ -479,14 +479,9 @@ def _streams(model: Any) -> bool:
 
     if can_stream(model):
         return True
-    import warnings
+    from ..notices import warn
 
-    warnings.warn(
-        f"model {model_label(model)} cannot stream (a FunctionModel without stream_function=): "
-        "its answers arrive whole",
-        UserWarning,
-        stacklevel=2,
-    )
+    warn(f"model {model_label(model)} cannot stream (a FunctionModel without stream_function=): its answers arrive whole")
     return False
 
 
@@ -495,13 +490,12 @@ def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> floa
     if asked is None:
         return ceiling
     if ceiling is not None and asked > ceiling:
-        import warnings
-
         from ..log import logger
+        from ..notices import warn
 
         message = f"template asked for tool_timeout={asked:g} but the caller's ceiling is {ceiling:g}; using {ceiling:g}"
         logger.warning("slot %s: %s", slot, message)
-        warnings.warn(message, UserWarning, stacklevel=2)
+        warn(message)
         return ceiling
     return asked
 
