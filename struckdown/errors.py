@@ -223,7 +223,9 @@ class Paused(StruckdownError):
     def __str__(self) -> str:
         listed = "; ".join(f"{r.id}: {r.tool_name}" for r in self.requests)
         count = len(self.requests)
-        return f"paused: {count} tool call{'s' if count != 1 else ''} await{'s' if count == 1 else ''} approval ({listed})"
+        from .wording import counted
+
+        return f"paused: {counted(count, 'tool call')} await{'s' if count == 1 else ''} approval ({listed})"
 
     def keep(self, finished: Mapping[str, SlotResult], order: tuple[str, ...], spent: Usage | None = None) -> None:
         """Hold the slots that finished before the pause, and what the paused slots spent
