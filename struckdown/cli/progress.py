@@ -79,7 +79,9 @@ class BatchProgress:
                 console=self.console,
             )
             self._bar.start()
-            self._task = self._bar.add_task("batch", total=self.total, completed=self.done, failed="", rate="", eta="")
+            self._task = self._bar.add_task(
+                "batch", total=self.total, completed=self.done, failed="", rate="", eta=self._eta_text()
+            )
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -106,6 +108,13 @@ class BatchProgress:
         rate = self.rate()
         return remaining / rate if rate > 0 else None
 
+    def _eta_text(self) -> str:
+        """The bar's ETA column: `ETA …` until a row has finished, then the estimate."""
+        if self.done >= self.total:
+            return "ETA 0s"
+        eta = self.eta()
+        return f"ETA {format_duration(eta)}" if eta is not None else "ETA …"
+
     def advance(self, ok: bool, *, unrun: bool = False, seconds: float | None = None) -> None:
         self.done += 1
         self.finished_now += 1
@@ -119,11 +128,9 @@ class BatchProgress:
             failed = f"[red]{failed}" if failed else ""
             extra = ", ".join(self._resilience())
             failed = f"{failed} [yellow]{extra}" if extra else failed
-            eta = self.eta()
             self._bar.update(
-                self._task, advance=1, failed=failed, rate=f"{self.rate():.1f} {self.unit}/s",
-                eta=f"ETA {format_duration(eta)}" if eta is not None else "",
-            )  # fmt: skip
+                self._task, advance=1, failed=failed, rate=f"{self.rate():.1f} {self.unit}/s", eta=self._eta_text()
+            )
             return
         now = self.clock()
         if self.done == self.total or now - self._last_line >= PLAIN_EVERY_S:

@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cli_support import plain_environment, sd, use_model  # noqa: F401 - fixtures
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from cli_support import plain_environment, sd, use_model  # noqa: F401 - fixtures
 from struckdown.cli.help_pages import PAGES
 
 

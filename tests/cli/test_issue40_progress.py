@@ -7,9 +7,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+from cli_support import plain_environment, sd  # noqa: F401 - fixtures
 from rich.console import Console
 
-from cli_support import plain_environment, sd  # noqa: F401 - fixtures
 from struckdown.cli.progress import BatchProgress
 
 
@@ -52,11 +53,15 @@ def test_no_eta_before_a_row_finished_and_rows_not_run_take_no_time() -> None:
         assert progress.eta() == 2.0  # two rows left, two at a time, 2 s a row
 
 
-def test_sd_explain_shows_the_per_tool_budget(tmp_path: Path) -> None:
+def test_sd_explain_shows_the_per_tool_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # one line a node
     template = tmp_path / "t.sd"
     template.write_text('Look [[a|use_tools=true, budget="lookup=2, other=1"]]\n\nThen [[b|use_tools=true, budget={{ b }}]]\n')
     tools = tmp_path / "tools.py"
-    tools.write_text('def lookup(w: str) -> str:\n    """L."""\n    return w\n\n\ndef other(w: str) -> str:\n    """O."""\n    return w\n')
+    tools.write_text(
+        'def lookup(w: str) -> str:\n    """L."""\n    return w\n\n\n'
+        'def other(w: str) -> str:\n    """O."""\n    return w\n'
+    )
     result = sd("explain", template, "--tools", tools)
     assert result.exit_code == 0, result.output
     flat = " ".join(result.stdout.split())

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from web_support import SUPPORT, client, run_events, serving
 
 from struckdown.web import WebConfig
-from web_support import SUPPORT, client, run_events, serving
 
 TOKEN = "issue40-token"
 TOOLS = '''from __future__ import annotations
