@@ -98,6 +98,66 @@ def effect_id(job: str, row: int | None, slot: str, name: str, arguments: dict[s
     return "eff_" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def shard_paths(journal: Path) -> list[Path]:
+    """The files the Dask workers of a batch write beside `journal` (`JOURNAL.worker1`, …),
+    in order; their `.lock` files are not among them."""
+    prefix = journal.name + ".worker"
+    try:
+        names = os.listdir(journal.parent)
+    except OSError:
+        return []
+    numbered = [(int(n[len(prefix):]), n) for n in names if n.startswith(prefix) and n[len(prefix):].isdigit()]
+    return [journal.with_name(name) for _, name in sorted(numbered)]
+
+
+class Tail:
+    """One journal file read from where the last `read` stopped, whole lines only (a line
+    a writer has not finished is read next time); `job` is its header's."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.job = ""
+
+    def header_job(self) -> str:
+        """The job its header names now ("" when the file is gone or has no header)."""
+        try:
+            with self.path.open("rb") as handle:
+                first = handle.readline()
+            entry = json.loads(first)
+        except (OSError, ValueError):
+            return ""
+        return str(entry.get("job") or "") if isinstance(entry, dict) and entry.get("journal") == HEADER else ""
+
+    def read(self) -> list[dict[str, Any]]:
+        """The effect records written since the last read."""
+        try:
+            if os.stat(self.path).st_size <= self.offset:
+                return []
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise InputError(f"cannot read journal {self.path}: {exc}") from None
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        entries: list[dict[str, Any]] = []
+        for line in data[:end].splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line a kill cut short
+            if not isinstance(entry, dict):
+                continue
+            if entry.get("journal") == HEADER:
+                self.job = self.job or str(entry.get("job") or "")
+            elif isinstance(entry.get("effect"), str):
+                entries.append(entry)
+        return entries
+
+
 class EffectJournal:
     """The effect records of one journal file (in memory: id → last record) and its writer."""
 
@@ -140,6 +200,12 @@ class EffectJournal:
                     self._note(entry)
         if self.records and not self.job:
             raise InputError(f"journal {self.path} has effect records but no header line: it is not a struckdown journal")
+        if self.job:  # what the Dask workers of a batch wrote beside it (run/effect_shards.py)
+            for shard in shard_paths(self.path):
+                tail = Tail(shard)
+                for entry in tail.read():
+                    if tail.job == self.job:
+                        self._note(entry)
 
     def _ends_mid_line(self) -> bool:
         size = os.fstat(self._fd).st_size
@@ -228,7 +294,7 @@ def acquire(path: Any) -> EffectJournal:
 def release(journal: EffectJournal) -> None:
     key = str(journal.path)
     held = _OPEN.get(key)
-    if held is None:
+    if held is None or held[0] is not journal:  # a worker's journal of a batch gone by (run/effect_shards.join)
         return
     if held[1] <= 1:
         del _OPEN[key]
