@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .effects import _OPEN, HEADER, EffectJournal, Tail, _locked, shard_paths
+from .effect_files import HEADER, Tail, shard_paths
+from .effects import _OPEN, EffectJournal, _locked
 
 
 class ShardJournal(EffectJournal):

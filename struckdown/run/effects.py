@@ -18,7 +18,9 @@ The journal is JSON lines: a header `{"journal": "struckdown effects", "job": ..
 (the tool asked for a retry or an approval by raising: it took no effect). Each line is one
 `write` to a file opened for appending, with the operating system before the tool runs: a
 SIGKILL at any point loses nothing written. One process writes a journal at a time (an
-exclusive `flock` on `FILE.lock`); the runs of one process (a batch's rows) share it.
+exclusive `flock` on `FILE.lock`); the runs of one process (a batch's rows) share it, and
+the Dask worker processes of the batch that holds it write shards beside it, which every
+reader merges (run/effect_shards.py).
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from ..errors import InputError
+from .effect_files import HEADER, Tail, shard_paths
 
 EFFECT_ATTR = "__struckdown_effect__"
-HEADER = "struckdown effects"
 
 T = TypeVar("T")
 Reconcile = Callable[[str, dict[str, Any]], Any]
@@ -96,66 +98,6 @@ def effect_id(job: str, row: int | None, slot: str, name: str, arguments: dict[s
     """`eff_` and 32 hex digits: the same call of the same job always has the same id."""
     key = json.dumps([job, row, slot, 0, name, canonical(arguments)], separators=(",", ":"))
     return "eff_" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def shard_paths(journal: Path) -> list[Path]:
-    """The files the Dask workers of a batch write beside `journal` (`JOURNAL.worker1`, …),
-    in order; their `.lock` files are not among them."""
-    prefix = journal.name + ".worker"
-    try:
-        names = os.listdir(journal.parent)
-    except OSError:
-        return []
-    numbered = [(int(n[len(prefix):]), n) for n in names if n.startswith(prefix) and n[len(prefix):].isdigit()]
-    return [journal.with_name(name) for _, name in sorted(numbered)]
-
-
-class Tail:
-    """One journal file read from where the last `read` stopped, whole lines only (a line
-    a writer has not finished is read next time); `job` is its header's."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.job = ""
-
-    def header_job(self) -> str:
-        """The job its header names now ("" when the file is gone or has no header)."""
-        try:
-            with self.path.open("rb") as handle:
-                first = handle.readline()
-            entry = json.loads(first)
-        except (OSError, ValueError):
-            return ""
-        return str(entry.get("job") or "") if isinstance(entry, dict) and entry.get("journal") == HEADER else ""
-
-    def read(self) -> list[dict[str, Any]]:
-        """The effect records written since the last read."""
-        try:
-            if os.stat(self.path).st_size <= self.offset:
-                return []
-            with self.path.open("rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise InputError(f"cannot read journal {self.path}: {exc}") from None
-        end = data.rfind(b"\n") + 1
-        self.offset += end
-        entries: list[dict[str, Any]] = []
-        for line in data[:end].splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line a kill cut short
-            if not isinstance(entry, dict):
-                continue
-            if entry.get("journal") == HEADER:
-                self.job = self.job or str(entry.get("job") or "")
-            elif isinstance(entry.get("effect"), str):
-                entries.append(entry)
-        return entries
 
 
 class EffectJournal:

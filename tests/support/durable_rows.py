@@ -9,8 +9,9 @@ decides is in DIR, so nothing has to be set in a worker's environment:
 - DIR/point: where row 0 stops for the kill: `call` (before its first answer, the tool
   call, is returned: nothing journaled yet) or `answered` (the tool's result came back:
   journaled as done). The tool stops at `before`, `during` and `after` (its file).
-- DIR/go: a `process_gates.Release` gate row 0 waits on before its first request, so
-  that the test lets it go only once row 1 has finished (DIR/row1 is told so).
+- DIR/go: a `process_gates.Release` gate row 0 waits on before its first request (when
+  there is one), so that the test lets it go only once row 1 has finished (the FIFO
+  DIR/row1 is told so).
 - DIR/stopped: the FIFO the stop point writes `POINT PID` into; then it blocks until killed.
 Each signal is given once (a marker file DIR/NAME.once), so a row run again after the
 kill (by Dask or `--resume`) goes through.
@@ -66,7 +67,7 @@ async def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
     point = open(point_file).read().strip() if os.path.exists(point_file) else ""
     returns = [p for m in messages for p in getattr(m, "parts", ()) if isinstance(p, ToolReturnPart)]
     if not returns:
-        if name == "R0":
+        if name == "R0" and os.path.exists(os.path.join(where, "go")):
             from process_gates import wait_until_released
 
             await asyncio.to_thread(wait_until_released, os.path.join(where, "go"))
