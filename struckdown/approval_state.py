@@ -203,6 +203,18 @@ def _slot_to_json(result: SlotResult) -> dict[str, Any]:
     }
 
 
+def slot_json(result: SlotResult) -> str:
+    """A finished slot as one JSON text (the journal's answer lines, run/rerun.py); its
+    messages through pydantic-ai's codec straight to JSON. `restore_slot` reads it back."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    plain = {**_scalars(result, _SLOT_SPECIAL), "output": jsonable(result.output),
+             "usage": _scalars(result.usage, frozenset()), "tool_calls": [_call_to_json(c) for c in result.tool_calls]}
+    head = json.dumps(plain, ensure_ascii=False, default=str)
+    messages = ModelMessagesTypeAdapter.dump_json(list(result.messages)).decode("utf-8", "surrogatepass")
+    return f'{head[:-1]},"messages":{messages}}}'
+
+
 def _paused_to_json(slot: PausedSlot) -> dict[str, Any]:
     from dataclasses import asdict
 

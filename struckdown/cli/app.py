@@ -94,7 +94,7 @@ def _plain_warnings() -> None:
 
 
 @app.command(epilog=EXIT_CODES)
-@run_flags(*RUN_COMMAND_FLAGS, "stop_at", "journal")
+@run_flags(*RUN_COMMAND_FLAGS, "stop_at", "journal", "rerun_from")
 def run(
     template: TemplateArg,
     context: ContextOpt = None,

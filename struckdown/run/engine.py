@@ -52,6 +52,7 @@ from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .ledger import RunLedger
 from .prompt_cache import plan_prompt_cache
+from .rerun import Reruns, check_rerun_from, request_key
 from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tool_checks import check_tool_names
@@ -77,6 +78,7 @@ class Run:
     _stop_segment: int | None = None
     _rendered: dict[int, str] = field(default_factory=dict)  # instructions node → its text, once per run
     _taken: dict[int, tuple[Node, ...] | None] = field(default_factory=dict)  # If node → branch taken
+    reruns: Reruns | None = None  # SPEC §25: with a journal, the slots reused and re-run (run/rerun.py)
 
     def __post_init__(self) -> None:
         self.variables = dict(self.context)
@@ -110,6 +112,7 @@ class Run:
         if self.options.stop_at is not None and self.options.stop_at not in self.program.keys:
             raise ValueError(f"stop_at={self.options.stop_at!r} is not a slot of this template")
         check_context(self.program, self.context, strict=self.options.strict_undefined)
+        check_rerun_from(self.program, self.options.rerun_from, self.options.journal)
         self.model_for = model_for
         self.env = SlotEnv(
             emit=self.emit,
@@ -155,6 +158,7 @@ class Run:
 
         journal = acquire(self.options.journal)
         self.env.effects = scope_for(journal, self.env.toolbox.tools, self.env.toolbox.names)
+        self.reruns = Reruns.start(journal, self.env.effects.row, self.program, self.options.rerun_from, self.options.resume)
         try:
             await self._main()
         finally:
@@ -198,8 +202,8 @@ class Run:
             )
             await self.emit(ProcessingComplete(paused.results, early_termination=False, paused=True))
             return
-        result = Result(self.results, self.program.keys)
-        await self.emit(ProcessingComplete(result, early_termination=False))
+        reruns = self.reruns.report() if self.reruns is not None else None
+        await self.emit(ProcessingComplete(Result(self.results, self.program.keys, reruns=reruns), early_termination=False))
 
     def slot_of(self, error: BaseException) -> str | None:
         """The slot (or action) an error came from."""
@@ -259,6 +263,8 @@ class Run:
     async def _run_segment(self, segment: Segment) -> None:
         for key in segment.waits_for:
             await self.ready[key].wait()
+        if self.reruns is not None:
+            self.reruns.enter(segment.index, segment.waits_for)  # it reads an answer that ran again: it runs
         try:
             if self.approval.blocks(segment.waits_for):
                 raise SegmentPaused  # an answer it reads waits for approval decisions
@@ -383,7 +389,10 @@ class Run:
     async def _slot(self, node: Slot, conversation: Conversation, segment: int) -> None:
         prompt = conversation.take_prompt()
         history, user_prompt = conversation.request(prompt)
-        result = await self._fill(node, history, user_prompt, conversation.instructions(), self._slot_env(segment))
+        env, changed = self._slot_env(segment), self._changed(segment)
+        result = await self._fill(node, history, user_prompt, conversation.instructions(), env, changed)
+        if self.reruns is not None:
+            self.reruns.after(segment, result)
         conversation.record(prompt, as_text(result.output))
         self._after(node.key)
 
@@ -394,6 +403,7 @@ class Run:
         prompt: str | None,
         instructions: str | None,
         env: SlotEnv,
+        changed: bool = False,
     ) -> SlotResult:
         plan = self.program.plan(node)
         with self.blaming(node.key), slot_span(self.options.tracing, node.key, plan.slot.type_name, node.is_guard) as span:
@@ -403,13 +413,20 @@ class Run:
             if restored is not None:
                 self._store(restored)
                 return restored
-            try:
-                result = await run_model_slot(
-                    env, plan, resolved, spec, history=history, prompt=prompt, instructions=instructions
-                )
-            except SlotPaused as paused:
-                self.approval.hold(paused.record)
-                raise SegmentPaused from None
+            pending, result = None, None
+            if self.reruns is not None:  # SPEC §25: an unchanged request is answered from the journal
+                key = request_key(env, plan, resolved, spec, history, prompt, instructions)
+                pending, result = self.reruns.lookup(node.key, changed, key, spec)
+            if result is None:
+                try:
+                    result = await run_model_slot(
+                        env, plan, resolved, spec, history=history, prompt=prompt, instructions=instructions
+                    )
+                except SlotPaused as paused:
+                    self.approval.hold(paused.record)
+                    raise SegmentPaused from None
+                if self.reruns is not None and pending is not None:
+                    self.reruns.record(node.key, pending, result)
             span(result)
         self.env.streaming_now.discard(node.key)
         self._store(result)
@@ -417,6 +434,10 @@ class Run:
             SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated, result.confidence)
         )
         return result
+
+    def _changed(self, segment: int) -> bool:
+        """Whether a slot that ran earlier in this conversation (or an answer it reads) forces a run."""
+        return self.reruns is not None and self.reruns.changed(segment)
 
     def _slot_env(self, segment: int) -> SlotEnv:
         """A slot's tools and first token wait for the guards preceding it in its segment."""
@@ -439,12 +460,13 @@ class Run:
         self.guards.start(node.key, self.program.plan(node).when)
         instructions = conversation.instructions()
         assert self._tg is not None
-        self._tg.start_soon(self._guard_task, node, history, user_prompt, instructions, segment)
+        self._tg.start_soon(self._guard_task, node, history, user_prompt, instructions, segment, self._changed(segment))
 
     async def _guard_task(
-        self, node: Slot, history: list[Any], prompt: str | None, instructions: str | None, segment: int
+        self, node: Slot, history: list[Any], prompt: str | None, instructions: str | None, segment: int, changed: bool
     ) -> None:
-        result = await self._fill(node, history, prompt, instructions, self._guard_env(segment, node.key))
+        env = self._guard_env(segment, node.key)
+        result = await self._fill(node, history, prompt, instructions, env, changed)
         verdict = result.output if isinstance(result.output, dict) else {"triggered": False, "reason": ""}
         if self.guards.finish(node.key, verdict):
             raise self.guards.halted(self.guards.states[node.key])
@@ -514,13 +536,16 @@ class Run:
                 self._start_guard(node, guard_conv, segment)
         answers: dict[str, SlotResult] = {}
         paused: list[str] = []
+        changed = self._changed(segment)  # decided before the block: members run beside each other
 
         async def member(node: Slot, question: str) -> None:
             prompt = "\n\n".join(p for p in (shared, question) if p)
             history = list(base_history)
             env = self._slot_env(segment)
             try:
-                answers[node.key] = await self._fill(node, history, prompt or None, conversation.instructions(), env)
+                answers[node.key] = await self._fill(
+                    node, history, prompt or None, conversation.instructions(), env, changed
+                )
             except SegmentPaused:  # its siblings go on; the block pauses once they are done
                 paused.append(node.key)
 
@@ -531,6 +556,8 @@ class Run:
         await self.guards.join(segment)
         if paused:
             raise SegmentPaused
+        for answer in answers.values() if self.reruns is not None else ():
+            self.reruns.after(segment, answer)
         if shared:
             conversation.history.append(user_turn(shared))
         for node, question in members:
