@@ -52,7 +52,7 @@ from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .ledger import RunLedger
 from .prompt_cache import plan_prompt_cache
-from .rerun import Reruns, check_rerun_from, request_key
+from .rerun import Reruns, check_rerun_from
 from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tool_checks import check_tool_names
@@ -78,7 +78,7 @@ class Run:
     _stop_segment: int | None = None
     _rendered: dict[int, str] = field(default_factory=dict)  # instructions node → its text, once per run
     _taken: dict[int, tuple[Node, ...] | None] = field(default_factory=dict)  # If node → branch taken
-    reruns: Reruns | None = None  # SPEC §25: with a journal, the slots reused and re-run (run/rerun.py)
+    reruns: Reruns = field(default_factory=Reruns.off)  # SPEC §25: with a journal, slots reused (run/rerun.py)
 
     def __post_init__(self) -> None:
         self.variables = dict(self.context)
@@ -202,8 +202,8 @@ class Run:
             )
             await self.emit(ProcessingComplete(paused.results, early_termination=False, paused=True))
             return
-        reruns = self.reruns.report() if self.reruns is not None else None
-        await self.emit(ProcessingComplete(Result(self.results, self.program.keys, reruns=reruns), early_termination=False))
+        result = Result(self.results, self.program.keys, reruns=self.reruns.report())
+        await self.emit(ProcessingComplete(result, early_termination=False))
 
     def slot_of(self, error: BaseException) -> str | None:
         """The slot (or action) an error came from."""
@@ -263,8 +263,7 @@ class Run:
     async def _run_segment(self, segment: Segment) -> None:
         for key in segment.waits_for:
             await self.ready[key].wait()
-        if self.reruns is not None:
-            self.reruns.enter(segment.index, segment.waits_for)  # it reads an answer that ran again: it runs
+        self.reruns.enter(segment.index, segment.waits_for)  # it reads an answer that ran again: it runs
         try:
             if self.approval.blocks(segment.waits_for):
                 raise SegmentPaused  # an answer it reads waits for approval decisions
@@ -389,10 +388,9 @@ class Run:
     async def _slot(self, node: Slot, conversation: Conversation, segment: int) -> None:
         prompt = conversation.take_prompt()
         history, user_prompt = conversation.request(prompt)
-        env, changed = self._slot_env(segment), self._changed(segment)
+        env, changed = self._slot_env(segment), self.reruns.changed(segment)
         result = await self._fill(node, history, user_prompt, conversation.instructions(), env, changed)
-        if self.reruns is not None:
-            self.reruns.after(segment, result)
+        self.reruns.after(segment, [result])
         conversation.record(prompt, as_text(result.output))
         self._after(node.key)
 
@@ -413,10 +411,8 @@ class Run:
             if restored is not None:
                 self._store(restored)
                 return restored
-            pending, result = None, None
-            if self.reruns is not None:  # SPEC §25: an unchanged request is answered from the journal
-                key = request_key(env, plan, resolved, spec, history, prompt, instructions)
-                pending, result = self.reruns.lookup(node.key, changed, key, spec)
+            # SPEC §25: with a journal, an unchanged request is answered from it
+            pending, result = self.reruns.lookup(env, plan, resolved, spec, history, prompt, instructions, changed)
             if result is None:
                 try:
                     result = await run_model_slot(
@@ -425,8 +421,7 @@ class Run:
                 except SlotPaused as paused:
                     self.approval.hold(paused.record)
                     raise SegmentPaused from None
-                if self.reruns is not None and pending is not None:
-                    self.reruns.record(node.key, pending, result)
+                self.reruns.record(pending, result)
             span(result)
         self.env.streaming_now.discard(node.key)
         self._store(result)
@@ -434,10 +429,6 @@ class Run:
             SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated, result.confidence)
         )
         return result
-
-    def _changed(self, segment: int) -> bool:
-        """Whether a slot that ran earlier in this conversation (or an answer it reads) forces a run."""
-        return self.reruns is not None and self.reruns.changed(segment)
 
     def _slot_env(self, segment: int) -> SlotEnv:
         """A slot's tools and first token wait for the guards preceding it in its segment."""
@@ -460,13 +451,13 @@ class Run:
         self.guards.start(node.key, self.program.plan(node).when)
         instructions = conversation.instructions()
         assert self._tg is not None
-        self._tg.start_soon(self._guard_task, node, history, user_prompt, instructions, segment, self._changed(segment))
+        changed = self.reruns.changed(segment)
+        self._tg.start_soon(self._guard_task, node, history, user_prompt, instructions, segment, changed)
 
     async def _guard_task(
         self, node: Slot, history: list[Any], prompt: str | None, instructions: str | None, segment: int, changed: bool
     ) -> None:
-        env = self._guard_env(segment, node.key)
-        result = await self._fill(node, history, prompt, instructions, env, changed)
+        result = await self._fill(node, history, prompt, instructions, self._guard_env(segment, node.key), changed)
         verdict = result.output if isinstance(result.output, dict) else {"triggered": False, "reason": ""}
         if self.guards.finish(node.key, verdict):
             raise self.guards.halted(self.guards.states[node.key])
@@ -536,16 +527,14 @@ class Run:
                 self._start_guard(node, guard_conv, segment)
         answers: dict[str, SlotResult] = {}
         paused: list[str] = []
-        changed = self._changed(segment)  # decided before the block: members run beside each other
+        changed = self.reruns.changed(segment)  # decided before the block: members run beside each other
 
         async def member(node: Slot, question: str) -> None:
             prompt = "\n\n".join(p for p in (shared, question) if p)
             history = list(base_history)
             env = self._slot_env(segment)
             try:
-                answers[node.key] = await self._fill(
-                    node, history, prompt or None, conversation.instructions(), env, changed
-                )
+                answers[node.key] = await self._fill(node, history, prompt or None, conversation.instructions(), env, changed)
             except SegmentPaused:  # its siblings go on; the block pauses once they are done
                 paused.append(node.key)
 
@@ -556,8 +545,7 @@ class Run:
         await self.guards.join(segment)
         if paused:
             raise SegmentPaused
-        for answer in answers.values() if self.reruns is not None else ():
-            self.reruns.after(segment, answer)
+        self.reruns.after(segment, answers.values())
         if shared:
             conversation.history.append(user_turn(shared))
         for node, question in members:

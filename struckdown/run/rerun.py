@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +114,8 @@ def request_key(
     model = env.resolve_model(resolved.settings.get("model"))
     uses_tools = bool(control.get("use_tools")) and bool(env.toolbox.tools) and control.get("tool_choice") != "none"
     head = [
-        KEY_VERSION, plan.key, plan.slot.type_name, plan.slot.quantifier, model_label(model), env.settings,
+        KEY_VERSION, plan.key, plan.slot.type_name, plan.slot.quantifier, model_label(model),
+        getattr(model, "model_name", None), env.settings,
         resolved.positional, resolved.type_options, resolved.settings, control, spec.answer_schema_json,
         instructions, prompt, tools_identity(env.toolbox.tools) if uses_tools else None,
     ]
@@ -131,8 +132,9 @@ def request_key(
 
 @dataclass
 class Pending:
-    """A slot about to run: its request key and whether an earlier change forces it."""
+    """A slot about to run: its request key (None: not recorded) and whether a change before it forces it."""
 
+    slot: str
     key: str | None
     forced: bool
 
@@ -141,12 +143,16 @@ class Pending:
 class Reruns:
     """One journaled run's reuse: which slots were answered from the journal, which ran."""
 
-    journal: EffectJournal
+    journal: EffectJournal | None  # None: a run without a journal (nothing reused, nothing recorded)
     row: int | None
     forced: frozenset[str] = frozenset()  # rerun_from= and every slot after it
     reused: list[str] = field(default_factory=list)
     ran: list[str] = field(default_factory=list)
     dirty: set[int] = field(default_factory=set)  # segments whose conversation changed
+
+    @classmethod
+    def off(cls) -> Reruns:
+        return cls(None, None)
 
     @classmethod
     def start(
@@ -166,15 +172,22 @@ class Reruns:
     def changed(self, segment: int) -> bool:
         return segment in self.dirty
 
-    def after(self, segment: int, result: SlotResult) -> None:
+    def after(self, segment: int, results: Iterable[SlotResult]) -> None:
         """A slot that ran (not reused) changes the conversation after it."""
-        if not result.reused:
+        if self.journal is not None and not all(result.reused for result in results):
             self.dirty.add(segment)
 
     def lookup(
-        self, slot: str, segment_changed: bool, key: str | None, spec: OutputSpec
+        self, env: SlotEnv, plan: SlotPlan, resolved: Resolved, spec: OutputSpec,
+        history: Sequence[Any], prompt: str | None, instructions: str | None, changed: bool,
     ) -> tuple[Pending, SlotResult | None]:
-        pending = Pending(key, segment_changed or slot in self.forced)
+        """The slot's answer from the journal when its request is unchanged and nothing before
+        it ran again; else (None) what `record` needs once it has run."""
+        slot = plan.key
+        if self.journal is None:
+            return Pending(slot, None, True), None
+        key = request_key(env, plan, resolved, spec, history, prompt, instructions)
+        pending = Pending(slot, key, changed or slot in self.forced)
         if key is None or pending.forced:
             return pending, None
         at = self.journal.answers.get((self.row, slot, key))
@@ -191,18 +204,20 @@ class Reruns:
         self.reused.append(slot)
         return pending, replace(result, usage=Usage(), elapsed_ms=0.0, cached=False, reused=True)
 
-    def record(self, slot: str, pending: Pending, result: SlotResult) -> None:
+    def record(self, pending: Pending, result: SlotResult) -> None:
         """A slot that ran: its answer goes to the journal under its request key."""
-        self.ran.append(slot)
+        if self.journal is None:
+            return
+        self.ran.append(pending.slot)
         if pending.key is None:
             return
         from ..approval_state import slot_json
 
-        self.journal.answer(self.row, slot, pending.key, slot_json(result))
+        self.journal.answer(self.row, pending.slot, pending.key, slot_json(result))
 
     def report(self) -> RerunReport | None:
-        """None on a first run (the journal held no answer of this run's row)."""
-        if not any(row == self.row for row, _ in self.journal.latest):
+        """None without a journal, and on a first run (the journal held no answer of this row)."""
+        if self.journal is None or not any(row == self.row for row, _ in self.journal.latest):
             return None
         previous: dict[str, Any] = {}
         for slot in self.ran:
@@ -211,9 +226,3 @@ class Reruns:
             if stored is not None:
                 previous[slot] = stored.get("output")
         return RerunReport(tuple(self.reused), tuple(self.ran), previous)
-
-
-def counted(reports: Mapping[str, RerunReport | None]) -> tuple[int, int]:
-    """(reused, re-ran) over many runs' reports (a batch's rows)."""
-    present = [r for r in reports.values() if r is not None]
-    return sum(len(r.reused) for r in present), sum(len(r.rerun) for r in present)
