@@ -308,11 +308,18 @@ class EffectScope:
         return found is not None, found
 
 
+_HOOKS: dict[int, tuple[tuple[Any, ...], dict[str, Reconcile]]] = {}
+
+
 def scope_for(journal: EffectJournal | None, tools: tuple[Any, ...], names: tuple[str, ...]) -> EffectScope | None:
     if journal is None:
         return None
-    hooks = {name: hook for name, tool in zip(names, tools) if (hook := reconcile_of(tool)) is not None}
-    return EffectScope(journal, CURRENT_ROW.get(), hooks)
+    held = _HOOKS.get(id(tools))  # once per tool set (a batch's rows share theirs)
+    if held is None or held[0] is not tools:
+        if len(_HOOKS) > 64:
+            _HOOKS.clear()  # tool sets come and go (a server's requests): hold a few
+        held = _HOOKS[id(tools)] = (tools, {n: h for n, t in zip(names, tools) if (h := reconcile_of(t)) is not None})
+    return EffectScope(journal, CURRENT_ROW.get(), held[1])
 
 
 def with_effect_id(function: Any) -> Any:

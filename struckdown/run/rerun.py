@@ -96,6 +96,8 @@ def tools_identity(tools: Sequence[Any]) -> str:
             code = raw.co_code + repr(raw.co_consts).encode() if raw is not None else repr(function).encode()
         digest.update(code + b"\0")
     identity = digest.hexdigest()
+    if len(_TOOLS) > 64:
+        _TOOLS.clear()  # tool sets come and go (a server's requests): hold a few
     _TOOLS[id(tools)] = (tools, identity)
     return identity
 
