@@ -214,7 +214,10 @@ def slot_json(result: SlotResult) -> str:
                              if isinstance(value := getattr(result, name), (str, int, float, bool, type(None)))}
     plain.update(output=jsonable(result.output), usage=result.usage, tool_calls=result.tool_calls,
                  messages=result.messages)
-    return to_json(plain, bytes_mode="base64", fallback=str).decode("utf-8", "surrogatepass")
+    try:
+        return to_json(plain, bytes_mode="base64", fallback=str).decode("utf-8", "surrogatepass")
+    except ValueError:  # a lone surrogate (pydantic's serializer refuses it): JSON's \udfff escape keeps it
+        return json.dumps(_slot_to_json(result), default=str)
 
 
 @functools.cache

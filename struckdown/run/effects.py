@@ -114,6 +114,7 @@ class EffectJournal:
         # (row, slot, request key) and (row, slot) → the offset of the line (read back on use)
         self.answers: dict[tuple[int | None, str, str], int] = {}
         self.latest: dict[tuple[int | None, str], int] = {}
+        self.answered_rows: set[int | None] = set()
         self._reader: Any = None
         self._read()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
@@ -164,6 +165,7 @@ class EffectJournal:
             return
         self.answers[key] = at
         self.latest[key[:2]] = at
+        self.answered_rows.add(key[0])
 
     def answer(self, row: int | None, slot: str, request: str, result: str) -> None:
         """Record a slot's answer (`result`: its JSON) under the key of the request it sent."""

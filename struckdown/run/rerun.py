@@ -111,8 +111,8 @@ def request_key(
     from ..models import model_label
 
     control = resolved.control
-    if env.mcp is not None or "mcp" in control:
-        return None
+    if control.get("use_tools", "mcp" in control) and (env.mcp is not None or "mcp" in control):
+        return None  # the slot may call MCP tools
     model = env.resolve_model(resolved.settings.get("model"))
     uses_tools = bool(control.get("use_tools")) and bool(env.toolbox.tools) and control.get("tool_choice") != "none"
     head = [
@@ -219,7 +219,7 @@ class Reruns:
 
     def report(self) -> RerunReport | None:
         """None without a journal, and on a first run (the journal held no answer of this row)."""
-        if self.journal is None or not any(row == self.row for row, _ in self.journal.latest):
+        if self.journal is None or self.row not in self.journal.answered_rows:
             return None
         previous: dict[str, Any] = {}
         for slot in self.ran:

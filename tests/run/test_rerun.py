@@ -241,3 +241,10 @@ def test_a_cut_answer_line_is_run_again(tmp_path: Path) -> None:
     journal.write_text(text[: len(text) - 40])  # the last answer line (c) cut short
     result, script = run(THREE, journal)
     assert asked(script) == ["Name a city."] and result.reruns.reused == ("a", "b")
+
+
+def test_an_answer_with_a_lone_surrogate_is_journaled_and_reused(tmp_path: Path) -> None:
+    journal = tmp_path / "run.journal"
+    first, _ = run(THREE, journal, answer=lambda call: "odd \udfff answer")
+    again, script = run(THREE, journal)
+    assert script.calls == [] and again["c"] == first["c"] == "odd \udfff answer"
