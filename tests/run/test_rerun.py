@@ -248,3 +248,26 @@ def test_an_answer_with_a_lone_surrogate_is_journaled_and_reused(tmp_path: Path)
     first, _ = run(THREE, journal, answer=lambda call: "odd \udfff answer")
     again, script = run(THREE, journal)
     assert script.calls == [] and again["c"] == first["c"] == "odd \udfff answer"
+
+
+def test_reused_slots_are_completed_events_of_the_stream(tmp_path: Path) -> None:
+    journal = tmp_path / "run.journal"
+    run(THREE, journal)
+    script = Script(echo)
+    events = list(sd.complete_incremental(THREE.replace("a city", "a river"), model=script.model(), journal=journal))
+    done = [(e.slot, e.result.reused) for e in events if e.type == "slot_completed"]
+    assert done == [("a", True), ("b", True), ("c", False)]
+    assert events[-1].type == "processing_complete" and events[-1].result.reruns.rerun == ("c",)
+
+
+def test_a_guard_is_reused_like_a_slot(tmp_path: Path) -> None:
+    template = "Is this rude: hello? [[halt:rude]]\nName a fruit. [[a]]\n"
+    journal = tmp_path / "run.journal"
+
+    def answer(call: Call) -> Any:
+        return {"triggered": False, "reason": "polite"} if "rude" in call.last_user else echo(call)
+
+    run(template, journal, answer=answer)
+    result, script = run(template.replace("a fruit", "a pear"), journal, answer=answer)
+    assert asked(script) == ["Name a pear."]
+    assert result.results["rude"].reused and result.reruns.reused == ("rude",)
