@@ -167,8 +167,8 @@ def list_description(low: int, high: int | None) -> str:
         count = f"{low} to {high} items" if low else f"at most {high} item{'s' if high != 1 else ''}"
     else:
         count = f"at least {low} item{'s' if low != 1 else ''}" if low else "any number of items"
-    return (
-        f"A JSON array of {count}: each item is one separate element of the list, "
+    return (  # "different from the others": a small model padded a short list with repeats
+        f"A JSON array of {count}: each item is one separate element of the list, different from the others; "
         "never the whole list in one item, never a number or placeholder"
     )
 
