@@ -372,6 +372,18 @@ def test_quantified_pick_json_score_and_text() -> None:
     assert value(text, ["a quote"]) == ["a quote"]
     rejects(text, [""])
     rejects(text, ["far too long a quote"])
+    # issue 40 item 23: a free-text list's items are elements, not "The answer" each (a small
+    # model put the whole answer into the first item); types with their own description keep it
+    for name in ("respond", "default"):
+        ideas = spec_of(name, quantifier=(3, 3))
+        assert ideas.answer_schema == {
+            "type": "array",
+            "items": {"type": "string", "description": "One element of the list: a single short item, not the whole list"},
+            "minItems": 3,
+            "maxItems": 3,
+            "description": LIST_ANY.replace("any number of items", "exactly 3 items"),
+        }
+    assert spec_of("respond").answer_schema == {"type": "string", "description": "The answer"}
 
 
 # ---------------------------------------------------------------- text constraints
