@@ -8,9 +8,10 @@ runs `--runs` times (seeds `--first-seed`, +1, …) up to the end of the section
 (the free-text slots after it are not lists and only cost time). Each list answer is judged:
 
 * `ok`: as many items as the quantifier allows, and every item is one element: not empty, not
-  a bare number or placeholder ("5", "...", "item 3"), not several elements (no line break, no
+  a bare number or placeholder ("5", "...", "A", "houseplant1"), not several elements (no line break, no
   second list marker, not a copy of another item);
-* otherwise the first rule it breaks (`count`, `empty`, `number`, `several`, `duplicate`), or
+* otherwise the first rule it breaks (`count`, `empty`, `number`: a bare number or a
+  placeholder, `schema`: the schema's own description echoed, `several`, `duplicate`), or
   `error` when the run raised.
 
 `--variant before` sends the list schema without the description `list_description` adds (as
@@ -42,7 +43,8 @@ ITEM_DESCRIPTION = "One element of the list: a single short item, not the whole 
 _LIST_SLOT = re.compile(r"\[\[[^\]|]*?(\{\d+(?:,\d*)?\}|\*|\+)\s*:\s*(\w+)")
 _SECTION = re.compile(r"^(¡OBLIVIATE|<checkpoint>)", re.M)
 _MARKER = re.compile(r"(?:^|\s)(?:\d+[.)]|[-*•])\s+\S")
-_PLACEHOLDER = re.compile(r"^(?:\d+|\.\.\.|…|item\s*\d*|idea\s*\d*|n/?a|none|null)$", re.I)
+# a bare number, an ellipsis, one letter, a word numbered in turn ("houseplant1", "item 3"), n/a
+_PLACEHOLDER = re.compile(r"^(?:\d+|\.\.\.|…|[a-z]|[a-z]+\s*\d+|items?|n/?a|none|null)$", re.I)
 
 
 def list_slots(source: str) -> list[str]:
@@ -79,6 +81,8 @@ def judge(answer: Any, low: int, high: int | None) -> str:
         return "empty"
     if any(_PLACEHOLDER.match(i) for i in items):
         return "number"
+    if any(i.lower().startswith("a json array") for i in items):  # the schema's description, echoed
+        return "schema"
     if any("\n" in i or len(_MARKER.findall(i)) > 1 for i in items):
         return "several"
     if len({i.lower() for i in items}) < len(items):
