@@ -1,4 +1,4 @@
-"""(k) Provider prompt caching (issue 34, SPEC §24): 5 slots × 200 rows behind a ~3,000-token
+"""(q) Provider prompt caching (issue 34, SPEC §24): 5 slots × 200 rows behind a ~3,000-token
 fixed preamble, through pydantic-ai's real Anthropic and OpenAI models whose HTTP goes to an
 in-process provider that reports cached tokens by its own rule from the bodies it receives:
 
@@ -199,7 +199,7 @@ def _share_row(rule: str, n_rows: int, got: dict[str, Any]) -> Row:
     ratio = got["predicted"] / got["reported"] if got["reported"] else None
     within = ratio is not None and abs(ratio - 1) <= SHARE_BAND
     return Row(
-        f"k. prompt cache, {rule}: explain --cache predicted / reported cached share",
+        f"q. prompt cache, {rule}: explain --cache predicted / reported cached share",
         f"{got['predicted']:.1%} predicted",
         f"{got['reported']:.1%} reported ({got['requests']:,} requests: 5 slots × {n_rows} rows)",
         ratio, f"{1 - SHARE_BAND:.2f}x-{1 + SHARE_BAND:.2f}x", within,
@@ -216,14 +216,14 @@ async def run(quick: bool = False) -> list[Row]:
             cost, uncached = got["cost"], got["uncached"]
             ratio = cost / uncached if cost is not None and uncached else None
             rows.append(target_row(
-                "k. prompt cache, anthropic: batch cost with caching / without (responses)",
+                "q. prompt cache, anthropic: batch cost with caching / without (responses)",
                 f"${cost:,.2f}" if cost is not None else "n/a",
                 f"${uncached:,.2f} uncached" if uncached is not None else "n/a",
                 ratio, COST_TARGET, note=f"{got['writes']:,} tokens written to the cache (1.25× input) included",
             ))
             p_cost, p_uncached = got["predicted_cost"], got["predicted_uncached"]
             rows.append(Row(
-                "k. same, as explain --cache predicts it (input only)",
+                "q. same, as explain --cache predicts it (input only)",
                 f"${p_cost:,.2f}" if p_cost is not None else "n/a",
                 f"${p_uncached:,.2f} uncached" if p_uncached is not None else "n/a",
                 p_cost / p_uncached if p_cost is not None and p_uncached else None, "info", None,
