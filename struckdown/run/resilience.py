@@ -141,14 +141,16 @@ class SlotAttempts:
         return list(history), turn
 
     def model_settings(
-        self, merged: ModelSettings, caller: Mapping[str, Any] | None, family: str
+        self, merged: ModelSettings, caller: Mapping[str, Any] | None, family: str, context_left: int | None = None
     ) -> ModelSettings | Callable[[Any], ModelSettings]:
-        """The attempt's settings: the default output cap when nothing sets one, the SDK's
-        own retries off (ours retry), and a forced tool choice on the first request only."""
+        """The attempt's settings: the default output cap when nothing sets one (never more
+        than `context_left`, what the server's context leaves: run/context_window.py), the
+        SDK's own retries off (ours retry), and a forced tool choice on the first request only."""
         model = self.model
         own = getattr(model, "settings", None) or {}
         if "max_tokens" not in merged and "max_tokens" not in own:
-            merged["max_tokens"] = default_max_tokens(family, merged.get("thinking"))
+            cap = default_max_tokens(family, merged.get("thinking"))
+            merged["max_tokens"] = cap if context_left is None else min(cap, context_left)
         if "max_retries" not in (caller or {}) and _accepts(model, "max_retries"):
             merged["max_retries"] = 0
         choice = self.control.get("tool_choice")

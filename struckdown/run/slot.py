@@ -26,7 +26,7 @@ from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
 from ..approval_state import PausedSlot
-from ..errors import TemplateRuntimeError
+from ..errors import TemplateRuntimeError, exception_text
 from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
 from ..media.turns import prepare_prompt, redact
@@ -38,6 +38,7 @@ from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from . import answer_approval, confidence
 from .budgets import slot_budget
+from .context_window import context_left
 from .deadline import CutRun, cut_at_deadline, slot_seconds, within
 from .ledger import CURRENT_METER
 from .partials import Partials, streams_partials
@@ -97,7 +98,7 @@ def evaluate_option(renderer: Renderer, expression: str, variables: Mapping[str,
         return renderer.evaluate(expression, variables)
     except Exception as exc:
         raise TemplateRuntimeError(
-            f"{where}: {{{{ {expression} }}}} failed: {type(exc).__name__}: {exc}"
+            f"{where}: {{{{ {expression} }}}} failed: {exception_text(exc)}"
         ) from exc
 
 
@@ -279,7 +280,8 @@ async def run_model_slot(
                     model, key, instructions=bool(instructions), tools=use_tools,
                     asked=resolved.control.get("prompt_cache"),
                 ))
-            settings = attempts.model_settings(merged, env.settings, family)
+            left = await context_left(model, instructions, history, prompt)  # a local server's n_ctx (issue 40)
+            settings = attempts.model_settings(merged, env.settings, family, left)
             measuring = method is not None and escalated_to is None
             if measuring and method is not None and method.logprobs:
                 settings = confidence.with_logprobs(settings)
@@ -479,14 +481,9 @@ def _streams(model: Any) -> bool:
 
     if can_stream(model):
         return True
-    import warnings
+    from ..notices import warn
 
-    warnings.warn(
-        f"model {model_label(model)} cannot stream (a FunctionModel without stream_function=): "
-        "its answers arrive whole",
-        UserWarning,
-        stacklevel=2,
-    )
+    warn(f"model {model_label(model)} cannot stream (a FunctionModel without stream_function=): its answers arrive whole")
     return False
 
 
@@ -495,13 +492,12 @@ def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> floa
     if asked is None:
         return ceiling
     if ceiling is not None and asked > ceiling:
-        import warnings
-
         from ..log import logger
+        from ..notices import warn
 
         message = f"template asked for tool_timeout={asked:g} but the caller's ceiling is {ceiling:g}; using {ceiling:g}"
         logger.warning("slot %s: %s", slot, message)
-        warnings.warn(message, UserWarning, stacklevel=2)
+        warn(message)
         return ceiling
     return asked
 
