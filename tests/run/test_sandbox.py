@@ -440,3 +440,27 @@ def test_the_globals_known_without_jinja_are_the_sandboxes() -> None:
     assert renderer._sandbox is None or set(renderer.sandbox.globals) == render.JINJA_GLOBALS
     assert set(Renderer().sandbox.globals) == render.JINJA_GLOBALS
     assert Renderer().referenced_names("Hi {{ who.name }} and {{ cycler }}") == frozenset({"who"})
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "Hi {{ name }}.", "{{name}}{{ name }}\r\nnext\rline\n", "{{\n  n\n}} and {{ missing }}!\n", "{ not jinja } }}",
+        "{{ none_ }} {{ obj }} {{ nothing }} {{ items }} {{ flag }} {{ number }} {{ photos }}", "a {b} {{ text }} c",
+        # not bare: Jinja renders them, the result must be the same as before
+        "{{ name | upper }}", "{{ name.attr }}", "{{- name }} x", "x {{ name -}} y", "{% if n %}{{ n }}{% endif %}",
+        "{# c #}{{ n }}", "{{ range }}", "{{ true }} {{ none }} {{ self }}", "{{ n }}{{ '{{' }}",
+    ],
+)
+def test_bare_names_render_without_jinja_as_jinja_renders_them(source: str) -> None:
+    import struckdown.render as render
+    from struckdown.media import Media
+
+    photos = [Media("https://example.com/a.png", media_type="image/png")]
+    variables = {"name": "Ann", "n": 3, "none_": None, "obj": Account(), "items": [1, "a"], "flag": True,
+                 "number": 2.5, "photos": photos, "text": "line\r\nend"}
+    renderer = Renderer()
+    ours = renderer.render_text(source, variables)
+    bare = render._bare_render(source, variables)
+    assert (renderer._sandbox is None) == (bare is not None)  # bare text builds no sandbox
+    assert ours == renderer.sandbox.from_string(source).render(variables)
