@@ -40,11 +40,12 @@ HELP_MODULES = {"struckdown", "struckdown.cli", "struckdown.cli.fast_help", "str
 #: is imported without the `regex` module it would load (syntax/parser.py).
 CHECK_PACKAGES = {"lark", "struckdown"}
 
-#: `sd run --model test`: the parser (text of bare `{{ name }}`s renders without Jinja), pydantic (slot types), pydantic-ai-slim and what
-#: it imports itself (httpx, OTel's API through logfire-api, genai-prices' code, griffe), rich
-#: for the display. Not typer (its flags are read by cli/fast_run.py), nor Dask, MCP, OTel's
-#: SDK, openai, scikit-learn, Pillow, nor the web stack. (genai-prices' data is loaded by
-#: pydantic-ai itself, by every `Model` it constructs.)
+#: `sd run --model test`: the parser (text of bare `{{ name }}`s renders without Jinja),
+#: pydantic (slot types), pydantic-ai-slim and what it imports itself (httpx, OTel's API
+#: through logfire-api, genai-prices' code, griffe), rich for the display. Not typer (its
+#: flags are read by cli/fast_run.py), nor Dask, MCP, OTel's SDK, openai, scikit-learn,
+#: Pillow, nor the web stack. (genai-prices' data is loaded by pydantic-ai itself, by every
+#: `Model` it constructs.)
 RUN_PACKAGES = CHECK_PACKAGES | {
     "annotated_types", "pydantic", "pydantic_core", "typing_extensions", "typing_inspection",
     "anyio", "genai_prices", "griffe", "h11", "httpcore2", "httpx2", "idna", "logfire_api", "opentelemetry",
