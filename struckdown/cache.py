@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import atexit
 import collections
+import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -103,12 +105,46 @@ def normalise_messages(messages: list[Any]) -> list[Any]:
     Accepts `ModelMessage` objects or their already-dumped JSON dicts.
     """
     if messages and not all(isinstance(m, dict) for m in messages):
+        try:  # most conversations: no schema to build (pydantic-ai's adapter builds its own on first use)
+            return [_fieldwise(m) for m in messages]
+        except _NotFieldwise:
+            pass
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
         dumped: Any = ModelMessagesTypeAdapter.dump_python(messages, mode="json")
     else:
         dumped = messages
     return [_strip(m) for m in dumped]
+
+
+#: Message and part classes whose JSON form (pydantic's) is their fields, one by one: no
+#: field serializer, exclusion, alias or computed field. tests/run/test_cache.py compares
+#: `_fieldwise` with `ModelMessagesTypeAdapter` over each of them.
+_FIELDWISE = frozenset({
+    "ModelRequest", "ModelResponse", "SystemPromptPart", "UserPromptPart", "TextPart", "ThinkingPart", "ToolCallPart",
+})  # fmt: skip
+
+
+class _NotFieldwise(Exception):
+    """A value whose JSON form pydantic decides (a date, bytes, an enum, a file part, …)."""
+
+
+def _fieldwise(value: Any) -> Any:
+    """`_strip(ModelMessagesTypeAdapter.dump_python([…], mode="json"))` of one message made
+    of plain values, without pydantic; raises _NotFieldwise for anything else."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float and math.isfinite(value):
+        return value
+    if kind is list or kind is tuple:
+        return [_fieldwise(v) for v in value]
+    if kind is dict and all(type(k) is str for k in value):
+        return {k: _fieldwise(v) for k, v in value.items() if k not in VOLATILE_FIELDS}
+    if kind.__module__ == "pydantic_ai.messages" and kind.__name__ in _FIELDWISE and dataclasses.is_dataclass(value):
+        return {f.name: _fieldwise(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name not in VOLATILE_FIELDS}
+    raise _NotFieldwise
 
 
 def _strip(value: Any) -> Any:

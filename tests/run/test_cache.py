@@ -132,6 +132,56 @@ def test_key_accepts_already_dumped_messages() -> None:
     assert "timestamp" not in str(normalise_messages(dumped))
 
 
+
+def _messages_of_every_kind() -> list[list[Any]]:
+    """Conversations of plain parts (read field by field) and of parts pydantic must dump."""
+    import datetime
+
+    from pydantic_ai.messages import (
+        BinaryContent, ImageUrl, ModelRequest, ModelResponse, SystemPromptPart, TextPart, ThinkingPart, ToolCallPart,
+        ToolReturnPart, UserPromptPart,
+    )
+    from pydantic_ai.usage import RequestUsage
+
+    when = datetime.datetime(2026, 1, 2, tzinfo=datetime.timezone.utc)
+    return [
+        [ModelRequest(parts=[SystemPromptPart("sys", dynamic_ref="f"), UserPromptPart("hi")], instructions="be nice")],
+        [ModelRequest(parts=[UserPromptPart(["a", "b"])], metadata={"k": 1})],
+        [ModelResponse(parts=[TextPart("ok", id="t1"), ThinkingPart("hmm", signature="s"),
+                              ToolCallPart("f", {"a": 1, "id": 2, "nested": {"x": [1.5, None, True]}}, tool_call_id="c"),
+                              ToolCallPart("g", '{"a": 1}')],
+                       usage=RequestUsage(input_tokens=3), model_name="m", provider_name="p", finish_reason="stop",
+                       timestamp=when)],
+        # pydantic decides these: the adapter is used
+        conversation(),  # a tool's return (its content has a serializer of its own)
+        [ModelRequest(parts=[UserPromptPart(["look", ImageUrl("https://example.com/a.png")])])],
+        [ModelRequest(parts=[UserPromptPart([BinaryContent(b"abc", media_type="text/plain")])])],
+        [ModelRequest(parts=[ToolReturnPart("f", {"r": 1}, tool_call_id="c")])],
+        [ModelResponse(parts=[ToolCallPart("f", {"when": when, "n": float("inf")})])],
+    ]
+
+
+PLAIN = 3  # the first three conversations are read field by field
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_messages_of_plain_parts_normalise_as_pydantic_dumps_them(index: int) -> None:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    from struckdown import cache
+
+    messages = _messages_of_every_kind()[index]
+    by_pydantic = [cache._strip(m) for m in ModelMessagesTypeAdapter.dump_python(messages, mode="json")]
+    assert normalise_messages(messages) == by_pydantic
+    try:
+        fieldwise = [cache._fieldwise(m) for m in messages]
+    except cache._NotFieldwise:
+        assert index >= PLAIN, "a plain conversation was left to pydantic"
+    else:
+        assert index < PLAIN, "a conversation pydantic must dump was read field by field"
+        assert fieldwise == by_pydantic
+
+
 # -- the store ------------------------------------------------------------------
 
 
