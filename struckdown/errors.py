@@ -301,9 +301,10 @@ class OutputError(StruckdownError):
         return self.message
 
 
-def describe_error(exc: BaseException) -> str:
+def describe_error(exc: BaseException, *, name_slot: bool = True) -> str:
     """The one-line (or, for a syntax error, positioned multi-line) message for `exc`, as
-    `sd`, the playground and a batch journal show it: the slot it came from first."""
+    `sd`, the playground and a batch journal show it: the slot it came from first
+    (`name_slot=False`: no slot named, for a template the user did not write)."""
     exc = first_error(exc)
     if isinstance(exc, (InputError, OutputError)):
         return exc.message  # it names the file already
@@ -315,6 +316,8 @@ def describe_error(exc: BaseException) -> str:
         text = str(exc).strip()
         message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     slot = error_slot(exc)  # the slot it came from
+    if slot and not name_slot:
+        return message.replace(f"slot {slot!r}: ", "")
     if slot and repr(slot) not in message:
         message = f"slot {slot!r}: {message}"
     return message
