@@ -78,6 +78,7 @@ class Tally:
         self.denied = 0  # tool calls that needed approval and were denied
         self.denied_rows = 0
         self.requests = 0
+        self.cached = 0  # answers served by the response cache
         self.tokens = 0
         self.input_tokens = 0
         self.cache_read = 0  # SPEC §24: input tokens read from the provider's prompt cache
@@ -99,6 +100,7 @@ class Tally:
             self.denied += entry["denied"]
             self.denied_rows += 1
         self.requests += usage.get("requests", 0)
+        self.cached += entry.get("cached", 0)
         self.tokens += usage.get("total_tokens", 0)
         self.input_tokens += usage.get("input_tokens", 0) or 0
         self.cache_read += usage.get("cache_read_tokens", 0) or 0
@@ -139,6 +141,8 @@ class Tally:
         line = f"batch: {total} row{'s' if total != 1 else ''}{target}: {', '.join(parts)}"
         if earlier:
             line += f" ({earlier} done earlier, from the journal)"
+        if self.cached:
+            line += f" · {self.cached} answer{'s' if self.cached != 1 else ''} cached"
         line += f" · {self.requests} requests · {self.tokens:,} tokens"
         cost = cost_part({"cost": self.cost}) if self.priced and self.requests else None
         line += f" · {cost}" if cost is not None else ""

@@ -68,8 +68,9 @@ def partial_text(value: Any, complete: Sequence[str | int]) -> str:
 
 def stats_line(result: Any, elapsed_s: float) -> str:
     usage = result.usage
+    cached = sum(1 for slot in result.results.values() if getattr(slot, "cached", False))
     parts = [
-        f"{len(result)} answer{'s' if len(result) != 1 else ''}",
+        f"{len(result)} answer{'s' if len(result) != 1 else ''}" + (f" ({cached} cached)" if cached else ""),
         f"{usage.requests} request{'s' if usage.requests != 1 else ''}",
     ]
     if usage.tool_calls:

@@ -75,6 +75,9 @@ class BadModelOutput(StruckdownError, UnexpectedModelBehavior):
         self.detail = detail
         self.reason = reason  # the last validation problem, in words ("" if unknown)
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pydantic-ai's base pickles (message, body): ours is `args`
+        return (type(self), self.args)
+
 
 def readonly(tool: T) -> T:
     """Mark a tool (function or `pydantic_ai.Tool`) as free of side effects.

@@ -383,7 +383,8 @@ function showResults(e) {
     body.append(row);
   }
   const u = e.usage || {};
-  let text = `${u.requests || 0} requests · ${u.tool_calls || 0} tool calls · ` +
+  const cached = Object.values(e.slots || {}).filter((slot) => slot.cached).length;
+  let text = (cached ? `${cached} answer${cached === 1 ? "" : "s"} cached · ` : "") + `${u.requests || 0} requests · ${u.tool_calls || 0} tool calls · ` +
     `${u.input_tokens || 0} in + ${u.output_tokens || 0} out = ${u.total_tokens || 0} tokens`;
   if (e.cost !== undefined && e.cost !== null) text += ` · cost ${e.cost}`;
   $("usage").textContent = text;
@@ -462,7 +463,8 @@ async function runBatch() {
       $("batch-status").textContent = `${e.done} of ${e.total} rows` + (e.failed ? `, ${e.failed} failed` : "");
       if (!e.ok) $("batch-failures").append(el("li", { text: `row ${e.index + 1}: ${e.error}` }));
     } else if (e.type === "batch_complete") {
-      $("batch-status").textContent = `Done: ${e.total} rows, ${e.failed} failed.`;
+      $("batch-status").textContent = `Done: ${e.total} rows, ${e.failed} failed` +
+        (e.cached ? `, ${e.cached} answer${e.cached === 1 ? "" : "s"} cached.` : ".");
       for (const [fmt, url] of Object.entries(e.downloads || {})) {
         const link = el("a", { href: url + (token ? "?token=" + encodeURIComponent(token) : ""), download: "", text: "Download " + fmt.toUpperCase() });
         $("batch-downloads").append(link, " ");
