@@ -12,6 +12,8 @@ error that must also be a pydantic-ai class, `ToolLimitExceeded` (a
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -84,9 +86,19 @@ class TemplateRuntimeError(StruckdownError):
     expression failed, an option rendered to a bad value, an action failed)."""
 
 
+#: Who shows the errors: "python" (the library's spelling of options) or "cli" (`sd`'s flags).
+#: `sd`'s commands set it (cli/errors.py:reporting_errors); a message that names an option
+#: reads it when it is shown.
+FRONT_END: ContextVar[str] = ContextVar("struckdown_front_end", default="python")
+
+
 class UndefinedVariableError(TemplateRuntimeError):
-    """With `strict_undefined=True`: the template reads a name that is neither in the
-    context nor answered before it (raised before any model call)."""
+    """With `strict_undefined=True` (sd: `--strict`): the template reads a name that is
+    neither in the context nor answered before it (raised before any model call)."""
+
+    def __str__(self) -> str:
+        setting = "--strict" if FRONT_END.get() == "cli" else "strict_undefined=True"
+        return f"{super().__str__()} ({setting})"
 
 
 class ConfigurationError(StruckdownError):
