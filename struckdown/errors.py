@@ -12,9 +12,8 @@ error that must also be a pydantic-ai class, `ToolLimitExceeded` (a
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:

@@ -29,7 +29,6 @@ importable from here.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any

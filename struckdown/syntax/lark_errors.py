@@ -122,7 +122,7 @@ def lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
                 "tags are <system>, <system local>, <header>, <user>, <assistant>, <together>, "
                 '<checkpoint>, <include src="file.sd"/>',
             )
-        piped = _second_pipe(src, exc.pos_in_stream, line, column)
+        piped = _second_pipe(src, exc.pos_in_stream, line, column) if exc.pos_in_stream is not None else None
         if piped is not None:
             return piped
         if exc.allowed and exc.allowed & {"SLOT_CLOSE", "PIPE", "COMMA", "COLON", "IDENT", "QUANT", "BANG"}:
