@@ -86,22 +86,41 @@ def test_the_linter_the_language_server_reads_carries_the_hint(tmp_path: Path) -
     assert found.hint == "did you mean 'customer', a key of the context? Or add 'custmer' (sd: -c custmer=…)"
 
 
-def test_sd_batch_strict_fails_every_row_of_a_mistyped_column_before_any_request(
-    tmp_path: Path, use_model: Any
-) -> None:
+def test_sd_batch_strict_refuses_a_mistyped_column_before_any_row(tmp_path: Path, use_model: Any) -> None:
     prompts: list[str] = []
     use_model(scripted(lambda prompt, info: prompts.append(prompt) or "ok"))
     rows = write(tmp_path / "rows.csv", "customer,order\nAnn,5\nBo,6\n")
     out = tmp_path / "out.jsonl"
+    template = write(tmp_path / "t.sd", MISTYPED)
+    result = sd("batch", template, rows, "--strict", "-o", out)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"error: --strict: no input column has 'custmer' (read at line 1 of {template}); did you mean 'customer'? "
+        "Columns: customer, order"
+    )
+    assert prompts == [] and not out.exists()
+    loose = sd("batch", template, rows, "-o", out)  # without --strict: a warning, and the rows run
+    assert loose.exit_code == 0 and len(prompts) == 2
+    assert loose.stderr.splitlines()[0] == (
+        f"warning: undefined variable 'custmer' (line 1 of {template}): not in the context and not answered before; "
+        "did you mean 'customer'?"
+    )
+
+
+def test_sd_batch_strict_fails_only_the_rows_without_the_name(tmp_path: Path, use_model: Any) -> None:
+    prompts: list[str] = []
+    use_model(scripted(lambda prompt, info: prompts.append(prompt) or "ok"))
+    rows = write(tmp_path / "rows.jsonl", '{"custmer": "Ann", "order": 5}\n{"customer": "Bo", "order": 6}\n')
+    out = tmp_path / "out.jsonl"
     result = sd("batch", write(tmp_path / "t.sd", MISTYPED), rows, "--strict", "-o", out)
     assert result.exit_code == 1
-    error = (
-        f"UndefinedVariableError: undefined variable 'custmer' (line 1 of {tmp_path / 't.sd'}): not in the context and not answered "
-        "before; did you mean 'customer'? (--strict)"
-    )
-    assert [json.loads(line)["_error"] for line in out.read_text().splitlines()] == [error, error]
-    assert f"row 1: {error}" in result.stderr.splitlines()
-    assert prompts == []
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row.get("_error") for row in written] == [
+        None,
+        f"UndefinedVariableError: undefined variable 'custmer' (line 1 of {tmp_path / 't.sd'}): not in the context "
+        "and not answered before; did you mean 'customer'? (--strict)",
+    ]
+    assert prompts == ["Hello Ann, about order 5."]
 
 
 def test_the_strict_error_speaks_cli_under_sd_and_python_in_python(tmp_path: Path, use_model: Any) -> None:
