@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 
 from . import (
-    batch, check, conversation, durable, evals, guards, html_text, memory, overhead, parse, partials,
+    batch, check, conversation, durable, evals, guards, html_text, lsp, memory, overhead, parse, partials,
     provider_batch, scale, startup, tools,
 )
 from .common import RESULTS_PATH, Row, markdown_table, print_table, write_json
@@ -33,6 +33,7 @@ CASES: dict[str, tuple[str, Callable[[bool], Awaitable[list[Row]]]]] = {
     "g": ("memory", memory.run),
     "h": ("scale: sd batch memory, rows/s, --workers, first token", scale.run),
     "j": ("effect journal", durable.run),
+    "k": ("language server: 1 MB diagnostics, a burst of edits", lsp.run),
     "l": ("long conversation", conversation.run),
     "p": ("provider batch", provider_batch.run),
     "s": ("typed answers that stream: first SlotPartial", partials.run),

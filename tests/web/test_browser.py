@@ -72,8 +72,11 @@ def playground(folder: Path, tmp_path: Path) -> Iterator[tuple[str, Release]]:
 
 @pytest.fixture
 def page(request: pytest.FixtureRequest) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # `expect` waits for what the page shows (5 s by default, apart from the page's own
+    # timeout): a run on a loaded 2-core host took longer than that to report "Done.".
+    expect.set_options(timeout=60_000)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1400, "height": 860})
