@@ -86,6 +86,18 @@ def test_the_linter_the_language_server_reads_carries_the_hint(tmp_path: Path) -
     assert found.hint == "did you mean 'customer', a key of the context? Or add 'custmer' (sd: -c custmer=…)"
 
 
+def test_the_language_servers_diagnostic_carries_the_hint(tmp_path: Path) -> None:
+    from struckdown.editor import features
+
+    (tmp_path / "t.json").write_text('{"customer": "Ann", "order": 5}')  # the context file beside the template
+    analysis = features.analyze(MISTYPED, write(tmp_path / "t.sd", MISTYPED))
+    (diagnostic,) = features.diagnostics(analysis)
+    assert diagnostic.message == (
+        "undefined variable 'custmer': not in the context and not answered before\n"
+        "hint: did you mean 'customer', a key of the context? Or add 'custmer' (sd: -c custmer=…)"
+    )
+
+
 def test_sd_batch_strict_refuses_a_mistyped_column_before_any_row(tmp_path: Path, use_model: Any) -> None:
     prompts: list[str] = []
     use_model(scripted(lambda prompt, info: prompts.append(prompt) or "ok"))
