@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-import jinja2
-
 from . import slot_options as opts
 from .errors import TemplateSyntaxError
+from .render import jinja_syntax_error
 from .syntax.nodes import Action, If, JinjaValue, NodeVisitor, Option, Pos, Slot, Template, Text, Together
 from .syntax.source import SourceMap
 from .types.legacy import LEGACY_NAMES
@@ -63,7 +62,7 @@ class _Checker(NodeVisitor):
             if node.source.count("{%") >= _COMPILE_AT:
                 renderer.compile_text(node.source)
             return
-        except jinja2.TemplateSyntaxError as exc:
+        except jinja_syntax_error() as exc:
             line_start = _jinja_line_offset(node.source, exc.lineno or 1)
             pos = node.position_at(line_start)
             unknown = self.unknown_call(exc.message or "", node.source, line_start)
@@ -81,7 +80,7 @@ class _Checker(NodeVisitor):
     def expression(self, expression: str, pos: Pos) -> frozenset[str]:
         try:
             return self.env.renderer.expression_names(expression)
-        except jinja2.TemplateSyntaxError as exc:
+        except jinja_syntax_error() as exc:
             message = f"invalid Jinja expression: {exc.message}"
             src = self.src.for_file(pos.filename)
             start = _offset_of(src.text, pos)

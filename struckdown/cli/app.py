@@ -78,19 +78,9 @@ def main(
     logger = logging.getLogger("struckdown")
     if not logger.handlers:
         logger.addHandler(logging.NullHandler())
-    _plain_warnings()
+    from .text import plain_warnings
 
-
-def _plain_warnings() -> None:
-    import sys
-    import warnings
-
-    def show(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
-        from .text import visible
-
-        sys.stderr.write(f"warning: {visible(str(message))}\n")
-
-    warnings.showwarning = show
+    plain_warnings()
 
 
 @app.command(epilog=EXIT_CODES)
