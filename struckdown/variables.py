@@ -12,12 +12,12 @@ Both name the context key the missing name is most likely a typo of (`custmer` â
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import UndefinedVariableError
+from .notices import warn
 from .plan import node_reads
 from .syntax.nodes import Action, Pos, Slot, Text, walk
 
@@ -118,7 +118,7 @@ def check_context(program: Program, context: Mapping[str, Any], *, strict: bool)
         if read.name not in warned:
             warned.add(read.name)
             logger.warning("%s", read.message(context.keys()))
-        warnings.warn(read.message(context.keys()), UserWarning, stacklevel=4)
+        warn(read.message(context.keys()), at=read.pos)
 
 _JINJA_BLOCK = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
 

@@ -17,7 +17,7 @@ from .options import RUN_COMMAND_FLAGS, IncludeOpt, McpConfigOpt, McpOpt, Templa
 
 app = typer.Typer(
     name="sd",
-    help="struckdown: run markdown templates whose \\[\\[slots]] a language model fills in.",
+    help="struckdown: run markdown templates whose [[slots]] a language model fills in.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -49,7 +49,7 @@ def test_sd_run_and_sd_batch_say_when_answers_came_from_the_cache(tmp_path: Path
     batch = sd("batch", template, rows)
     assert batch.exit_code == 0
     [summary] = [line for line in batch.stderr.splitlines() if line.startswith("batch: 2 rows")]
-    assert summary.startswith("batch: 2 rows: 2 ok · 1 answer cached · 1 requests · ")
+    assert summary.startswith("batch: 2 rows: 2 ok · 1 answer cached · 1 request · ")
     assert prompts == ["Greet Ann", "Greet Bo"]
 
 

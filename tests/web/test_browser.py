@@ -156,7 +156,7 @@ def test_edit_check_fix_run_and_read_the_result(playground: tuple[str, Release],
     expect(rows.nth(0).locator("td")).to_have_text(["greeting", "respond", '"Hello Ada, Ada wrote the first program!"'])
     expect(rows.nth(1).locator("td")).to_have_text(["poem", "respond", '"A short poem for Ada."'])
     expect(rows.nth(2).locator("td")).to_have_text(["friendly", "bool", "true"])
-    expect(page.locator("#usage")).to_have_text(re.compile(r"^4 requests · 1 tool calls · \d+ in \+ \d+ out = \d+ tokens$"))
+    expect(page.locator("#usage")).to_have_text(re.compile(r"^4 requests · 1 tool call · \d+ in \+ \d+ out = \d+ tokens$"))
     expect(page.locator("#events li[data-type='token_delta']")).to_have_count(12)
 
     # the plan
@@ -255,4 +255,4 @@ def test_approve_a_call(playground: tuple[str, Release], page: object) -> None:
     expect(rows).to_have_count(2)
     expect(rows.nth(0).locator("td")).to_have_text(["greeting", "respond", '"Hello Ada, Ada wrote the first program!"'])
     expect(rows.nth(1).locator("td")).to_have_text(["friendly", "bool", "true"])
-    expect(page.locator("#usage")).to_have_text(re.compile(r"^3 requests · 1 tool calls · "))
+    expect(page.locator("#usage")).to_have_text(re.compile(r"^3 requests · 1 tool call · "))
