@@ -86,9 +86,10 @@ EXECUTOR_OPTIONS = frozenset({"model_factory", "deps_factory"})
 #: How an option travels to a Dask worker (distributed/shipping.py reads this column):
 #: "data" JSON-able plain data; "model" a model string; "models" model strings; "tools" importable
 #: names or .py files; "mcp" server specs; "cache" True/False/a directory; "limits" a UsageLimits;
-#: "decision" True/False only; "caller" used by the caller's process (the job carries it);
+#: "decision" True/False only; "caller" used by the caller's process (the job carries it); "path" a
+#: file path, made absolute, that the workers open at the same place (a folder they share);
 #: "no" cannot travel: the pair is refused before any row starts.
-Shipping = Literal["data", "model", "models", "tools", "mcp", "cache", "limits", "decision", "caller", "no"]
+Shipping = Literal["data", "model", "models", "tools", "mcp", "cache", "limits", "decision", "caller", "path", "no"]
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,7 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
     _O("on_truncate", "on_truncate", default="keep", flags=("--on-truncate",), recorded=True,
        check=_choice("on_truncate", "keep", "error")),
     _O("on_retry", "retries", environment=False, ships="no"),
-    _O("journal", "journal", environment=False, flags=("--journal",), ships="no", recorded=True, check=_journal),
+    _O("journal", "journal", environment=False, flags=("--journal",), ships="path", recorded=True, check=_journal),
 )}
 
 #: The keywords every entry point takes (others are a TypeError at the call; see compat.py).

@@ -23,6 +23,7 @@ from ..batch.journal import (
 from ..batch.output import confidence_columns, journal_entry, output_row
 from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
 from ..fileio import check_writable
+from ..run.effect_shards import discard
 from ..run.effects import RowContext, effects_path
 from ..wording import counted
 from . import batch_report, compare
@@ -275,7 +276,7 @@ class BatchRun:
             self.assemble(request.output, self.journal.path)
             if not (self.tally.failures or self.tally.unrun) and not request.keep_journal:
                 self.journal.path.unlink(missing_ok=True)
-                effects_path(self.journal.path).unlink(missing_ok=True)
+                discard(effects_path(self.journal.path))  # with the shards of --workers / Dask
         elapsed = time.perf_counter() - started
         self.tally.summary(self.console, request, self.total, self.done_before, elapsed)
         self.report(elapsed)

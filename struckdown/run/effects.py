@@ -18,7 +18,9 @@ The journal is JSON lines: a header `{"journal": "struckdown effects", "job": ..
 (the tool asked for a retry or an approval by raising: it took no effect). Each line is one
 `write` to a file opened for appending, with the operating system before the tool runs: a
 SIGKILL at any point loses nothing written. One process writes a journal at a time (an
-exclusive `flock` on `FILE.lock`); the runs of one process (a batch's rows) share it.
+exclusive `flock` on `FILE.lock`); the runs of one process (a batch's rows) share it, and
+the Dask worker processes of the batch that holds it write shards beside it, which every
+reader merges (run/effect_shards.py).
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from ..errors import InputError
+from .effect_files import HEADER, Tail, shard_paths
 
 EFFECT_ATTR = "__struckdown_effect__"
-HEADER = "struckdown effects"
 
 T = TypeVar("T")
 Reconcile = Callable[[str, dict[str, Any]], Any]
@@ -140,6 +142,12 @@ class EffectJournal:
                     self._note(entry)
         if self.records and not self.job:
             raise InputError(f"journal {self.path} has effect records but no header line: it is not a struckdown journal")
+        if self.job:  # what the Dask workers of a batch wrote beside it (run/effect_shards.py)
+            for shard in shard_paths(self.path):
+                tail = Tail(shard)
+                for entry in tail.read():
+                    if tail.job == self.job:
+                        self._note(entry)
 
     def _ends_mid_line(self) -> bool:
         size = os.fstat(self._fd).st_size
@@ -228,7 +236,7 @@ def acquire(path: Any) -> EffectJournal:
 def release(journal: EffectJournal) -> None:
     key = str(journal.path)
     held = _OPEN.get(key)
-    if held is None:
+    if held is None or held[0] is not journal:  # a worker's journal of a batch gone by (run/effect_shards.join)
         return
     if held[1] <= 1:
         del _OPEN[key]
