@@ -78,6 +78,7 @@ class RunOptions(TypedDict, total=False):
     on_truncate: Literal["keep", "error"]  # an answer cut at its token limit: kept and flagged, or TruncatedError
     on_retry: Callable[[Any], Any] | None  # called with every SlotRetry and SlotFallback event (also in complete())
     journal: PathLike | None  # SPEC §25: the effect journal (a path): each tool effect exactly once
+    rerun_from: str | None  # SPEC §25: with journal=, this slot and every slot after it run again (no reuse)
 
 
 #: What a batch executor's workers take besides (struckdown/distributed/shipping.py).
@@ -172,6 +173,14 @@ def _paths(value: Any) -> Any:
     return tuple(value or ())
 
 
+def _slot_name(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"{name}= takes a slot's name, not {value!r}")
+        return value
+    return check
+
+
 def _journal(value: Any) -> Any:
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"journal= takes a file path, not {type(value).__name__}")
@@ -223,6 +232,7 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
        check=_choice("on_truncate", "keep", "error")),
     _O("on_retry", "retries", environment=False, ships="no"),
     _O("journal", "journal", environment=False, flags=("--journal",), ships="path", recorded=True, check=_journal),
+    _O("rerun_from", "rerun", environment=False, flags=("--rerun-from",), recorded=True, check=_slot_name("rerun_from")),
 )}
 
 #: The keywords every entry point takes (others are a TypeError at the call; see compat.py).

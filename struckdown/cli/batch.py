@@ -362,7 +362,7 @@ class BatchRun:
             except OSError as exc:
                 raise CliError(self.journal_failed(exc), code=EXIT_ERROR) from None
             self.index.note(index, offset, entry["ok"])
-        self.tally.add(entry)
+        self.tally.add(entry, getattr(outcome, "reruns", None))
         if self.tally.rows % GC_EVERY_ROWS == 0:
             gc.collect()
         if not isinstance(outcome, BaseException):

@@ -91,11 +91,16 @@ class Tally:
         self.keep_usages = False
         self.answer_keys: dict[str, None] = {}
         self.first_failures: list[tuple[int, str]] = []  # a max-heap by -index of the first ones
+        self.reruns: list[int] | None = None  # SPEC §25: [slots reused, slots re-run] of rows run again
 
-    def add(self, entry: dict[str, Any]) -> None:
+    def add(self, entry: dict[str, Any], reruns: Any = None) -> None:
         import heapq
 
         self.rows += 1
+        if reruns is not None:  # a row the effect journal held answers of (run/rerun.py)
+            self.reruns = self.reruns or [0, 0]
+            self.reruns[0] += reruns.reused_count
+            self.reruns[1] += reruns.rerun_count
         self.answer_keys.update(dict.fromkeys(entry["answers"]))
         usage = entry["usage"]
         if entry.get("denied"):
@@ -151,6 +156,9 @@ class Tally:
         cache = cache_part(self.cache_read, self.input_tokens, self.cache_saved if cost is not None else None)
         line += f" · {cache}" if cache is not None else ""
         line += f" · {elapsed:.2f} s"
+        if self.reruns is not None:
+            slots = "slot" if self.reruns[0] == 1 else "slots"
+            line += f" · reused {self.reruns[0]} {slots}, re-ran {self.reruns[1]}"
         for index, error in sorted((-i, e) for i, e in self.first_failures):
             console.file.write(f"row {index + 1}: {visible(cli_words(error))}\n")  # rows are numbered from 1
         if self.failures > SHOWN_FAILURES:

@@ -41,6 +41,11 @@ class ShardJournal(EffectJournal):
         self.path = path
         self.records: dict[str, dict[str, Any]] = {}
         self.open: set[str] = set()
+        # a worker writes its slots' answer lines to its shard but reuses none (docs/durable.md)
+        self.answers: dict[tuple[int | None, str, str], int] = {}
+        self.latest: dict[tuple[int | None, str], int] = {}
+        self.answered_rows: set[int | None] = set()
+        self._reader: Any = None
         main = Tail(path)
         first = main.read()
         if not main.job:
