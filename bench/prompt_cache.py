@@ -21,6 +21,7 @@ import asyncio
 import bisect
 import hashlib
 import json
+import os
 from typing import Any
 
 from .common import Row, target_row
@@ -153,14 +154,9 @@ def _chat_text(body: dict[str, Any]) -> str:
 
 
 def _common(a: str, b: str) -> int:
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    """The length of the prefix two texts share (the standard library's, not struckdown's:
+    this side is the provider the prediction is checked against)."""
+    return len(os.path.commonprefix([a, b]))
 
 
 def rows_of(n: int) -> list[dict[str, str]]:

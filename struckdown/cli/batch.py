@@ -309,6 +309,23 @@ class BatchRun:
         if request.compare:
             self.comparisons = compare.comparisons(request.compare, self.program, columns)
         self.renames = batch_report.answer_columns(columns, self.program.keys, _warn)
+        if request.flags.get("strict") and self.total:
+            self.check_strict(columns)
+
+    def check_strict(self, columns: list[str]) -> None:
+        """--strict: a name the template reads that no input column has would fail every
+        row; refused once, before any row runs, with the column it is most likely a typo of."""
+        from ..variables import missing
+
+        absent = missing(self.program, columns)
+        if not absent:
+            return
+        found = []
+        for read in absent:
+            where = f"line {read.pos.line}" + (f" of {read.pos.filename}" if read.pos.filename else "")
+            close = read.close_match(columns)
+            found.append(f"no input column has {read.name!r} (read at {where})" + (f"; did you mean {close!r}?" if close else ""))
+        raise CliError(f"--strict: {'; '.join(found)} Columns: {', '.join(columns) or 'none'}")
 
     def contexts(self) -> Iterator[dict[str, Any]]:
         """Pass 2: the rows still to run, read again as the batch takes them."""

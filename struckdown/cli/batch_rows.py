@@ -80,6 +80,7 @@ class Tally:
         self.denied = 0  # tool calls that needed approval and were denied
         self.denied_rows = 0
         self.requests = 0
+        self.cached = 0  # answers served by the response cache
         self.tokens = 0
         self.input_tokens = 0
         self.cache_read = 0  # SPEC §24: input tokens read from the provider's prompt cache
@@ -106,6 +107,7 @@ class Tally:
             self.denied += entry["denied"]
             self.denied_rows += 1
         self.requests += usage.get("requests", 0)
+        self.cached += entry.get("cached", 0)
         self.tokens += usage.get("total_tokens", 0)
         self.input_tokens += usage.get("input_tokens", 0) or 0
         self.cache_read += usage.get("cache_read_tokens", 0) or 0
@@ -146,6 +148,8 @@ class Tally:
         line = f"batch: {counted(total, 'row')}{target}: {', '.join(parts)}"
         if earlier:
             line += f" ({earlier} done earlier, from the journal)"
+        if self.cached:
+            line += f" · {counted(self.cached, 'answer')} cached"
         line += f" · {counted(self.requests, 'request')} · {counted(self.tokens, 'token')}"
         cost = cost_part({"cost": self.cost}) if self.priced and self.requests else None
         line += f" · {cost}" if cost is not None else ""

@@ -74,8 +74,9 @@ def partial_text(value: Any, complete: Sequence[str | int]) -> str:
 
 def stats_line(result: Any, elapsed_s: float) -> str:
     usage = result.usage
+    cached = sum(1 for slot in result.results.values() if getattr(slot, "cached", False))
     parts = [
-        counted(len(result), "answer"),
+        counted(len(result), "answer") + (f" ({cached} cached)" if cached else ""),
         counted(usage.requests, "request"),
     ]
     if usage.tool_calls:

@@ -147,6 +147,9 @@ def reporting_errors() -> Iterator[None]:
     """Run a command body; on failure print `error: <message>` and exit with its code."""
     import typer
 
+    from ..errors import FRONT_END
+
+    token = FRONT_END.set("cli")  # messages that name an option name sd's flag
     try:
         yield
     except (typer.Exit, typer.Abort):
@@ -156,11 +159,13 @@ def reporting_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
         raise typer.Exit(report(exc)) from None
+    finally:
+        FRONT_END.reset(token)
 
 
 def report(exc: Exception) -> int:
     """Print the one `error:` line of a failed command; return its exit code (typer-free:
-    the fast paths of cli/fast_run.py use it too)."""
+    the fast paths of cli/fast_run.py and cli/fast_check.py use it too)."""
     if isinstance(unwrap(exc), BrokenPipeError) and _stdout_closed():
         print_error("stdout was closed before everything was written (broken pipe)")
         return EXIT_ERROR

@@ -75,9 +75,11 @@ def parse_check_args(argv: list[str]) -> CheckArgs | None:
 def run_check(args: CheckArgs) -> int:
     """What the typer command `check` does (app.py), with the app's callback and
     `reporting_errors` around it; returns the exit code."""
-    from .errors import EXIT_INTERRUPTED, describe, exit_code, print_error
+    from ..errors import FRONT_END
+    from .errors import EXIT_INTERRUPTED, report
 
     prepare()
+    token = FRONT_END.set("cli")  # as reporting_errors: messages that name an option name sd's flag
     try:
         from .check import check_command, mcp_tool_names
 
@@ -87,8 +89,9 @@ def run_check(args: CheckArgs) -> int:
         sys.stderr.write("interrupted\n")
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - as reporting_errors: one `error:` line, never a traceback
-        print_error(describe(exc))
-        return exit_code(exc)
+        return report(exc)
+    finally:
+        FRONT_END.reset(token)
 
 
 def prepare() -> None:

@@ -77,8 +77,11 @@ def run_fast(values: dict[str, Any]) -> int:
     from .fast_check import prepare
     from .run_params import FLAG_PARAMS
 
+    from ..errors import FRONT_END
+
     prepare()
     flags = {name: values.pop(name) for name in FLAG_PARAMS}
+    token = FRONT_END.set("cli")  # as reporting_errors: messages that name an option name sd's flag
     try:
         from .run_cmd import run_cli
 
@@ -88,6 +91,8 @@ def run_fast(values: dict[str, Any]) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - as reporting_errors: one `error:` line, never a traceback
         return report(exc)
+    finally:
+        FRONT_END.reset(token)
 
 
 def generate() -> str:

@@ -58,7 +58,7 @@ from pydantic_ai.usage import UsageLimits
 from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic import BaseModel
 
-template = "Summarise {{ text }} [[summary]]"
+template = "Summarise the report in one line. [[summary]]"  # reads no variable: fragments call it with and without context
 context = {"text": "a long text"}
 text = "a long text"
 msg = "Where is my order?"

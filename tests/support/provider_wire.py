@@ -10,6 +10,7 @@ request body in the order sent.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,14 +147,9 @@ def _chat_text(body: dict[str, Any]) -> tuple[str, list[int]]:
 
 
 def _common(a: str, b: str) -> int:
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    """The length of the prefix two texts share (the standard library's, not struckdown's:
+    this side is the provider the prediction is checked against)."""
+    return len(os.path.commonprefix([a, b]))
 
 
 def _sse(events: list[tuple[str | None, Any]]) -> httpx2.Response:
