@@ -73,11 +73,10 @@ def parse_run_args(argv: list[str]) -> dict[str, Any] | None:
 def run_fast(values: dict[str, Any]) -> int:
     """What the typer command `run` does (app.py), with the app's callback and
     `reporting_errors` around it; returns the exit code."""
+    from ..errors import FRONT_END
     from .errors import EXIT_INTERRUPTED, report
     from .fast_check import prepare
     from .run_params import FLAG_PARAMS
-
-    from ..errors import FRONT_END
 
     prepare()
     flags = {name: values.pop(name) for name in FLAG_PARAMS}

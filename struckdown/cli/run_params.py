@@ -36,6 +36,7 @@ PARAMS: dict[str, tuple[str, str, Any]] = {
     'otel': ('flag', 'bool', False),
     'stop_at': ('value', 'str', None),
     'journal': ('value', 'path', None),
+    'rerun_from': ('value', 'str', None),
 }
 #: each spelling -> (parameter, the value a flag sets; None: the value follows).
 OPTS: dict[str, tuple[str, Any]] = {
@@ -75,9 +76,10 @@ OPTS: dict[str, tuple[str, Any]] = {
     '--otel': ('otel', True),
     '--stop-at': ('stop_at', None),
     '--journal': ('journal', None),
+    '--rerun-from': ('rerun_from', None),
 }
 #: the parameters `@run_flags` gathers into `flags=`.
-FLAG_PARAMS: tuple[str, ...] = ('model', 'tools', 'no_cache', 'no_prompt_cache', 'retries', 'max_tokens', 'seed', 'thinking', 'fallback', 'tool_timeout', 'max_seconds', 'on_truncate', 'include_path', 'strict', 'mcp', 'mcp_config', 'prices', 'max_cost', 'otel', 'stop_at', 'journal')
+FLAG_PARAMS: tuple[str, ...] = ('model', 'tools', 'no_cache', 'no_prompt_cache', 'retries', 'max_tokens', 'seed', 'thinking', 'fallback', 'tool_timeout', 'max_seconds', 'on_truncate', 'include_path', 'strict', 'mcp', 'mcp_config', 'prices', 'max_cost', 'otel', 'stop_at', 'journal', 'rerun_from')
 #: every RUN_FLAGS parameter -> the run option it sets (cli/keywords.py reads it without typer).
 OPTION_OF: dict[str, str] = {
     'model': 'model',
@@ -101,5 +103,6 @@ OPTION_OF: dict[str, str] = {
     'max_cost': 'max_cost',
     'otel': 'instrument',
     'journal': 'journal',
+    'rerun_from': 'rerun_from',
     'max_requests': 'max_requests',
 }
