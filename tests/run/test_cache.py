@@ -370,3 +370,46 @@ def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert store.get("child") == {"output": 2}
+
+
+def _stored_responses() -> list[dict[str, Any]]:
+    import datetime
+
+    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ThinkingPart, ToolCallPart
+    from pydantic_ai.usage import RequestUsage
+
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=datetime.timezone.utc)
+    responses = [
+        ModelResponse(parts=[TextPart("ok")]),
+        ModelResponse(parts=[TextPart("ok", id="t1", provider_details={"a": [1]}), ThinkingPart("hmm", signature="s"),
+                             ToolCallPart("f", {"a": 1, "b": [1.5, None]}, tool_call_id="c"), ToolCallPart("g", '{"a": 1}')],
+                      usage=RequestUsage(input_tokens=3), model_name="m", provider_name="p", finish_reason="stop",
+                      timestamp=when, provider_response_id="r", metadata={"x": 1}, provider_details={"k": "v"}),
+    ]
+    return [ModelMessagesTypeAdapter.dump_python([r], mode="json")[0] for r in responses]
+
+
+@pytest.mark.parametrize("index", range(2))
+def test_a_stored_answer_of_plain_parts_is_read_as_pydantic_reads_it(index: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from struckdown.run.wrappers import cached
+
+    stored = {"response": _stored_responses()[index]}
+    assert cached._plain_response(stored["response"]) is not None  # read without the adapter
+    ours = cached._response_of(stored)
+    monkeypatch.setattr(cached, "_plain_response", lambda data: None)
+    assert ours == cached._response_of(stored)
+
+
+def test_a_stored_answer_of_other_parts_is_left_to_pydantic() -> None:
+    from struckdown.run.wrappers import cached
+
+    plain = _stored_responses()[1]
+    for changed in (
+        {**plain, "parts": [*plain["parts"], {"part_kind": "file", "content": {}}]},  # a part kind it does not read
+        {**plain, "parts": [{**plain["parts"][0], "citations": [{"url": "u"}]}]},  # a field of its own shape
+        {**plain, "new_field": 1},  # a field of another pydantic-ai version
+        {**plain, "failed_attempts": [{"error": "x"}]},
+        {**plain, "timestamp": "2026-01-02T03:04:05"},  # no time zone: pydantic decides
+        {**plain, "model_name": 5},
+    ):
+        assert cached._plain_response(changed) is None, changed

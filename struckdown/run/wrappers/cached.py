@@ -119,13 +119,74 @@ def _response_of(stored: Any) -> ModelResponse | None:
     """A stored answer as a ModelResponse marked as a hit; anything else is a miss."""
     if not isinstance(stored, dict) or not isinstance(stored.get("response"), dict):
         return None
-    try:
-        (message,) = ModelMessagesTypeAdapter.validate_python([stored["response"]])
-    except Exception:  # noqa: BLE001 - an entry of another shape or version: a miss
-        return None
+    message: Any = _plain_response(stored["response"])
+    if message is None:
+        try:
+            (message,) = ModelMessagesTypeAdapter.validate_python([stored["response"]])
+        except Exception:  # noqa: BLE001 - an entry of another shape or version: a miss
+            return None
     if not isinstance(message, ModelResponse):
         return None
     message.usage = RequestUsage()  # a hit costs nothing
     message.run_id = message.conversation_id = None  # the run it is served to stamps its own
     message.provider_details = {**(message.provider_details or {}), HIT_MARK: "hit"}
     return message
+
+
+def _plain_response(data: dict[str, Any]) -> ModelResponse | None:
+    """A stored response of text, thinking and tool-call parts with plain fields, read as
+    `ModelMessagesTypeAdapter` reads it but without building the adapter (its first use
+    costs about a twentieth of `import pydantic_ai`, SPEC §28); None: pydantic reads it.
+    tests/run/test_cache.py compares the two."""
+    from datetime import datetime
+
+    from pydantic_ai.messages import TextPart, ThinkingPart, ToolCallPart
+
+    classes: dict[Any, Any] = {"text": TextPart, "thinking": ThinkingPart, "tool-call": ToolCallPart}
+    if data.get("kind") != "response" or not isinstance(data.get("parts"), list):
+        return None
+    parts = []
+    for part in data["parts"]:
+        cls = classes.get(part.get("part_kind")) if isinstance(part, dict) else None
+        if cls is None or not _plain_fields(cls, part, {"args": (str, dict), "provider_details": (dict,)}):
+            return None
+        parts.append(cls(**part))
+    rest = {k: v for k, v in data.items() if k not in ("parts", "usage", "timestamp")}
+    if not _plain_fields(ModelResponse, {"parts": [], **rest}, {"parts": (list,), "provider_details": (dict,),
+                                                                 "metadata": (dict,)}):
+        return None
+    if data.get("failed_attempts") or not isinstance(data.get("timestamp"), str):
+        return None
+    try:
+        timestamp = datetime.fromisoformat(data["timestamp"])
+    except ValueError:
+        return None
+    if timestamp.tzinfo is None:
+        return None
+    rest.pop("failed_attempts", None)
+    return ModelResponse(parts=parts, timestamp=timestamp, **rest)
+
+
+def _plain_fields(cls: Any, data: dict[str, Any], containers: dict[str, tuple[type, ...]]) -> bool:
+    """Every key a field of `cls`, every value text or None (or, for the fields named in
+    `containers`, one of those types, holding only JSON)."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(cls)}
+    for key, value in data.items():
+        if key not in names:
+            return False
+        if value is None or type(value) is str:
+            continue
+        if key not in containers or type(value) not in containers[key] or not _json(value):
+            return False
+    return True
+
+
+def _json(value: Any) -> bool:
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and _json(v) for k, v in value.items())
+    if kind is list:
+        return all(_json(v) for v in value)
+    return value is None or kind in (str, int, bool) or (kind is float and value == value and abs(value) != float("inf"))
