@@ -84,6 +84,32 @@ def judge(rows: Sequence[Row], recorded: dict[str, float], tolerance: float = TO
     return out
 
 
+def failed_cases(verdicts: Sequence[Verdict]) -> list[str]:
+    """The case letters ("a", "e") of the rows judged worse."""
+    return sorted({v.case.split(".", 1)[0] for v in verdicts if not v.passed})
+
+
+def best_of(first: Sequence[Row], again: Sequence[Row]) -> list[Row]:
+    """`first` with each row replaced by its measurement in `again` when that one is
+    better in the row's direction (lower for a `<=` target, higher for `>=`). A second
+    run of a case confirms a regression (it shows twice) and clears a slow spell of the
+    shared host (it does not)."""
+    by_case = {row.case: row for row in again if row.ratio is not None}
+    out: list[Row] = []
+    for row in first:
+        other = by_case.get(row.case)
+        if other is None or other.ratio is None:
+            out.append(row)
+            continue
+        if row.ratio is None:
+            out.append(other)
+            continue
+        higher_is_better = row.target.strip().startswith(">=")
+        better = other.ratio > row.ratio if higher_is_better else other.ratio < row.ratio
+        out.append(other if better else row)
+    return out
+
+
 def report(verdicts: Sequence[Verdict]) -> bool:
     """Print the verdicts; True when none failed."""
     print(f"bench --check: each ratio against docs/performance.md ({SECTION}), {TOLERANCE:.0%} tolerance "

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .wording import counted
+
 CHARS_PER_TOKEN = 4
 PREFIX_MINIMUM, PREFIX_STEP = 1024, 128
 _EXPRESSION = re.compile(r"\{\{-?\s*(.+?)\s*-?\}\}", re.S)
@@ -273,7 +275,7 @@ def pricer(model: str | None, prices: Mapping[str, Any] | None) -> tuple[Any, st
 def report_lines(report: CacheReport, price_name: str | None = None) -> list[str]:
     """The report as `sd explain --cache` prints it."""
     rule = "Anthropic breakpoints" if report.rule == "anthropic" else "shared prefixes of 1,024+ tokens (OpenAI, llama.cpp)"
-    lines = [f"prompt cache: {report.rows:,} row{'s' if report.rows != 1 else ''}, {rule}; "
+    lines = [f"prompt cache: {counted(report.rows, 'row')}, {rule}; "
              f"tokens estimated at {CHARS_PER_TOKEN} characters each"]
     width = max((len(s.key) for s in report.slots), default=0)
     for slot in report.slots:
@@ -284,7 +286,7 @@ def report_lines(report: CacheReport, price_name: str | None = None) -> list[str
     if report.breaker is not None:
         b = report.breaker
         lines.append(f"  {b.expression} at {b.line}:{b.column} breaks {b.tokens:,} cacheable tokens "
-                     f"for {b.slots} slot{'s' if b.slots != 1 else ''}")
+                     f"for {counted(b.slots, 'slot')}")
     total = f"predicted: {round(100 * report.share)} % of {report.input_tokens:,} input tokens read from the cache"
     if report.cost is not None and report.cost_uncached is not None:
         total += (f"; input ${report.cost:,.2f} with caching vs ${report.cost_uncached:,.2f} without "

@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-import jinja2
-
 from . import slot_options as opts
 from .errors import TemplateSyntaxError
+from .render import jinja_syntax_error
 from .syntax.nodes import Action, If, JinjaValue, NodeVisitor, Option, Pos, Slot, Template, Text, Together
 from .syntax.source import SourceMap
 from .types.legacy import LEGACY_NAMES
@@ -63,7 +62,7 @@ class _Checker(NodeVisitor):
             if node.source.count("{%") >= _COMPILE_AT:
                 renderer.compile_text(node.source)
             return
-        except jinja2.TemplateSyntaxError as exc:
+        except jinja_syntax_error() as exc:
             pos = node.position_at(_jinja_line_offset(node.source, exc.lineno or 1))
             failure = self.error(f"invalid Jinja: {exc.message}", pos)
         except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
@@ -75,7 +74,7 @@ class _Checker(NodeVisitor):
     def expression(self, expression: str, pos: Pos) -> frozenset[str]:
         try:
             return self.env.renderer.expression_names(expression)
-        except jinja2.TemplateSyntaxError as exc:
+        except jinja_syntax_error() as exc:
             message = f"invalid Jinja expression: {exc.message}"
         except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
             message = "Jinja expression nests too deeply"

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .llm_config import LLMConfig
+from .notices import warn
 from .results import Result
 from .safe import Safe
 
@@ -114,7 +114,7 @@ def _guarded(name: str, func: Callable[..., Any], on_error: OnError, default: An
 
     def fallback(exc: Exception) -> Any:
         value = "" if on_error == "return_empty" else default
-        warnings.warn(f"action @{name} failed ({type(exc).__name__}: {exc}); using {value!r}", stacklevel=2)
+        warn(f"action @{name} failed ({type(exc).__name__}: {exc}); using {value!r}")
         return value
 
     if inspect.iscoroutinefunction(func):

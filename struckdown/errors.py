@@ -223,7 +223,9 @@ class Paused(StruckdownError):
     def __str__(self) -> str:
         listed = "; ".join(f"{r.id}: {r.tool_name}" for r in self.requests)
         count = len(self.requests)
-        return f"paused: {count} tool call{'s' if count != 1 else ''} await{'s' if count == 1 else ''} approval ({listed})"
+        from .wording import counted
+
+        return f"paused: {counted(count, 'tool call')} await{'s' if count == 1 else ''} approval ({listed})"
 
     def keep(self, finished: Mapping[str, SlotResult], order: tuple[str, ...], spent: Usage | None = None) -> None:
         """Hold the slots that finished before the pause, and what the paused slots spent
@@ -301,6 +303,15 @@ class OutputError(StruckdownError):
         return self.message
 
 
+def exception_text(exc: BaseException) -> str:
+    """`Type: message` of an exception that is not ours; one raised without words (a
+    `MemoryError`, most often) still says what happened."""
+    text = str(exc).strip()
+    if not text and isinstance(exc, MemoryError):
+        text = "out of memory"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def describe_error(exc: BaseException) -> str:
     """The one-line (or, for a syntax error, positioned multi-line) message for `exc`, as
     `sd`, the playground and a batch journal show it: the slot it came from first."""
@@ -312,8 +323,7 @@ def describe_error(exc: BaseException) -> str:
     elif isinstance(exc, StruckdownError):
         message = f"{type(exc).__name__}: {exc}"  # the class says what kind of failure it was
     else:
-        text = str(exc).strip()
-        message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        message = exception_text(exc)
     slot = error_slot(exc)  # the slot it came from
     if slot and repr(slot) not in message:
         message = f"slot {slot!r}: {message}"

@@ -13,6 +13,7 @@ from typing import Any
 
 from .describe import limit_text, quantity
 from .tools.files import describe_tool
+from .wording import counted
 
 PREVIEW = 60
 GUARD_JOINS = (
@@ -245,6 +246,7 @@ class PlanTree:
         node.add(f"limits: {requests} · {calls} · {clamped.output_tokens_limit:,} output tokens")
         if not plan.use_tools:
             return
+        self._budget(node, plan.control.get("budget"))
         approve = plan.control.get("approve")
         if not self.tools:
             node.add("tools: the ones passed at run time (--tools)")
@@ -261,6 +263,22 @@ class PlanTree:
                           style="yellow"))
         if not all(readonly and name not in waiting for name, _, readonly in self.tools):
             node.add(Label("waits for pending guards before it starts (not every tool is @readonly)", style="yellow"))
+
+    @staticmethod
+    def _budget(node: Branch, budget: Any) -> None:
+        """The slot's `budget=`: calls each named tool may make in one run of the slot."""
+        from .syntax.nodes import JinjaValue
+
+        if budget is None:
+            return
+        if isinstance(budget, JinjaValue):
+            node.add(f"budget={option_value(budget)}: calls per tool, set when the slot runs")
+            return
+        from .slot_options import check_option
+
+        parsed = budget if isinstance(budget, dict) else check_option("budget", budget)  # the plan keeps the text
+        caps = " · ".join(f"{name} {counted(count, 'call')}" for name, count in parsed.items())
+        node.add(f"budget per tool: {caps} (budget=; the caller's tool_limits= caps them)")
 
     def _approval(self, approve: Any) -> list[str]:
         """The tools whose calls need approval in a slot: the host's, plus its approve=."""

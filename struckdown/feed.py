@@ -41,3 +41,7 @@ async def fed(produce: Callable[[Callable[[T], Awaitable[None]]], Awaitable[None
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+        elif not task.cancelled():
+            # the consumer left after the error arrived as an item (the engine sends it as an
+            # event, then raises): taken here, so asyncio prints no "Task exception was never retrieved"
+            task.exception()

@@ -6,11 +6,11 @@ turns a `Limits` into `pydantic_ai.usage.UsageLimits` when the slot runs.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from .log import logger
+from .notices import warn as warn_at
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,6 @@ def _lower(ceiling: int | None, asked: int | None, option: str, slot: str, warn:
         if warn:
             message = f"template asked for {option}={asked} but the caller's ceiling is {ceiling}; using {ceiling}"
             logger.warning("slot %s: %s", slot, message)
-            warnings.warn(message, UserWarning, stacklevel=3)
+            warn_at(message)
         return ceiling
     return asked

@@ -191,20 +191,23 @@ def plan_program(template: Template, env: EnvironmentView) -> Program:
     renderer, src = env.renderer, SourceMap(template.source, template.filename)
     for index, (name, nodes) in enumerate(_split_segments(template.nodes)):
         seg_keys: list[str] = []
+        seen: set[str] = set()  # sets, not list scans or frozenset copies: linear in the slots
         guards: list[str] = []
-        reads = carried_reads
+        reading = set(carried_reads)
         for node in walk(tuple(nodes)):
-            if isinstance(node, (Slot, Action)) and node.key is not None and node.key not in seg_keys:
+            if isinstance(node, (Slot, Action)) and node.key is not None and node.key not in seen:
+                seen.add(node.key)
                 seg_keys.append(node.key)
             if isinstance(node, Slot):
                 plans[node] = plan_slot(node, env, src)
                 if node.is_guard:
                     guards.append(node.key)
-            reads |= node_reads(node, renderer) | action_refs(node)  # [[@search|topic]] waits for topic
+            reading |= node_reads(node, renderer) | action_refs(node)  # [[@search|topic]] waits for topic
+        reads = frozenset(reading)
         earlier = set(keys)
         waits_for = tuple(sorted(reads & earlier))
         carried = carried_instructions(nodes)
         segments.append(Segment(index, name, tuple(nodes), tuple(seg_keys), reads, waits_for, tuple(guards), carried))
-        keys += [k for k in seg_keys if k not in keys]  # a keyless [[@history]] may recur in segments
+        keys += [k for k in seg_keys if k not in earlier]  # a keyless [[@history]] may recur in segments
         carried_reads |= reads_of(carried, renderer)
     return Program(template, tuple(segments), tuple(keys), plans, env)

@@ -3,6 +3,10 @@
 Rendered output is never parsed again (SPEC §1): values interpolated into text are
 opaque and can never become structure. A `Renderer` is one sandbox with its
 caches; each Environment owns one.
+
+Jinja is imported when a Renderer first needs its sandbox, not with this module: text
+whose only Jinja is `{{ name }}` (or `{{ name.attr }}`) is checked without it, so
+`sd check` of such a template never loads Jinja (SPEC §28).
 """
 
 from __future__ import annotations
@@ -15,17 +19,14 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any
-
-import jinja2
-from jinja2 import meta, nodes
-from jinja2.compiler import CodeGenerator
-from jinja2.exceptions import SecurityError, TemplateAssertionError, TemplateSyntaxError
-from jinja2.parser import Parser
-from jinja2.runtime import Macro
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from typing import TYPE_CHECKING, Any
 
 from .media import Media, render_list
+
+if TYPE_CHECKING:
+    import jinja2
+    from jinja2 import nodes
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 #: Largest string or list that `*` may build, and largest integer `**` may build (bits).
 MAX_REPEAT = 1_000_000
@@ -54,6 +55,8 @@ _work = _Work()
 def _tick(steps: int = 1) -> None:
     _work.left -= steps
     if _work.left < 0:
+        from jinja2.exceptions import SecurityError
+
         raise SecurityError(
             f"the template did too much work: more than {MAX_STEPS:,} loop steps and calls in one rendering "
             "(nested loops or recursive macros?)"
@@ -88,6 +91,7 @@ def _counting_filter(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # noqa: A002 - Jinja's names
+    from jinja2.exceptions import SecurityError
     from jinja2.utils import generate_lorem_ipsum
 
     paragraphs, words = MAX_LIPSUM
@@ -114,63 +118,6 @@ def _tojson(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
-class _RuntimeOnlyCodeGenerator(CodeGenerator):
-    """Never evaluates template expressions while compiling.
-
-    Jinja folds constant output such as `{{ [0] * 10**8 }}` or `{{ 'x'|center(10**8) }}`
-    at compile time, which would run them (for minutes, with gigabytes) while the
-    template is merely being parsed. Here they run when rendered, under the sandbox.
-    """
-
-    def _output_child_to_const(self, node: nodes.Expr, frame: Any, finalize: Any) -> str:
-        if not isinstance(node, nodes.TemplateData):
-            raise nodes.Impossible()
-        return super()._output_child_to_const(node, frame, finalize)
-
-
-class Sandbox(ImmutableSandboxedEnvironment):
-    """The sandbox templates render in.
-
-    On top of Jinja's immutable sandbox: an unsafe attribute (`''.__class__`,
-    `x.__dict__`, `'{0.__class__}'.format(x)`) is an error instead of an empty string,
-    `*` / `**` refuse to build huge strings, lists or numbers, and one rendering does
-    at most `MAX_STEPS` loop iterations and calls (every `{% for %}` iterable is counted
-    as it is consumed; every call passes through `call`).
-    """
-
-    code_generator_class = _RuntimeOnlyCodeGenerator
-    intercepted_binops = frozenset({"*", "**"})
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.filters = {name: _counting_filter(f) for name, f in self.filters.items()}
-
-    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
-        tree = super()._parse(source, name, filename)
-        for loop in tree.find_all(nodes.For):
-            counted = nodes.Filter(loop.iter, "_sd_counted", [], [], None, None, lineno=loop.lineno)
-            loop.iter = counted.set_environment(self)
-        return tree
-
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's signature
-        _tick(MACRO_STEPS if isinstance(__obj, Macro) else 1)
-        return super().call(__context, __obj, *args, **kwargs)
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
-        raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe.")
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and not isinstance(times, bool):
-                    if len(seq) * times > MAX_REPEAT:
-                        raise SecurityError(f"'*' would build a sequence longer than {MAX_REPEAT:,} items")
-        elif operator == "**" and _is_int(left) and _is_int(right) and right > 0 and abs(left) > 1:
-            if right * math.log2(abs(left)) > MAX_POWER_BITS:
-                raise SecurityError(f"'**' would build a number larger than {MAX_POWER_BITS:,} bits")
-        return super().call_binop(context, operator, left, right)
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -182,6 +129,10 @@ _EXPRESSION = re.compile(r"\{\{[-+]?(.*?)[-+]?\}\}", re.S)
 # `name`, `name.attr.attr`, `name | filter | filter`: by far the most common
 # expressions; their one variable is read off without building a Jinja AST.
 _SIMPLE = re.compile(r"\s*([A-Za-z_]\w*)((?:\s*\.\s*[A-Za-z_]\w*)*)((?:\s*\|\s*[A-Za-z_]\w*)*)\s*")
+#: The sandbox's globals (Jinja's default namespace; our `lipsum` replaces Jinja's): a bare
+#: `{{ name }}` that is none of them reads `name` from the context, known without Jinja.
+#: tests/run/test_sandbox.py checks it against a built sandbox.
+JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace"})
 _NOT_NAMES = frozenset(keyword.kwlist) | {
     "true", "false", "none", "and", "or", "not", "in", "is", "if", "else", "elif", "endif", "for",
     "endfor", "block", "endblock", "extends", "include", "import", "macro", "call", "set", "with",
@@ -194,18 +145,21 @@ class Renderer:
     each text or expression reads (what the check and plan stages ask)."""
 
     def __init__(self) -> None:
-        self.sandbox = Sandbox(
-            undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True, optimized=False,
-            finalize=_finalize,
-        )
-        self.sandbox.filters["tojson"] = _counting_filter(_tojson)
-        self.sandbox.filters["_sd_counted"] = _counted
-        self.sandbox.globals["lipsum"] = _lipsum
+        self._sandbox: ImmutableSandboxedEnvironment | None = None
         # Per-instance caches: two environments never share a compiled template.
         self.compile_text = lru_cache(maxsize=16384)(self._compile_text)
         self.compile_expression = lru_cache(maxsize=4096)(self._compile_expression)
         self.referenced_names = lru_cache(maxsize=16384)(self._referenced_names)
         self.expression_names = lru_cache(maxsize=65536)(self._expression_names)
+
+    @property
+    def sandbox(self) -> ImmutableSandboxedEnvironment:
+        """The Jinja sandbox, built (and Jinja imported) on first use."""
+        if self._sandbox is None:
+            with _BUILDING:  # two threads' first renders build one sandbox, not two
+                if self._sandbox is None:
+                    self._sandbox = _new_sandbox()
+        return self._sandbox
 
     def clear(self) -> None:
         """Forget every compiled text and expression and every name analysis."""
@@ -235,9 +189,9 @@ class Renderer:
                 for expression in _EXPRESSION.findall(source):
                     names |= self.expression_names(expression)
                 return names
-            except jinja2.TemplateSyntaxError:
+            except jinja_syntax_error():
                 pass  # parse the whole text so the error carries its real line
-        tracker = _SafeTracking(self.sandbox)
+        tracker = _jinja_classes()[1](self.sandbox)
         tracker.visit(self.sandbox.parse(source))
         return frozenset(tracker.undeclared_identifiers)
 
@@ -245,12 +199,17 @@ class Renderer:
         """The names one expression reads; also its syntax check (raises
         jinja2.TemplateSyntaxError). Checking parses only: the expression is compiled
         to Python when it is first evaluated."""
-        env = self.sandbox
         simple = _SIMPLE.fullmatch(expression)
-        if simple and simple.group(1) not in _NOT_NAMES and simple.group(1) not in env.globals:
+        if simple and simple.group(1) not in _NOT_NAMES:
+            if self._sandbox is None and not simple.group(3) and simple.group(1) not in JINJA_GLOBALS:
+                return frozenset({simple.group(1)})  # `name` / `name.attr`: no Jinja needed
+            env = self.sandbox
             filters = re.findall(r"[A-Za-z_]\w*", simple.group(3))
-            if all(name in env.filters for name in filters):
+            if simple.group(1) not in env.globals and all(name in env.filters for name in filters):
                 return frozenset({simple.group(1)})
+        from jinja2 import nodes
+
+        env = self.sandbox
         parsed = nodes.Output([self._parse_expression(expression)])  # find_all skips the node it starts from
         # A lone expression binds nothing, so every loaded name is read from the context;
         # its filters and tests are checked as Jinja's compiler checks them.
@@ -264,6 +223,9 @@ class Renderer:
     def _check_calls(self, node: nodes.Node) -> None:
         """Unknown filters and tests fail, except inside an inline `… if … else …`, where
         Jinja's compiler lets them wait for the run (it may never take that branch)."""
+        from jinja2 import nodes
+        from jinja2.exceptions import TemplateAssertionError
+
         for child in node.iter_child_nodes():
             if isinstance(child, nodes.CondExpr):
                 continue
@@ -276,6 +238,9 @@ class Renderer:
 
     def _parse_expression(self, source: str) -> nodes.Expr:
         """One expression, read as `compile_expression` reads it (nothing may follow it)."""
+        from jinja2.exceptions import TemplateSyntaxError
+        from jinja2.parser import Parser
+
         parser = Parser(self.sandbox, source, state="variable")
         expression = parser.parse_expression()
         if not parser.stream.eos:
@@ -318,6 +283,8 @@ class Renderer:
         targets and `{% macro %}` names (also inside a top-level `{% if %}`)."""
         if "{%" not in source:
             return frozenset()
+        from jinja2 import nodes
+
         names: set[str] = set()
         pending: list[nodes.Node] = list(self.sandbox.parse(source).body)
         while pending:
@@ -336,10 +303,108 @@ class Renderer:
         return self.compile_expression(expression)(dict(variables))  # positional: a context key "self" is fine
 
 
-class _SafeTracking(meta.TrackingCodeGenerator, _RuntimeOnlyCodeGenerator):
-    """jinja2.meta's name tracker on our code generator, unoptimized: it must not
-    fold (run) constant expressions either."""
+@functools.cache
+def _jinja_classes() -> tuple[type[ImmutableSandboxedEnvironment], type[Any]]:
+    """The sandbox and the name tracker, defined on Jinja's classes when first needed."""
+    from jinja2 import meta, nodes
+    from jinja2.compiler import CodeGenerator
+    from jinja2.exceptions import SecurityError
+    from jinja2.runtime import Macro
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    def __init__(self, environment: jinja2.Environment) -> None:
-        CodeGenerator.__init__(self, environment, "<introspection>", "<introspection>", optimized=False)
-        self.undeclared_identifiers: set[str] = set()
+    class _RuntimeOnlyCodeGenerator(CodeGenerator):
+        """Never evaluates template expressions while compiling.
+
+        Jinja folds constant output such as `{{ [0] * 10**8 }}` or `{{ 'x'|center(10**8) }}`
+        at compile time, which would run them (for minutes, with gigabytes) while the
+        template is merely being parsed. Here they run when rendered, under the sandbox.
+        """
+
+        def _output_child_to_const(self, node: nodes.Expr, frame: Any, finalize: Any) -> str:
+            if not isinstance(node, nodes.TemplateData):
+                raise nodes.Impossible()
+            return super()._output_child_to_const(node, frame, finalize)
+
+
+    class Sandbox(ImmutableSandboxedEnvironment):
+        """The sandbox templates render in.
+
+        On top of Jinja's immutable sandbox: an unsafe attribute (`''.__class__`,
+        `x.__dict__`, `'{0.__class__}'.format(x)`) is an error instead of an empty string,
+        `*` / `**` refuse to build huge strings, lists or numbers, and one rendering does
+        at most `MAX_STEPS` loop iterations and calls (every `{% for %}` iterable is counted
+        as it is consumed; every call passes through `call`).
+        """
+
+        code_generator_class = _RuntimeOnlyCodeGenerator
+        intercepted_binops = frozenset({"*", "**"})
+
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            self.filters = {name: _counting_filter(f) for name, f in self.filters.items()}
+
+        def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+            tree = super()._parse(source, name, filename)
+            for loop in tree.find_all(nodes.For):
+                counted = nodes.Filter(loop.iter, "_sd_counted", [], [], None, None, lineno=loop.lineno)
+                loop.iter = counted.set_environment(self)
+            return tree
+
+        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's signature
+            _tick(MACRO_STEPS if isinstance(__obj, Macro) else 1)
+            return super().call(__context, __obj, *args, **kwargs)
+
+        def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
+            raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe.")
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            if operator == "*":
+                for seq, times in ((left, right), (right, left)):
+                    if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and not isinstance(times, bool):
+                        if len(seq) * times > MAX_REPEAT:
+                            raise SecurityError(f"'*' would build a sequence longer than {MAX_REPEAT:,} items")
+            elif operator == "**" and _is_int(left) and _is_int(right) and right > 0 and abs(left) > 1:
+                if right * math.log2(abs(left)) > MAX_POWER_BITS:
+                    raise SecurityError(f"'**' would build a number larger than {MAX_POWER_BITS:,} bits")
+            return super().call_binop(context, operator, left, right)
+
+    class _SafeTracking(meta.TrackingCodeGenerator, _RuntimeOnlyCodeGenerator):
+        """jinja2.meta's name tracker on our code generator, unoptimized: it must not
+        fold (run) constant expressions either."""
+
+        def __init__(self, environment: jinja2.Environment) -> None:
+            CodeGenerator.__init__(self, environment, "<introspection>", "<introspection>", optimized=False)
+            self.undeclared_identifiers: set[str] = set()
+
+    return Sandbox, _SafeTracking
+
+
+def jinja_syntax_error() -> type[jinja2.TemplateSyntaxError]:
+    """Jinja's syntax error class, for an `except` clause (evaluated only when something
+    was raised, so Jinja is imported only then)."""
+    from jinja2 import TemplateSyntaxError
+
+    return TemplateSyntaxError
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Sandbox":  # the class, as before Jinja was loaded lazily
+        return _jinja_classes()[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_BUILDING = threading.Lock()
+
+
+def _new_sandbox() -> ImmutableSandboxedEnvironment:
+    import jinja2
+
+    sandbox_class = _jinja_classes()[0]
+    sandbox = sandbox_class(
+        undefined=jinja2.Undefined, autoescape=False, keep_trailing_newline=True, optimized=False,
+        finalize=_finalize,
+    )
+    sandbox.filters["tojson"] = _counting_filter(_tojson)
+    sandbox.filters["_sd_counted"] = _counted
+    sandbox.globals["lipsum"] = _lipsum
+    return sandbox

@@ -11,12 +11,12 @@ per template and name) or, with `strict_undefined=True`, an `UndefinedVariableEr
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import UndefinedVariableError
+from .notices import warn
 from .plan import node_reads
 from .syntax.nodes import Action, Pos, Slot, Text, walk
 
@@ -105,7 +105,7 @@ def check_context(program: Program, context: Mapping[str, Any], *, strict: bool)
         if read.name not in warned:
             warned.add(read.name)
             logger.warning("%s", read.message())
-        warnings.warn(read.message(), UserWarning, stacklevel=4)
+        warn(read.message(), at=read.pos)
 
 _JINJA_BLOCK = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
 

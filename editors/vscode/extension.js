@@ -16,7 +16,10 @@ function activate(context) {
   };
   const options = {
     documentSelector: [{ scheme: "file", language: "struckdown" }],
-    initializationOptions: { toolsFile: config.get("toolsFile") || null },
+    initializationOptions: {
+      toolsFile: config.get("toolsFile") || null,
+      diagnosticsDelay: config.get("diagnosticsDelay"),
+    },
   };
   client = new LanguageClient("struckdown", "struckdown language server", server, options);
   context.subscriptions.push(client);

@@ -196,10 +196,9 @@ def _fetch(
     if not re.match(r"https?://", url):
         raise ValueError("@fetch takes http:// or https:// URLs only")
     if playwright:
-        import warnings
+        from ..notices import warn
 
-        warnings.warn("@fetch: playwright= is accepted for 0.18's templates but no browser runs; fetched directly",
-                      stacklevel=2)
+        warn("@fetch: playwright= is accepted for 0.18's templates but no browser runs; fetched directly")
     wait = FETCH_TIMEOUT_S if timeout is None else min(max(float(timeout), 0.001), FETCH_TIMEOUT_S)
     import urllib.request
 

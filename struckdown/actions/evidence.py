@@ -17,13 +17,13 @@ The value joins the conversation as a user turn, as in 0.x, so the next slot see
 from __future__ import annotations
 
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..notices import warn
 from ..syntax.nodes import Action
 
 SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst"})
@@ -61,7 +61,7 @@ def evidence(
         if chosen is not None:  # a folder the template or context named: a typo is an error
             raise
         # as 0.18: no ./evidence folder is no evidence, with a warning
-        warnings.warn(f"@evidence: {exc}; it returns no passages", stacklevel=2)
+        warn(f"@evidence: {exc}; it returns no passages")
         return ""
     index = _index_of(where)
     return "\n\n".join(f"[{source}] {text}" for source, text in index.top(words, n))

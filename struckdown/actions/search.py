@@ -59,10 +59,10 @@ def make_search(backend: SearchBackend) -> Callable[..., str]:
             raise ValueError(f"n= must be a whole number of at least 1, not {count!r}")
         inert = [name for name, value in (("embed", embed), ("raw", raw), ("playwright", playwright)) if value]
         if inert:
-            import warnings
+            from ..notices import warn
 
-            warnings.warn(f"@search: {', '.join(n + '=' for n in inert)} accepted for 0.18's templates and "
-                          "change nothing (the results are snippets)", stacklevel=2)
+            warn(f"@search: {', '.join(n + '=' for n in inert)} accepted for 0.18's templates and "
+                 "change nothing (the results are snippets)")
         results = list(backend(words.strip(), min(count, MAX_RESULTS)))[: min(count, MAX_RESULTS)]
         text = format_results(results)
         # 0.18's max_tokens=: about four characters a token; timeout= is under the host's own cap anyway

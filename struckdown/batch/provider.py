@@ -150,12 +150,11 @@ class ProviderBatch:
             return hit[1]
         if getattr(model, "batch_max_requests", None) is None:
             from ..errors import ConfigurationError
-            from ..models import model_label
 
             raise ConfigurationError(
                 f"provider batching needs a model with a batch API: OpenAI's Responses models "
                 f"(openai:… or openai-responses:…, not openai-chat:…), Anthropic, Google (FunctionModel "
-                f"and TestModel in tests); {model_label(model)} has none"
+                f"and TestModel in tests); {_without_batch_api(model)}"
             )
         batched = self.batching.get_wrapper_model(CountedModel(model, self))
         wrapper = TrackedModel(batched if batched is not None else model, self)
@@ -170,7 +169,7 @@ class ProviderBatch:
             self.wrap(environment.resolve_model(options.get("model")))
         known = len(rows) if hasattr(rows, "__len__") else None
         if concurrency < self.max_requests and (known is None or known > concurrency):
-            import warnings
+            from ..notices import warn
 
             message = (
                 f"provider_batch: only {concurrency} rows run at once, so a batch holds about {concurrency} "
@@ -178,7 +177,7 @@ class ProviderBatch:
                 "to fill the batches"
             )
             log.warning(message)
-            warnings.warn(message, UserWarning, stacklevel=4)
+            warn(message)
 
     @asynccontextmanager
     async def session(self, limiter: Any = None) -> AsyncGenerator[ProviderBatch, None]:
@@ -409,3 +408,18 @@ _BATCH_ADAPTER = TypeAdapter(Batch)
 def _batch_json(batch: Batch) -> dict[str, Any]:
     dumped: dict[str, Any] = _BATCH_ADAPTER.dump_python(batch, mode="json")
     return dumped
+
+
+def _without_batch_api(model: Any) -> str:
+    """Which model has no batch API, named as the advice above names models: a Chat
+    Completions model is `openai-chat:NAME` (pydantic-ai's own label says `openai:`,
+    the form that would have had one), with the string to use instead."""
+    from ..models import model_label
+
+    if type(model).__name__ != "OpenAIChatModel":
+        return f"{model_label(model)} has none"
+    name = getattr(model, "model_name", "")
+    base = str(getattr(model, "base_url", None) or "").rstrip("/")
+    if "api.openai.com" in base:
+        return f"openai-chat:{name} (Chat Completions) has none; use openai:{name}"
+    return f"openai-chat:{name} at {base} (an OpenAI-compatible server) has none"

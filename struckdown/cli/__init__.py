@@ -14,6 +14,12 @@ def main() -> None:
     if page is not None:
         sys.stdout.write(page)
         return
+    if sys.argv[1:2] == ["check"]:  # `sd check`: its flags read without typer (fast_check.py)
+        from .fast_check import parse_check_args, run_check
+
+        args = parse_check_args(sys.argv[2:])
+        if args is not None:
+            sys.exit(run_check(args))
     from .app import app
 
     app()

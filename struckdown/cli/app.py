@@ -17,7 +17,7 @@ from .options import RUN_COMMAND_FLAGS, IncludeOpt, McpConfigOpt, McpOpt, Templa
 
 app = typer.Typer(
     name="sd",
-    help="struckdown: run markdown templates whose \\[\\[slots]] a language model fills in.",
+    help="struckdown: run markdown templates whose [[slots]] a language model fills in.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -78,19 +78,9 @@ def main(
     logger = logging.getLogger("struckdown")
     if not logger.handlers:
         logger.addHandler(logging.NullHandler())
-    _plain_warnings()
+    from .text import plain_warnings
 
-
-def _plain_warnings() -> None:
-    import sys
-    import warnings
-
-    def show(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
-        from .text import visible
-
-        sys.stderr.write(f"warning: {visible(str(message))}\n")
-
-    warnings.showwarning = show
+    plain_warnings()
 
 
 @app.command(epilog=EXIT_CODES)

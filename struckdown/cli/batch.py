@@ -24,6 +24,7 @@ from ..batch.output import confidence_columns, journal_entry, output_row
 from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
 from ..fileio import check_writable
 from ..run.effects import RowContext, effects_path
+from ..wording import counted
 from . import batch_report, compare
 from .attachments import file_row, files_base, split_columns
 from .batch_rows import NOT_RUN
@@ -219,6 +220,7 @@ class BatchRun:
         self.skip = bytearray()  # 1: done in the journal (--resume)
         self.done_before = 0
         self.inflight: dict[int, tuple[int, dict[str, Any]]] = {}  # batch position -> (row index, row)
+        self.taken: dict[int, float] = {}  # batch position -> when the batch took the row
         self.tally = _Tally()
         self.tally.keep_usages = request.head is not None
         self.stdout = _InOrder() if request.output is None else None
@@ -254,7 +256,7 @@ class BatchRun:
             )  # fmt: skip
         runner = self._runner()
         started = time.perf_counter()
-        progress = BatchProgress(self.console, self.total, self.done_before)
+        progress = BatchProgress(self.console, self.total, self.done_before, concurrency=request.jobs)
         self.progress = progress
         if self.provider is not None:
             self.provider.progress = progress
@@ -318,6 +320,7 @@ class BatchRun:
             if content_hash(row) != self.input_hash(index):
                 raise self._changed(index)
             self.inflight[position] = (index, row)
+            self.taken[position] = time.perf_counter()  # the row's own time, for the progress's rate
             position += 1
             yield RowContext(self.prepare(row), row=index)  # effect ids name the input row (SPEC §25)
 
@@ -330,6 +333,8 @@ class BatchRun:
     def finish(self, position: int, outcome: Any) -> None:
         """A row finished: journal it, count it, show it."""
         index, row = self.inflight.pop(position)
+        taken = self.taken.pop(position, None)
+        seconds = time.perf_counter() - taken if taken is not None else None
         entry = journal_entry(index, outcome, self.input_hash(index), self.fingerprint)
         if self.provider is not None:
             self.provider.annotate(position, entry)
@@ -344,7 +349,7 @@ class BatchRun:
             gc.collect()
         if not isinstance(outcome, BaseException):
             self.progress.truncated += sum(1 for slot in outcome.results.values() if slot.truncated)
-        self.progress.advance(entry["ok"], unrun=bool(entry.get("not_run")))
+        self.progress.advance(entry["ok"], unrun=bool(entry.get("not_run")), seconds=seconds)
         if self.stdout is not None:
             self.compare_cells(index, row, entry)
             self.stdout.offer(index, output_row(row, entry, self.renames, self.confident))
@@ -431,15 +436,15 @@ class BatchRun:
         waiting = sum(1 for flag in index.flags if flag & 4)
         unrun = sum(1 for flag in index.flags if flag & 8)
         failed = index.lines - ok_lines - waiting - unrun
-        note = f"resuming {path}: {self.done_before} of {self.total} rows done"
+        note = f"resuming {path}: {self.done_before:,} of {counted(self.total, 'row')} done"
         if failed:
-            note += f", {failed} failed row{'s' if failed != 1 else ''} run again"
+            note += f", {counted(failed, 'failed row')} run again"
         if unrun:
-            note += f"; {unrun} row{'s' if unrun != 1 else ''} {NOT_RUN} (run now)"
+            note += f"; {counted(unrun, 'row')} {NOT_RUN} (run now)"
         if stale:
-            note += f", {stale} rows whose input or job (template, includes, model, tools) changed run again"
+            note += f", {counted(stale, 'row')} whose input or job (template, includes, model, tools) changed run again"
         if index.bad:
-            note += f" ({index.bad} unreadable journal lines ignored)"
+            note += f" ({counted(index.bad, 'unreadable journal line')} ignored)"
         self.console.file.write(note + "\n")
 
     def run_options(self) -> dict[str, Any]:
@@ -469,7 +474,7 @@ class BatchRun:
     def interrupted_note(self) -> str:
         done = self.done_before + self.tally.rows
         where = f"saved in {self.journal.path}; run the same command with --resume" if self.journal else "written above"
-        return f"interrupted: {done}/{self.total} rows are {where}"
+        return f"interrupted: {done:,}/{counted(self.total, 'row')} {'is' if self.total == 1 else 'are'} {where}"
 
     def progress_event(self, event: Any) -> None:
         """A retry or a fallback in some row (`on_retry`): the progress bar counts it."""

@@ -2,7 +2,10 @@
 answer columns that never overwrite an input column.
 
 - `--head N` runs the first N rows, then projects time, tokens and cost for all the
-  rows from the ones that ran (same `-j`, so time scales with the row count).
+  rows from the ones that ran, at the same `-j`: the head ran min(N, -j) rows at a time,
+  all the rows would run min(rows, -j) at a time, and time scales with rows / rows at a
+  time (with N < -j the N rows ran side by side, so all rows take rows / -j row times,
+  not rows / N).
   Cost is known when the usage carries one (`usage.cost`, from model prices).
 - An answer named like an input column is written as `<name>_answer` (then
   `_answer2`, …), with one warning, so the input is never overwritten.
@@ -52,9 +55,11 @@ def projection(entries: Sequence[Mapping[str, Any]], elapsed: float, total: int,
     known = all(isinstance(c, (int, float)) for c in costs)
     cost = sum(float(c) for c in costs if isinstance(c, (int, float)))
     scale = total / ran
+    time_scale = scale * min(jobs, ran) / max(1, min(jobs, total))  # rows at a time: the head's and all rows'
     head = f"--head {ran}: {ran} of {total:,} rows in {_duration(elapsed)}, {tokens:,} tokens"
     head += f", ${cost:.4f}" if known else ", cost unknown"
-    whole = f"projection for all {total:,} rows at -j {jobs}: ~{_duration(elapsed * scale)} · ~{round(tokens * scale):,} tokens"
+    whole = f"projection for all {total:,} rows at -j {jobs}: ~{_duration(elapsed * time_scale)}"
+    whole += f" · ~{round(tokens * scale):,} tokens"
     whole += f" · ~${cost * scale:.2f}" if known else " · cost unknown (no prices for this model)"
     return f"{head}\n{whole}"
 

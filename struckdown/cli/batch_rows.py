@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..batch.tables import json_line
+from ..wording import counted
 from .costs import cache_part, cost_part
+from .errors import cli_words
 from .text import visible
 
 SHOWN_FAILURES = 5
@@ -136,26 +138,26 @@ class Tally:
             parts.append(f"{self.halted} halted")
         if self.unrun:
             parts.append(f"{self.unrun} {NOT_RUN} (--resume runs them)")
-        line = f"batch: {total} row{'s' if total != 1 else ''}{target}: {', '.join(parts)}"
+        line = f"batch: {counted(total, 'row')}{target}: {', '.join(parts)}"
         if earlier:
             line += f" ({earlier} done earlier, from the journal)"
-        line += f" · {self.requests} requests · {self.tokens:,} tokens"
+        line += f" · {counted(self.requests, 'request')} · {counted(self.tokens, 'token')}"
         cost = cost_part({"cost": self.cost}) if self.priced and self.requests else None
         line += f" · {cost}" if cost is not None else ""
         cache = cache_part(self.cache_read, self.input_tokens, self.cache_saved if cost is not None else None)
         line += f" · {cache}" if cache is not None else ""
         line += f" · {elapsed:.2f} s"
         for index, error in sorted((-i, e) for i, e in self.first_failures):
-            console.file.write(f"row {index + 1}: {visible(error)}\n")  # rows are numbered from 1
+            console.file.write(f"row {index + 1}: {visible(cli_words(error))}\n")  # rows are numbered from 1
         if self.failures > SHOWN_FAILURES:
             more = self.failures - SHOWN_FAILURES
-            console.file.write(f"… and {more} more failed row{'s' if more != 1 else ''} (see the _error column)\n")
+            console.file.write(f"… and {more:,} more failed {'row' if more == 1 else 'rows'} (see the _error column)\n")
         console.file.write(line + "\n")
         if self.denied and getattr(request, "approve", "none") == "none":
             calls, rows = self.denied, self.denied_rows
             console.file.write(
-                f"note: {calls} tool call{'s' if calls != 1 else ''} that need{'s' if calls == 1 else ''} approval "
-                f"{'was' if calls == 1 else 'were'} denied in {rows} row{'s' if rows != 1 else ''} "
+                f"note: {counted(calls, 'tool call')} that need{'s' if calls == 1 else ''} approval "
+                f"{'was' if calls == 1 else 'were'} denied in {counted(rows, 'row')} "
                 "(--approve none is the default; --approve all allows them)\n"
             )
         console.file.flush()

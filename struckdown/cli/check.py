@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..lint import Diagnostic, check_source
+from ..wording import counted
 from .errors import EXIT_ERROR, EXIT_OK
 from .io import load_context, read_template
 from .loading import load_tools
@@ -37,9 +38,9 @@ def check_command(
         sys.stdout.write(format_diagnostic(diagnostic) + "\n")
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
-    what = f"{len(templates)} template{'s' if len(templates) != 1 else ''}"
+    what = counted(len(templates), "template")
     if errors or warnings:
-        sys.stderr.write(f"{_count(errors, 'error')}, {_count(warnings, 'warning')} in {what}\n")
+        sys.stderr.write(f"{counted(errors, 'error')}, {counted(warnings, 'warning')} in {what}\n")
     else:
         sys.stderr.write(f"{what} checked: no problems found\n")
     return EXIT_ERROR if errors else EXIT_OK
@@ -63,10 +64,6 @@ def mcp_tool_names(servers: Sequence[str], config: Path | None) -> tuple[str, ..
             return tuple(sorted(tools.names))
 
     return anyio.run(listed)
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def check_template(

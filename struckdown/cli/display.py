@@ -18,6 +18,7 @@ from rich.console import Console, Group, RenderableType
 from rich.spinner import Spinner
 from rich.text import Text
 
+from ..wording import counted
 from .attachments import attachment_lines
 from .text import visible
 
@@ -46,15 +47,20 @@ def call_label(tool_name: str, arguments: Mapping[str, Any]) -> str:
 def token_rate(started: float, pieces: int, now: float) -> str:
     """`412 tokens · 15.2 tok/s · 27 s` of a streaming answer (a streamed piece is about a token)."""
     elapsed = max(now - started, 1e-9)
-    return f"{pieces:,} token{'s' if pieces != 1 else ''} · {pieces / elapsed:.1f} tok/s · {elapsed:.0f} s"
+    return f"{counted(pieces, 'token')} · {pieces / elapsed:.1f} tok/s · {elapsed:.0f} s"
 
 
 def answer_text(value: Any) -> str:
+    """An answer as the display prints it: text, and a value that is one string in JSON (a
+    date, a time, a decimal), as it is; anything else as JSON."""
     if isinstance(value, str):
         return visible(value)
     from ..codec import jsonable
 
-    return visible(json.dumps(jsonable(value), ensure_ascii=False))
+    plain = jsonable(value)
+    if isinstance(plain, str):
+        return visible(plain)
+    return visible(json.dumps(plain, ensure_ascii=False))
 
 
 def partial_text(value: Any, complete: Sequence[str | int]) -> str:
@@ -69,12 +75,12 @@ def partial_text(value: Any, complete: Sequence[str | int]) -> str:
 def stats_line(result: Any, elapsed_s: float) -> str:
     usage = result.usage
     parts = [
-        f"{len(result)} answer{'s' if len(result) != 1 else ''}",
-        f"{usage.requests} request{'s' if usage.requests != 1 else ''}",
+        counted(len(result), "answer"),
+        counted(usage.requests, "request"),
     ]
     if usage.tool_calls:
-        parts.append(f"{usage.tool_calls} tool call{'s' if usage.tool_calls != 1 else ''}")
-    parts.append(f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)")
+        parts.append(counted(usage.tool_calls, "tool call"))
+    parts.append(f"{counted(usage.total_tokens, 'token')} ({usage.input_tokens:,} in, {usage.output_tokens:,} out)")
     from .costs import cache_part, cost_part
 
     cost = cost_part(usage)
@@ -171,7 +177,7 @@ class RunDisplay:
             for label in list(running.get(slot, [])):
                 parts.append(Text(f"  ⚙ {label} …", style="yellow"))
         elapsed = time.perf_counter() - self.started
-        status = Text(f"running · {self.answers} answers · {elapsed:.1f} s", style="dim")
+        status = Text(f"running · {counted(self.answers, 'answer')} · {elapsed:.1f} s", style="dim")
         parts.append(self._spinner("", status))
         return Group(*parts)
 

@@ -37,10 +37,22 @@ def unwrap(exc: BaseException) -> BaseException:
 
 
 def describe(exc: BaseException) -> str:
-    """The one-line (or, for a syntax error, positioned multi-line) message for `exc`."""
+    """The one-line (or, for a syntax error, positioned multi-line) message for `exc`, in
+    the CLI's words (`--max-cost 0.5`, not `max_cost=0.5 USD`)."""
     from ..errors import describe_error
 
-    return describe_error(exc)
+    return cli_words(describe_error(exc))
+
+
+def cli_words(message: str) -> str:
+    """A library message as the CLI says it: the run option the user set with a flag is
+    named by that flag (`max_cost=0.5 USD` → `--max-cost 0.5`)."""
+    if "max_cost" not in message:
+        return message
+    import re
+
+    message = re.sub(r"\bmax_cost=([0-9.eE+-]+) USD\b", r"--max-cost \1", message)
+    return re.sub(r"(?<![-\w])max_cost\b(?!=)", "--max-cost", message)
 
 
 def exit_code(exc: BaseException) -> int:

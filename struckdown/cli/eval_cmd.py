@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..wording import counted
 from .errors import EXIT_ERROR, EXIT_OK, CliError, reporting_errors
 from .options import RUN_COMMAND_FLAGS, run_flags
 
@@ -195,6 +196,7 @@ def render(report: Any) -> str:
         skipped = f", {report.blame.skipped} not run: the budget was spent" if report.blame.skipped else ""
         skipped += f", {report.blame.failed} failed" if report.blame.failed else ""
         lines.append(
-            f"  {report.blame.reruns} re-runs, {report.blame.requests} requests, ${report.blame.cost:.4f}{skipped}"
+            f"  {counted(report.blame.reruns, 're-run')}, {counted(report.blame.requests, 'request')}, "
+            f"${report.blame.cost:.4f}{skipped}"
         )
     return "\n".join(lines) + "\n"

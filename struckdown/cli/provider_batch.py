@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..wording import counted
 from .errors import EXIT_ERROR, CliError
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ class ProviderBatchJob:
         if records:
             requests = sum(len(r) for r in records.values())
             console.file.write(
-                f"{len(records)} rows have {requests} requests in provider batches of the earlier run: "
+                f"{counted(len(records), 'row')} {'has' if len(records) == 1 else 'have'} {counted(requests, 'request')} "
+                "in provider batches of the earlier run: "
                 "waiting for those batches, not submitting them again\n"
             )
         self.batch: ProviderBatch = ProviderBatch(
@@ -90,7 +92,7 @@ class ProviderBatchJob:
         if counts.submitted:
             line += f" ({counts.requests_per_batch:.1f} requests each)"
         if counts.resumed:
-            line += f", {counts.resumed} from the earlier run ({counts.continued} requests collected, not sent again)"
+            line += f", {counts.resumed} from the earlier run ({counted(counts.continued, 'request')} collected, not sent again)"
         if counts.pending:
             line += f", {counts.pending} pending"
         if counts.cost is not None and counts.list_cost is not None:
@@ -101,7 +103,7 @@ class ProviderBatchJob:
 def progress_line(counts: BatchCounts) -> str:
     return (
         f"provider batches: {counts.submitted + counts.resumed} submitted, {counts.pending} pending, "
-        f"{counts.done} done · {counts.rows_done} rows done"
+        f"{counts.done} done · {counted(counts.rows_done, 'row')} done"
     )
 
 

@@ -22,7 +22,7 @@ def selftest_command(model_name: str | None) -> int:
     started = time.perf_counter()
     chosen = loading.resolve_cli_model(model_name)  # via the module: tests patch it
     model = default_environment().resolve_model(chosen)  # a missing model: one clear sentence (exit 1)
-    label = model_label(model)
+    label = _label(chosen, model, model_label(model))
     try:
         result = complete(PROBE, model=model, cache=False)
     except Exception as exc:  # noqa: BLE001 - the reason is the answer
@@ -32,6 +32,15 @@ def selftest_command(model_name: str | None) -> int:
     shown = reply if len(reply) <= 60 else reply[:59] + "…"
     sys.stdout.write(f"ok: {label} answered {shown!r} in {time.perf_counter() - started:.2f} s\n")
     return EXIT_OK
+
+
+def _label(chosen: object, model: object, resolved: str) -> str:
+    """The model as the user named it (`test`, an alias, a model string), with the
+    endpoint it reaches when that is a server of its own; a model object by its label."""
+    if not isinstance(chosen, str):
+        return resolved
+    base = str(getattr(model, "base_url", None) or "").rstrip("/")
+    return f"{chosen} at {base}" if base else chosen
 
 
 def command(

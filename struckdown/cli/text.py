@@ -25,3 +25,14 @@ _ESCAPES.update({code: f"\\u{code:04x}" for code in range(0xD800, 0xE000)})
 def visible(text: str) -> str:
     """`text` with control characters (but newline and tab) and lone surrogates spelled out."""
     return text.translate(_ESCAPES)
+
+
+def plain_warnings() -> None:
+    """Warnings as one `warning: …` line on stderr (no file and line of the code that warned)."""
+    import sys
+    import warnings
+
+    def show(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+        sys.stderr.write(f"warning: {visible(str(message))}\n")
+
+    warnings.showwarning = show

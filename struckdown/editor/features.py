@@ -13,6 +13,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -99,15 +100,27 @@ class Analysis:
     path: Path | None
     program: Any | None
     problems: list[core.Problem]
-    toks: list[Tok]
     context_file: Path | None = None
     context_names: list[str] = field(default_factory=list)
     tools_file: Path | None = None
     tools: list[core.ToolInfo] = field(default_factory=list)
 
-    @property
+    @cached_property
     def lines(self) -> Lines:
         return Lines(self.text)
+
+    @cached_property
+    def toks(self) -> list[Tok]:
+        """Scanned when first needed: diagnostics of a clean text need no tokens."""
+        return tokens(self.text)
+
+    @cached_property
+    def token_starts(self) -> list[int]:
+        return [t.start for t in self.toks]
+
+    @cached_property
+    def slot_ends(self) -> dict[int, int]:
+        return {span.start: span.end for span in slot_spans(self.toks)}
 
 
 def analyze(text: str, path: Path | None, workspace: Workspace | None = None) -> Analysis:
@@ -118,7 +131,7 @@ def analyze(text: str, path: Path | None, workspace: Workspace | None = None) ->
     program, problems = core.check_source(
         text, path, context_names=set(names) if context_file else None, tools_given=bool(tools)
     )
-    return Analysis(text, path, program, problems, tokens(text), context_file, names, tools_file, tools)
+    return Analysis(text, path, program, problems, context_file, names, tools_file, tools)
 
 
 # ---------------------------------------------------------------------------
@@ -143,25 +156,27 @@ def diagnostics(analysis: Analysis) -> list[Diagnostic]:
             message = f"{problem.filename}:{problem.line}:{problem.column}: {message}"
         else:
             start = lines.offset(problem.line, problem.column)
-            end = _token_end(analysis.toks, start, analysis.text)
+            end = _token_end(analysis, start)
         out.append(Diagnostic(start, end, problem.severity, message))
     return out
 
 
-def _token_end(toks: list[Tok], start: int, text: str) -> int:
+def _token_end(analysis: Analysis, start: int) -> int:
     """Where a diagnostic starting at `start` ends: the whole slot when it points at
-    `[[`, a name inside a Jinja expression, else the token there; one character at least."""
-    for span in slot_spans(toks):
-        if span.start == start:
-            return span.end
-    for tok in toks:
+    `[[`, a name inside a Jinja expression, else the token there; one character at least.
+    Looked up by bisection: a template with thousands of warnings stays linear."""
+    text = analysis.text
+    slot_end = analysis.slot_ends.get(start)
+    if slot_end is not None:
+        return slot_end
+    index = bisect_right(analysis.token_starts, start) - 1
+    if index >= 0:
+        tok = analysis.toks[index]
         if tok.start <= start < tok.end and tok.role is not None:
             name = re.compile(r"[A-Za-z_]\w*").match(text, start)
             if tok.start < start and name:
                 return name.end()
             return max(tok.start + len(tok.text.rstrip()), start + 1)
-        if tok.start > start:
-            break
     return min(start + 1, len(text)) if start < len(text) else start
 
 

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..wording import counted
+
 SLOT_CHECKS = (
     "equals", "one_of", "contains", "not_contains", "matches", "min", "max", "length", "type", "subset", "judge",
     "model",
@@ -256,7 +258,7 @@ def check_halted(expectation: Expectation, halted: Any) -> str | None:
 def check_usage(expectation: Expectation, requests: int, cost: float | None, seconds: float) -> str | None:
     found = dict(expectation.checks)
     if "max_requests" in found and requests > found["max_requests"]:
-        return f"{requests} requests, at most {found['max_requests']} expected"
+        return f"{counted(requests, 'request')}, at most {found['max_requests']} expected"
     if "max_cost" in found:
         if cost is None:
             return "the cost is unknown (no price for the model): max_cost cannot be checked"

@@ -33,7 +33,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..tools.files import factory_reference
+from ..tools.files import factory_reference, file_stamp
 from .config import EndpointAlias, load_config
 from .store import ModelStore
 
@@ -169,8 +169,9 @@ def _from_string(name: str, env: Mapping[str, str], store: ModelStore, *, aliase
     if name == "test":
         return store.get("test", _test_model)
     factory = factory_reference(name) if ":" in name else None
-    if factory is not None:
-        return store.get(("factory", factory), lambda: _from_factory(factory))
+    if factory is not None:  # a new model when the factory's file changed (a long-lived process reloads it)
+        stamp = file_stamp(factory)
+        return store.get(("factory", factory, stamp), lambda: _from_factory(factory, stamp))
     if aliases:
         target = load_config().alias(name)
         if isinstance(target, EndpointAlias):
@@ -316,14 +317,17 @@ def _strip_provider(name: str) -> str:
     return name
 
 
-def _from_factory(reference: str) -> Any:
-    """`package.module:factory` → the Model it returns (called once per process)."""
-    from ..tools.files import import_name
+def _from_factory(reference: str, stamp: int | None = None) -> Any:
+    """`package.module:factory` → the Model it returns (called once per process, and
+    again when the module's file changes: `stamp` is its mtime now)."""
+    from ..tools.files import import_fresh
 
     try:
-        factory = import_name(reference)
+        factory = import_fresh(reference, stamp)
     except (ImportError, AttributeError) as exc:
         raise ConfigurationError(f"model factory {reference!r} cannot be loaded: {exc}") from None
+    except SyntaxError as exc:  # an edit that does not parse, met on the reload
+        raise ConfigurationError(f"model factory {reference!r} cannot be loaded: SyntaxError: {exc}") from None
     if not callable(factory):
         raise ConfigurationError(f"model factory {reference!r} is not callable")
     return factory()

@@ -8,13 +8,13 @@ cache: a call past the budget does not run, and the model reads the refusal.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..log import logger
+from ..notices import warn
 
 
 def refusal(name: str, budget: int) -> str:
@@ -45,7 +45,7 @@ def clamp_budget(asked: Mapping[str, int] | None, ceiling: Mapping[str, int], sl
         if top is not None and count > top:
             message = f"template asked for budget {name}={count} but the caller's ceiling is {top}; using {top}"
             logger.warning("slot %s: %s", slot, message)
-            warnings.warn(message, UserWarning, stacklevel=4)
+            warn(message)
             continue
         budgets[name] = count
     return budgets

@@ -7,13 +7,14 @@ when it passes, and the slot keeps what streamed so far as a truncated answer.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
 from pydantic_ai.messages import ModelMessage
+
+from ..notices import warn
 
 T = TypeVar("T")
 
@@ -54,7 +55,7 @@ def slot_seconds(ceiling: float | None, asked: float | None, slot: str) -> float
     if ceiling is not None and asked > ceiling:
         message = f"template asked for max_seconds={asked:g} but the caller's ceiling is {ceiling:g}; using {ceiling:g}"
         logging.getLogger("struckdown").warning("slot %s: %s", slot, message)
-        warnings.warn(message, UserWarning, stacklevel=2)
+        warn(message)
         return ceiling
     return float(asked)
 

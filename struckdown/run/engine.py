@@ -26,6 +26,7 @@ from ..errors import (
     StruckdownError,
     TemplateRuntimeError,
     error_slot,
+    exception_text,
     find_error,
     first_error,
     slot_note,
@@ -339,7 +340,7 @@ class Run:
             defined: dict[str, Any] = {}
             text = self.renderer.render_text(source, self.variables, self.program.compiled, defined)
         except Exception as exc:
-            raise TemplateRuntimeError(f"rendering failed: {type(exc).__name__}: {exc}") from exc
+            raise TemplateRuntimeError(f"rendering failed: {exception_text(exc)}") from exc
         self.variables.update(defined)  # {% set %} values and macros carry to later text (0.18)
         return text
 
@@ -482,7 +483,7 @@ class Run:
             try:
                 value = await call_action(spec, args, kwargs, self.variables)
             except Exception as exc:
-                raise TemplateRuntimeError(f"action @{node.name} failed: {type(exc).__name__}: {exc}") from exc
+                raise TemplateRuntimeError(f"action @{node.name} failed: {exception_text(exc)}") from exc
         if node.key is None:
             self.approval.ran_action(node, value)  # for the state of a pause
         if node.key is not None:

@@ -32,6 +32,7 @@ from ..errors import BudgetExceeded, ConfigurationError
 from ..incremental import ModelResponded
 from ..models.pricing import Pricing, format_cost
 from ..results import Usage
+from ..wording import counted
 from .wrappers.streams import Request, SlotRunWrapper
 
 Emit = Callable[[Any], Awaitable[None]]
@@ -124,24 +125,27 @@ class Account:
             return limit is not None and (used >= limit if spent else used > limit)
 
         tokens = {
-            "input_tokens_limit": (self.input_tokens, "input tokens"),
-            "output_tokens_limit": (self.output_tokens, "output tokens"),
-            "total_tokens_limit": (self.input_tokens + self.output_tokens, "tokens"),
+            "input_tokens_limit": (self.input_tokens, "input token"),
+            "output_tokens_limit": (self.output_tokens, "output token"),
+            "total_tokens_limit": (self.input_tokens + self.output_tokens, "token"),
         }
         if spent and past(self.requests, budget.request_limit):
-            return "request_limit", f"the request_limit of {budget.request_limit} requests is reached"
+            return "request_limit", f"the request_limit of {counted(budget.request_limit or 0, 'request')} is reached"
         if spent and past(self.tool_calls, budget.tool_calls_limit):
-            return "tool_calls_limit", f"the tool_calls_limit of {budget.tool_calls_limit} tool calls is reached"
+            return "tool_calls_limit", f"the tool_calls_limit of {counted(budget.tool_calls_limit or 0, 'tool call')} is reached"
         for name, (used, label) in tokens.items():
             limit = getattr(budget, name)
             if past(used, limit):
-                verb = "reach" if spent and used == limit else "exceed"
-                return name, f"{used:,} {label} {verb} the {name} of {limit:,}"
+                if spent and used == limit:
+                    return name, f"the {name} of {counted(limit, label)} is reached"
+                return name, f"{counted(used, label)} used, over the {name} of {limit:,}"
         if budget.max_cost is not None and self.unpriced:  # a cost budget that cannot be counted stops
-            return "max_cost", f"{self.unpriced} response(s) could not be priced, so max_cost cannot be counted"
+            unpriced = counted(self.unpriced, "response")
+            return "max_cost", f"{unpriced} could not be priced, so max_cost cannot be counted"
         if past(self.cost, budget.max_cost):
-            verb = "reach" if spent and self.cost == budget.max_cost else "exceed"
-            return "max_cost", f"{format_cost(self.cost)} {verb} max_cost={budget.max_cost:g} USD"
+            if spent and self.cost == budget.max_cost:
+                return "max_cost", f"max_cost={budget.max_cost:g} USD is reached ({format_cost(self.cost)} spent)"
+            return "max_cost", f"{format_cost(self.cost)}, over max_cost={budget.max_cost:g} USD"
         return None
 
 

@@ -26,7 +26,7 @@ from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
 from ..approval_state import PausedSlot
-from ..errors import TemplateRuntimeError
+from ..errors import TemplateRuntimeError, exception_text
 from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
 from ..media.turns import prepare_prompt, redact
@@ -97,7 +97,7 @@ def evaluate_option(renderer: Renderer, expression: str, variables: Mapping[str,
         return renderer.evaluate(expression, variables)
     except Exception as exc:
         raise TemplateRuntimeError(
-            f"{where}: {{{{ {expression} }}}} failed: {type(exc).__name__}: {exc}"
+            f"{where}: {{{{ {expression} }}}} failed: {exception_text(exc)}"
         ) from exc
 
 
@@ -479,14 +479,9 @@ def _streams(model: Any) -> bool:
 
     if can_stream(model):
         return True
-    import warnings
+    from ..notices import warn
 
-    warnings.warn(
-        f"model {model_label(model)} cannot stream (a FunctionModel without stream_function=): "
-        "its answers arrive whole",
-        UserWarning,
-        stacklevel=2,
-    )
+    warn(f"model {model_label(model)} cannot stream (a FunctionModel without stream_function=): its answers arrive whole")
     return False
 
 
@@ -495,13 +490,12 @@ def _tool_timeout(ceiling: float | None, asked: float | None, slot: str) -> floa
     if asked is None:
         return ceiling
     if ceiling is not None and asked > ceiling:
-        import warnings
-
         from ..log import logger
+        from ..notices import warn
 
         message = f"template asked for tool_timeout={asked:g} but the caller's ceiling is {ceiling:g}; using {ceiling:g}"
         logger.warning("slot %s: %s", slot, message)
-        warnings.warn(message, UserWarning, stacklevel=2)
+        warn(message)
         return ceiling
     return asked
 

@@ -29,7 +29,7 @@ from pydantic_ai.exceptions import ApprovalRequired, ToolFailed, UnexpectedModel
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.toolsets import WrapperToolset
 
-from ..errors import StruckdownError
+from ..errors import StruckdownError, exception_text
 from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
 
@@ -370,7 +370,7 @@ class SlotToolset(WrapperToolset[Any]):
             del inflight[key]
             flight.retry = exc
         except Exception as exc:  # a failing tool is information for the model
-            error = f"{type(exc).__name__}: {exc}"
+            error = exception_text(exc)
             flight.outcome = (error, False, error)
             if effect is not None:
                 effects.journal.done(effect, error, False, error)

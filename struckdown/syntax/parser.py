@@ -56,9 +56,27 @@ def grammar_path() -> Path:
     raise FileNotFoundError(f"struckdown grammar {_GRAMMAR_NAME} not found near {here}")
 
 
+def _import_lark() -> type[Lark]:
+    """`lark.Lark`, imported without the third-party `regex` module: lark imports it when
+    it is installed (some other package may bring it) for its `regex=True` option, which
+    this grammar does not use, and it costs as much as lark itself (SPEC §28). Anything
+    that imports `regex` later still gets it."""
+    import sys
+
+    hidden = "regex" not in sys.modules
+    if hidden:
+        sys.modules["regex"] = None  # type: ignore[assignment]  # `import regex` raises ImportError
+    try:
+        from lark import Lark
+    finally:
+        if hidden and sys.modules.get("regex", ...) is None:
+            del sys.modules["regex"]
+    return Lark
+
+
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
-    from lark import Lark
+    Lark = _import_lark()  # noqa: N806 - the class
 
     return Lark(
         grammar_path().read_text(encoding="utf-8"),

@@ -7,9 +7,11 @@ names, never objects).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import types
 from pathlib import Path
@@ -25,6 +27,40 @@ def import_name(spec: str) -> Any:
     for part in attr.split(".") if attr else ():
         value = getattr(value, part)
     return value
+
+
+#: module name → the mtime of its file when a `module:factory` model last came from it
+_FACTORY_STAMPS: dict[str, int | None] = {}
+
+
+def file_stamp(spec: str) -> int | None:
+    """The mtime (ns) of the file that holds `package.module:attr`'s module, None when it
+    has none (a namespace package, a frozen or built-in module)."""
+    module_name = spec.partition(":")[0]
+    module = sys.modules.get(module_name)
+    try:
+        found = module.__spec__ if module is not None else importlib.util.find_spec(module_name)
+        origin = found.origin if found is not None else None
+        return os.stat(origin).st_mtime_ns if origin else None
+    except (ImportError, ValueError, OSError):
+        return None
+
+
+def import_fresh(spec: str, stamp: int | None) -> Any:
+    """`import_name(spec)`, with the module imported again when its file changed since a
+    factory last came from it (`stamp`: `file_stamp(spec)` now): a long-lived process (the
+    playground's workers, a notebook) runs the edited factory, not the one it first saw.
+    Only that module is reloaded, not the modules it imports."""
+    module_name = spec.partition(":")[0]
+    module = sys.modules.get(module_name)
+    if module is not None and module_name in _FACTORY_STAMPS and _FACTORY_STAMPS[module_name] != stamp:
+        origin = getattr(module.__spec__, "origin", None)
+        if origin and origin.endswith(".py"):  # an edit within the same second keeps the size and mtime a .pyc checks
+            with contextlib.suppress(OSError, NotImplementedError, ValueError):
+                os.unlink(importlib.util.cache_from_source(origin))
+        importlib.reload(module)
+    _FACTORY_STAMPS[module_name] = stamp
+    return import_name(spec)
 
 
 def module_from_source(path: str, source: str, prefix: str = "struckdown_tools") -> types.ModuleType:
@@ -120,15 +156,43 @@ def load_tools(path: Path | None) -> list[Any]:
     return tools
 
 
+class _Written(str):
+    """An annotation as its source wrote it: shown without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def tool_signature(function: Any) -> str:
+    """`(word: str, n: int = 3) -> list[str]`: the annotations as types, also in a file
+    with `from __future__ import annotations` (where they are strings); one that cannot be
+    resolved (a name imported only under TYPE_CHECKING) is shown as written, unquoted."""
+    try:
+        signature = inspect.signature(function, eval_str=True)
+    except (TypeError, ValueError):
+        return "(…)"
+    except Exception:  # noqa: BLE001 - NameError and the like: an annotation that does not evaluate
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):
+            return "(…)"
+
+    def shown(annotation: Any) -> Any:
+        if not isinstance(annotation, str):
+            return annotation
+        quoted = len(annotation) > 1 and annotation[0] == annotation[-1] and annotation[0] in "'\""
+        return _Written(annotation[1:-1] if quoted else annotation)
+
+    parameters = [p.replace(annotation=shown(p.annotation)) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=parameters, return_annotation=shown(signature.return_annotation)))
+
+
 def describe_tool(tool: Any) -> tuple[str, str, bool]:
     """(name, signature + first docstring line, readonly) for `sd explain`."""
     from ..run.tools import is_readonly, tool_name
 
     function = getattr(tool, "function", tool)
-    try:
-        signature = str(inspect.signature(function))
-    except (TypeError, ValueError):
-        signature = "(…)"
+    signature = tool_signature(function)
     doc = (inspect.getdoc(function) or "").strip().splitlines()
     summary = f"{signature}  {doc[0]}" if doc else signature
     return tool_name(tool), summary, is_readonly(tool)

@@ -89,9 +89,10 @@ class ServerSpec:
             headers=tuple(sorted(headers.items())) if headers is not None else None,
         )  # fmt: skip
 
-    def toolset(self) -> Any:
+    def toolset(self, log_file: Path | None = None) -> Any:
         """The pydantic-ai toolset to open (not yet entered). A URL or a command gets a
-        new `MCPToolset` (so a new session); an object is the caller's own."""
+        new `MCPToolset` (so a new session); an object is the caller's own. A stdio
+        server's stderr is appended to `log_file` (mcp_logs.py), not inherited."""
         if self.kind == "object":
             return self.obj
         try:
@@ -110,7 +111,7 @@ class ServerSpec:
         program, *args = self.command
         transport = StdioTransport(
             program, list(args), env=dict(self.env) if self.env is not None else None, cwd=self.cwd,
-            keep_alive=False,  # the process ends with its session
+            keep_alive=False, log_file=log_file,  # the process ends with its session
         )  # fmt: skip
         # a stdio server may need a while to start (an interpreter, npx fetching a package)
         return MCPToolset(transport, id=self.name, tool_error_behavior="error", init_timeout=STDIO_START_TIMEOUT)
@@ -467,13 +468,17 @@ class MCPSessions:
             self._open[name] = await self._connect(self._by_name[name])
 
     async def _connect(self, spec: ServerSpec) -> _Open:
-        toolset = spec.toolset()
+        from .mcp_logs import ServerLog
+
+        log = ServerLog.start(spec.name, spec.command) if spec.kind == "stdio" else None
+        toolset = spec.toolset(log.path if log is not None else None)
         try:
             await toolset.__aenter__()
         except StruckdownError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure to start or reach it
-            raise MCPServerError(spec.name, f"could not open a session: {_reason(exc)}") from exc
+            note = log.note() if log is not None else ""
+            raise MCPServerError(spec.name, f"could not open a session: {_reason(exc)}{note}") from exc
         try:
             names, readonly, listed, destructive = await _hints(toolset, spec)
         except BaseException:

@@ -4,10 +4,14 @@
 :class:`OutputSpec`: the ``output_type`` handed to pydantic-ai, the JSON schema
 of the answer, and the conversion to a plain Python value. Custom types live in
 a :class:`TypeRegistry` (see ``docs/types.md``).
+
+Importing the package imports no pydantic: the answer models are built by the
+first slot that needs one (``HaltVerdict`` is loaded on first access).
 """
 
-from .build import build_output
-from .builtin import BUILTIN_TYPES, HaltVerdict
+from typing import Any
+
+from .output import build_output
 from .registry import (
     TypeFactory,
     TypeRegistry,
@@ -15,6 +19,7 @@ from .registry import (
     takes_positional,
 )
 from .spec import OPTION_NAMES, OutputSpec, TypeBuildError, TypeRequest
+from .table import BUILTIN_TYPES
 
 __all__ = [
     "BUILTIN_TYPES",
@@ -29,3 +34,11 @@ __all__ = [
     "build_output",
     "takes_positional",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "HaltVerdict":  # a pydantic model: built on first use
+        from .builtin import HaltVerdict
+
+        return HaltVerdict
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

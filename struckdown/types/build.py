@@ -9,7 +9,7 @@ one-field ``response`` model whose JSON schema is what the LLM sees.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from types import MappingProxyType
 from typing import Annotated, Any, Optional
@@ -22,7 +22,7 @@ from .options import parse_quantifier
 from .registry import CustomType, TypeRegistry
 from .spec import OPTION_NAMES, OutputSpec, TypeBuildError, TypeRequest
 
-__all__ = ["AnswerSchemaGenerator", "build_output"]
+__all__ = ["AnswerSchemaGenerator", "build_spec"]
 
 
 class AnswerSchemaGenerator(GenerateJsonSchema):
@@ -40,29 +40,8 @@ class AnswerSchemaGenerator(GenerateJsonSchema):
         return schema
 
 
-def build_output(req: TypeRequest, registry: TypeRegistry | None = None) -> OutputSpec:
-    """Build (or fetch from the registry's cache) the output spec of one slot.
-    Without a registry only the builtin types are known (and nothing is cached)."""
-    reg = TypeRegistry() if registry is None else registry
-    return reg._cached(_cache_key(req), partial(_build, req, reg))
-
-
-def _freeze(value: Any) -> Hashable:
-    # The type name is part of the key: 1, 1.0 and True hash alike but may build differently.
-    return (type(value).__name__, repr(value))
-
-
-def _cache_key(req: TypeRequest) -> Hashable:
-    if not isinstance(req.type_name, str):
-        raise TypeBuildError(f"type name must be a string, not {req.type_name!r}")
-    if not isinstance(req.options, Mapping):
-        raise TypeBuildError(f"{req.type_name}: options must be a mapping, not {req.options!r}")
-    options = tuple(sorted((str(k), _freeze(v)) for k, v in req.options.items()))
-    quantifier = tuple(req.quantifier) if isinstance(req.quantifier, tuple | list) else req.quantifier
-    return (req.type_name, tuple(req.positional), options, quantifier, bool(req.required))
-
-
-def _build(req: TypeRequest, reg: TypeRegistry) -> OutputSpec:
+def build_spec(req: TypeRequest, reg: TypeRegistry) -> OutputSpec:
+    """Build one slot's output spec (uncached: `output.build_output` caches it)."""
     name = req.type_name
     options = dict(req.options)
     required = bool(req.required)

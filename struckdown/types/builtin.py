@@ -37,7 +37,7 @@ from .options import (
     parse_temporal,
 )
 from .spec import TEMPORAL_PATTERNS, TextRules, TypeBuildError
-from .table import TYPES, names
+from .table import BUILTIN_OPTIONS, BUILTIN_TYPES, POSITIONAL_TYPES, TEXT_TYPES, TYPES
 from .values import Verdict
 
 __all__ = [
@@ -74,7 +74,6 @@ def answer_model(model_name: str, /, **definitions: Any) -> type[BaseModel]:
     except SchemaError:
         return create_model(model_name, __config__=BACKTRACKING_ANSWER_CONFIG, **definitions)
 
-TEXT_TYPES: frozenset[str] = names(family="text")
 _TEMPORAL_KINDS: dict[str, type] = {
     "date": dt.date,
     "datetime": dt.datetime,
@@ -82,11 +81,6 @@ _TEMPORAL_KINDS: dict[str, type] = {
     "duration": dt.timedelta,
 }
 
-#: Which type options each builtin accepts (``required`` is always accepted): table.py's rows.
-BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = {t.name: t.options for t in TYPES.values()}
-BUILTIN_TYPES: frozenset[str] = frozenset(BUILTIN_OPTIONS)
-#: Types whose positional options mean something (choices for pick, levels for score).
-POSITIONAL_TYPES: frozenset[str] = names(positional=True)
 
 _TEXT_DESCRIPTIONS = {name: TYPES[name].description for name in TEXT_TYPES}
 _TEMPORAL_DESCRIPTIONS = {name: TYPES[name].description for name in _TEMPORAL_KINDS}

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from .builtin import BUILTIN_OPTIONS, BUILTIN_TYPES, POSITIONAL_TYPES, plan_builtin
 from .spec import TypeBuildError
+from .table import BUILTIN_OPTIONS, BUILTIN_TYPES, POSITIONAL_TYPES
 
 
 @dataclass(frozen=True)
@@ -65,5 +65,7 @@ def make_preset(
     if unknown:
         raise TypeBuildError(f"base type {base!r} does not accept option(s) {', '.join(sorted(unknown))}")
     if choices or base != "pick":
+        from .builtin import plan_builtin
+
         plan_builtin(base, choices, options, False)
     return CustomType(name, "preset", base, description, choices, MappingProxyType(dict(options)))

@@ -17,12 +17,10 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel
-
 from ..lru import LRU
-from .builtin import BUILTIN_OPTIONS, BUILTIN_TYPES, POSITIONAL_TYPES
 from .custom import CustomType, check_type_name, make_preset
 from .spec import OPTION_NAMES, OutputSpec, TypeBuildError
+from .table import BUILTIN_OPTIONS, BUILTIN_TYPES, POSITIONAL_TYPES
 
 __all__ = [
     "CustomType",
@@ -66,6 +64,8 @@ class TypeRegistry:
         if isinstance(model_or_factory, type):
             if options is not None:
                 raise ValueError(f"{name}: options= only applies to factories")
+            from pydantic import BaseModel  # not before a custom type is registered (SPEC §28)
+
             if not issubclass(model_or_factory, BaseModel):
                 _check_validatable(name, model_or_factory)
             entry = CustomType(name, "model", model_or_factory, description)

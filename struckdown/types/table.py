@@ -68,3 +68,12 @@ TYPES: Mapping[str, TypeRow] = {t.name: t for t in (
 def names(**where: object) -> frozenset[str]:
     """The names of the rows whose fields equal `where` (`names(family="text")`)."""
     return frozenset(t.name for t in TYPES.values() if all(getattr(t, k) == v for k, v in where.items()))
+
+
+#: Which type options each builtin accepts (``required`` is always accepted).
+BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = {t.name: t.options for t in TYPES.values()}
+BUILTIN_TYPES: frozenset[str] = frozenset(BUILTIN_OPTIONS)
+#: Types whose positional options mean something (choices for pick, levels for score).
+POSITIONAL_TYPES: frozenset[str] = names(positional=True)
+#: Free-text types (the answer streams as plain text).
+TEXT_TYPES: frozenset[str] = names(family="text")

@@ -295,6 +295,15 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return read_file(path)
 
 
+def upload_error(exc: BaseException, saved: Path, uploaded: str) -> str:
+    """Why an uploaded table cannot be read, naming the file the user uploaded: the
+    server's copy of it lives in a temporary folder whose path is none of the page's business."""
+    message = describe_error(exc)
+    for where in (str(saved), str(saved.resolve()), str(saved.parent)):
+        message = message.replace(where, uploaded)
+    return message
+
+
 def write_rows(path: Path, rows: list[dict[str, Any]], entries: list[dict[str, Any]], keys: Sequence[str]) -> None:
     """The batch output as `sd batch -o path` writes it (format from the suffix)."""
     from ..batch.output import output_columns, output_row

@@ -240,9 +240,14 @@ class Worker:
 
         program, model, tools = self._prepare(job)
         folder = Path(job["folder"])
-        source = folder / ("input" + Path(job.get("filename") or "rows.jsonl").suffix.lower())
+        uploaded = Path(job.get("filename") or "rows.jsonl").name
+        source = folder / ("input" + Path(uploaded).suffix.lower())
         source.write_text(job["content"], encoding="utf-8")
-        rows = engine.read_rows(source)
+        try:
+            rows = engine.read_rows(source)
+        except Exception as exc:  # noqa: BLE001 - a bad upload is an answer to the page
+            self.send({"type": "processing_error", "slot": None, "error": engine.upload_error(exc, source, uploaded)})
+            return
         total = len(rows)
         self.send({"type": "batch_started", "total": total})
         done = failed = 0

@@ -164,5 +164,5 @@ def test_inputs_that_change_while_the_batch_runs_are_an_error_and_lose_nothing(
     assert sorted(e["index"] for e in read_jsonl(tmp_path / "out.journal.jsonl")) == [0, 1, 2, 3]
     again = sd("batch", template, inputs, "-o", out, "--resume", "--no-cache")
     assert again.exit_code == 0, again.output
-    assert "3 of 4 rows done" in again.stderr and "1 rows whose input or job" in again.stderr
+    assert "3 of 4 rows done" in again.stderr and "1 row whose input or job" in again.stderr
     assert [r["text"] for r in read_jsonl(out)] == ["x", "y", "x", "x"]

@@ -53,3 +53,13 @@ def test_a_tiny_ratio_may_move_by_the_absolute_slack() -> None:
     verdicts = judge([row("s", 0.048), row("t", 0.050)], {"s": 0.034, "t": 0.034})
     assert [(v.case, v.passed) for v in verdicts] == [("s", True), ("t", False)]
     assert verdicts[1].why == "0.050x > 0.049x"
+
+
+def test_a_second_measurement_keeps_the_better_ratio_in_each_direction() -> None:
+    from bench.check import best_of, failed_cases
+
+    first = [row("a. cost", 1.40), row("a. speed", 0.70, ">= 1.00x"), row("e. kept", 0.30), row("e. none", None)]
+    again = [row("a. cost", 1.05), row("a. speed", 0.60, ">= 1.00x"), row("e. kept", 0.50), row("e. none", 0.20)]
+    verdicts = judge(first, {"a. cost": 1.0, "a. speed": 1.0, "e. kept": 0.3, "e. none": 0.2})
+    assert failed_cases(verdicts) == ["a", "e"]
+    assert [r.ratio for r in best_of(first, again)] == [1.05, 0.70, 0.30, 0.20]

@@ -215,3 +215,36 @@ def test_semantic_tokens_come_in_utf16_units_with_the_declared_legend(tmp_path: 
         (0, 1, 1, "enumMember"), (0, 1, 1, "operator"), (0, 2, 1, "enumMember"), (0, 1, 2, "operator"),
         (1, 0, 7, "macro"),
     ]
+
+
+def test_a_burst_of_changes_is_published_once_with_the_last_version(tmp_path: Path) -> None:
+    """With a debounce longer than the test, nothing is published until the save, which
+    runs the pending diagnostics once, on the last text."""
+    text = "Which colour?\n[[pick:c|a, b]]\n"
+
+    async def scenario(session: Session) -> tuple[list[lsp.PublishDiagnosticsParams], Any]:
+        uri, _ = await session.open(tmp_path / "burst.sd", text)
+        for version in range(2, 12):
+            broken = text.replace("pick", "pikc") if version == 11 else text.replace("c|", f"c{version}|")
+            session.client.text_document_did_change(
+                lsp.DidChangeTextDocumentParams(
+                    lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    [lsp.TextDocumentContentChangeWholeDocument(text=broken)],
+                )
+            )
+        # a request's answer proves the changes were handled: nothing was published
+        await session.client.text_document_document_symbol_async(lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri)))
+        assert session.queue(uri).empty()
+        session.client.text_document_did_save(lsp.DidSaveTextDocumentParams(lsp.TextDocumentIdentifier(uri)))
+        published = [await asyncio.wait_for(session.queue(uri).get(), timeout=30)]
+        symbols = await session.client.text_document_document_symbol_async(
+            lsp.DocumentSymbolParams(lsp.TextDocumentIdentifier(uri))
+        )
+        while not session.queue(uri).empty():
+            published.append(session.queue(uri).get_nowait())
+        return published, symbols
+
+    published, symbols = with_server(scenario, init_options={"diagnosticsDelay": 3_600_000})
+    assert [p.version for p in published] == [11]
+    assert [d.message.splitlines()[0] for d in published[0].diagnostics] == ["unknown type 'pikc'"]
+    assert symbols

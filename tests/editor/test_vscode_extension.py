@@ -44,3 +44,11 @@ def test_the_client_starts_sd_lsp_on_stdio() -> None:
     assert 'require("vscode-languageclient/node")' in source
     assert "TransportKind.stdio" in source
     assert "vscode-languageclient" in manifest()["dependencies"]
+
+
+def test_the_client_passes_the_tools_file_and_the_diagnostics_delay() -> None:
+    properties = manifest()["contributes"]["configuration"]["properties"]
+    assert properties["struckdown.diagnosticsDelay"]["default"] == 200
+    source = (EXTENSION / manifest()["main"]).read_text(encoding="utf-8")
+    assert 'diagnosticsDelay: config.get("diagnosticsDelay")' in source
+    assert 'toolsFile: config.get("toolsFile") || null' in source

@@ -240,10 +240,16 @@ def test_head_projects_cost_when_the_usage_has_one() -> None:
     from struckdown.cli.batch_report import projection
 
     entries = [{"usage": {"total_tokens": 100, "cost": 0.002}}, {"usage": {"total_tokens": 300, "cost": 0.004}}]
+    # issue 40 item 15: the two rows ran side by side (N < -j), so 100 rows at -j 8 take
+    # 100 / 8 row times (50 s), not 100 / 2 (200 s)
     assert projection(entries, 4.0, 100, 8) == (
         "--head 2: 2 of 100 rows in 4.0 s, 400 tokens, $0.0060\n"
-        "projection for all 100 rows at -j 8: ~3 min · ~20,000 tokens · ~$0.30"
+        "projection for all 100 rows at -j 8: ~50.0 s · ~20,000 tokens · ~$0.30"
     )
+    assert projection(entries * 4, 10.0, 100, 4).splitlines()[1].startswith(  # type: ignore[union-attr]
+        "projection for all 100 rows at -j 4: ~2 min · "  # N >= -j: 8 rows, 4 at a time, in 10 s: 100 rows in 125 s
+    )
+    assert projection(entries, 4.0, 5, 8).splitlines()[1].startswith("projection for all 5 rows at -j 8: ~4.0 s · ")  # type: ignore[union-attr]
     assert projection([], 1.0, 100, 8) is None
 
 

@@ -218,7 +218,7 @@ def test_token_and_cost_limits_are_checked_after_each_response_and_streamed_text
         sd.complete("A [[a]] B [[b]]", model=model, prices={"m1": {"input": 1, "output": 1}}, max_cost=0.0015)
     # each request costs (1000 + 200) / 1e6 = $0.0012: the second crosses $0.0015
     assert costly.value.limit == "max_cost" and list(costly.value.results) == ["a"]
-    assert str(costly.value) == "run budget spent: $0.0024 exceed max_cost=0.0015 USD"
+    assert str(costly.value) == "run budget spent: $0.0024, over max_cost=0.0015 USD"
     assert costly.value.results.usage.cost == pytest.approx(0.0024)
 
 

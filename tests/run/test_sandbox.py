@@ -427,3 +427,16 @@ def test_filters_count_their_collection_once_and_text_not_at_all(monkeypatch: py
         renderer.render_text("{{ range(300)|join(',')|length }} {{ items|sum }}", {"items": [1] * 300})
     monkeypatch.setattr(render, "MAX_STEPS", 10)
     assert renderer.render_text("{{ text|upper|length }}", {"text": "x" * 100_000}) == "100000"
+
+
+def test_the_globals_known_without_jinja_are_the_sandboxes() -> None:
+    """A bare `{{ name }}` is checked without building the sandbox (SPEC §28), so the names
+    that are not context variables must be exactly the sandbox's globals."""
+    import struckdown.render as render
+
+    renderer = Renderer()
+    assert renderer.expression_names(" name ") == frozenset({"name"})
+    assert renderer.expression_names("range") == frozenset()  # a global, not a variable
+    assert renderer._sandbox is None or set(renderer.sandbox.globals) == render.JINJA_GLOBALS
+    assert set(Renderer().sandbox.globals) == render.JINJA_GLOBALS
+    assert Renderer().referenced_names("Hi {{ who.name }} and {{ cycler }}") == frozenset({"who"})

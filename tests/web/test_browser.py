@@ -79,8 +79,11 @@ def editing(folder: Path, tmp_path: Path, model_env: dict[str, str], gates: dict
 
 @pytest.fixture
 def page(request: pytest.FixtureRequest) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # `expect` waits for what the page shows (5 s by default, apart from the page's own
+    # timeout): a run on a loaded 2-core host took longer than that to report "Done.".
+    expect.set_options(timeout=60_000)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1400, "height": 860})
@@ -160,7 +163,7 @@ def test_edit_check_fix_run_and_read_the_result(playground: tuple[str, Release],
     expect(rows.nth(0).locator("td")).to_have_text(["greeting", "respond", '"Hello Ada, Ada wrote the first program!"'])
     expect(rows.nth(1).locator("td")).to_have_text(["poem", "respond", '"A short poem for Ada."'])
     expect(rows.nth(2).locator("td")).to_have_text(["friendly", "bool", "true"])
-    expect(page.locator("#usage")).to_have_text(re.compile(r"^4 requests · 1 tool calls · \d+ in \+ \d+ out = \d+ tokens$"))
+    expect(page.locator("#usage")).to_have_text(re.compile(r"^4 requests · 1 tool call · \d+ in \+ \d+ out = \d+ tokens$"))
     expect(page.locator("#events li[data-type='token_delta']")).to_have_count(12)
 
     # the plan
@@ -259,7 +262,7 @@ def test_approve_a_call(playground: tuple[str, Release], page: object) -> None:
     expect(rows).to_have_count(2)
     expect(rows.nth(0).locator("td")).to_have_text(["greeting", "respond", '"Hello Ada, Ada wrote the first program!"'])
     expect(rows.nth(1).locator("td")).to_have_text(["friendly", "bool", "true"])
-    expect(page.locator("#usage")).to_have_text(re.compile(r"^3 requests · 1 tool calls · "))
+    expect(page.locator("#usage")).to_have_text(re.compile(r"^3 requests · 1 tool call · "))
 
 
 def test_a_record_fills_in_on_its_card(folder: Path, tmp_path: Path, page: object) -> None:

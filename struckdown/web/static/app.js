@@ -383,10 +383,15 @@ function showResults(e) {
     body.append(row);
   }
   const u = e.usage || {};
-  let text = `${u.requests || 0} requests · ${u.tool_calls || 0} tool calls · ` +
-    `${u.input_tokens || 0} in + ${u.output_tokens || 0} out = ${u.total_tokens || 0} tokens`;
+  let text = `${counted(u.requests || 0, "request")} · ${counted(u.tool_calls || 0, "tool call")} · ` +
+    `${u.input_tokens || 0} in + ${u.output_tokens || 0} out = ${counted(u.total_tokens || 0, "token")}`;
   if (e.cost !== undefined && e.cost !== null) text += ` · cost ${e.cost}`;
   $("usage").textContent = text;
+}
+
+// "1 request", "2 requests": the CLI's counted() (struckdown/wording.py), on the page
+function counted(n, word) {
+  return `${n} ${n === 1 ? word : word + "s"}`;
 }
 
 function logEvent(e) {
@@ -456,13 +461,13 @@ async function runBatch() {
   for await (const e of events(response)) {
     if (e.type === "batch_started") {
       $("batch-progress").max = Math.max(e.total, 1);
-      $("batch-status").textContent = `0 of ${e.total} rows`;
+      $("batch-status").textContent = `0 of ${counted(e.total, "row")}`;
     } else if (e.type === "batch_row") {
       $("batch-progress").value = e.done;
-      $("batch-status").textContent = `${e.done} of ${e.total} rows` + (e.failed ? `, ${e.failed} failed` : "");
+      $("batch-status").textContent = `${e.done} of ${counted(e.total, "row")}` + (e.failed ? `, ${e.failed} failed` : "");
       if (!e.ok) $("batch-failures").append(el("li", { text: `row ${e.index + 1}: ${e.error}` }));
     } else if (e.type === "batch_complete") {
-      $("batch-status").textContent = `Done: ${e.total} rows, ${e.failed} failed.`;
+      $("batch-status").textContent = `Done: ${counted(e.total, "row")}, ${e.failed} failed.`;
       for (const [fmt, url] of Object.entries(e.downloads || {})) {
         const link = el("a", { href: url + (token ? "?token=" + encodeURIComponent(token) : ""), download: "", text: "Download " + fmt.toUpperCase() });
         $("batch-downloads").append(link, " ");
