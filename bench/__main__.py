@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from . import (
     batch, check, conversation, durable, evals, guards, html_text, lsp, memory, overhead, parse, partials,
-    provider_batch, scale, startup, tools,
+    prompt_cache, provider_batch, scale, startup, tools,
 )
 from .common import RESULTS_PATH, Row, markdown_table, print_table, write_json
 
@@ -36,6 +36,7 @@ CASES: dict[str, tuple[str, Callable[[bool], Awaitable[list[Row]]]]] = {
     "k": ("language server: 1 MB diagnostics, a burst of edits", lsp.run),
     "l": ("long conversation", conversation.run),
     "p": ("provider batch", provider_batch.run),
+    "q": ("provider prompt caching: explain --cache vs what the responses report", prompt_cache.run),
     "s": ("typed answers that stream: first SlotPartial", partials.run),
     "v": ("eval: sd.evaluate vs the same rows as a batch", evals.run),
     "w": ("html_to_text on hostile pages", html_text.run),

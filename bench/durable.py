@@ -1,7 +1,8 @@
 """(j) Durable runs: what the effect journal costs (SPEC §25, issue 35).
 
 A batch of rows, each an agent slot that calls a write tool once and then answers, run with
-`journal=` (every call journaled as started and done) and without, interleaved, CPU time per
+`journal=` (every call journaled as started and done, every slot's answer under its request key
+for re-runs) and without, interleaved, CPU time per
 row. Target: journaling costs at most 1.10× the CPU of the same rows without it.
 """
 
@@ -50,8 +51,8 @@ async def run(quick: bool) -> list[Row]:
         )
         if any(not isinstance(r, struckdown.Result) or r["reply"] != "done" for r in results):
             problems.append("a row did not answer 'done'")
-        if path is not None and sum(1 for _ in path.open()) != 1 + 2 * len(rows):
-            problems.append("the journal does not hold a started and a done line per row")
+        if path is not None and sum(1 for _ in path.open()) != 1 + 3 * len(rows):
+            problems.append("the journal does not hold a started, a done and an answer line per row")
 
     cpu: dict[str, list[float]] = {}
     await interleaved({"plain": lambda: batch(False), "journal": lambda: batch(True)},

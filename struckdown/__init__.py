@@ -44,6 +44,7 @@ _EXPORTS = {
     "BadRequestError": "models.errors",
     "TruncatedError": "models.errors",
     "Result": "results",
+    "RerunReport": "results",
     "SlotResult": "results",
     "ToolCall": "results",
     "Usage": "results",
@@ -227,6 +228,7 @@ if TYPE_CHECKING:
         TruncatedError as TruncatedError,
     )
     from .plan import Program as Program
+    from .results import RerunReport as RerunReport
     from .results import Result as Result
     from .results import SlotResult as SlotResult
     from .results import ToolCall as ToolCall

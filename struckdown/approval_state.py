@@ -13,6 +13,7 @@ built or read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -201,6 +202,27 @@ def _slot_to_json(result: SlotResult) -> dict[str, Any]:
         "tool_calls": [_call_to_json(c) for c in result.tool_calls],
         "messages": _messages_to_json(result.messages),
     }
+
+
+def slot_json(result: SlotResult) -> str:
+    """A finished slot as one JSON text (the journal's answer lines, run/rerun.py), in one
+    pass of pydantic's serializer (messages as pydantic-ai's codec writes them: bytes in
+    base64). `restore_slot` reads it back."""
+    from pydantic_core import to_json
+
+    plain: dict[str, Any] = {name: value for name in _scalar_fields()
+                             if isinstance(value := getattr(result, name), (str, int, float, bool, type(None)))}
+    plain.update(output=jsonable(result.output), usage=result.usage, tool_calls=result.tool_calls,
+                 messages=result.messages)
+    try:
+        return to_json(plain, bytes_mode="base64", fallback=str).decode("utf-8", "surrogatepass")
+    except ValueError:  # a lone surrogate (pydantic's serializer refuses it): JSON's \udfff escape keeps it
+        return json.dumps(_slot_to_json(result), default=str)
+
+
+@functools.cache
+def _scalar_fields() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(SlotResult) if f.name not in _SLOT_SPECIAL and f.name != "response_schema")
 
 
 def _paused_to_json(slot: PausedSlot) -> dict[str, Any]:

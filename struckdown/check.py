@@ -63,8 +63,14 @@ class _Checker(NodeVisitor):
                 renderer.compile_text(node.source)
             return
         except jinja_syntax_error() as exc:
-            pos = node.position_at(_jinja_line_offset(node.source, exc.lineno or 1))
-            failure = self.error(f"invalid Jinja: {exc.message}", pos)
+            line_start = _jinja_line_offset(node.source, exc.lineno or 1)
+            pos = node.position_at(line_start)
+            unknown = self.unknown_call(exc.message or "", node.source, line_start)
+            if unknown is not None:  # at the filter's (or test's) own name, with a close match
+                where, hint = unknown
+                failure = self.error(f"invalid Jinja: {exc.message}", node.position_at(where) if where >= 0 else pos, hint)
+            else:
+                failure = self.error(f"invalid Jinja: {exc.message}", pos)
         except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
             failure = self.error("Jinja nests too deeply", node.pos, "flatten the nested {% %} blocks or expressions")
         except Exception as exc:  # e.g. ValueError for an integer literal of 5,000 digits
@@ -76,11 +82,37 @@ class _Checker(NodeVisitor):
             return self.env.renderer.expression_names(expression)
         except jinja_syntax_error() as exc:
             message = f"invalid Jinja expression: {exc.message}"
+            src = self.src.for_file(pos.filename)
+            start = _offset_of(src.text, pos)
+            unknown = self.unknown_call(exc.message or "", src.text, start)
+            if unknown is not None:
+                where, hint = unknown
+                line, column = _line_column(src.text, where) if where >= 0 else (pos.line, pos.column)
+                raise src.error(message, line, column, hint) from None
         except (RecursionError, SyntaxError):  # SyntaxError: Python's own nesting limits
             message = "Jinja expression nests too deeply"
         except Exception as exc:  # e.g. ValueError for an integer literal of 5,000 digits
             message = f"invalid Jinja expression: {type(exc).__name__}: {' '.join(str(exc).split())}"
         raise self.error(message, pos)
+
+    def unknown_call(self, message: str, source: str, start: int) -> tuple[int, str] | None:
+        """For Jinja's "No filter named 'uppr'": where the name is in `source` (searched from
+        `start`; -1 if not found) and a hint with the closest known filter or test."""
+        import difflib
+
+        found = re.match(r"No (filter|test) named '([^']+)'", message)
+        if found is None:
+            return None
+        kind, name = found.groups()
+        pattern = re.compile(
+            rf"\|\s*({re.escape(name)})\b" if kind == "filter" else rf"\bis\s+(?:not\s+)?({re.escape(name)})\b"
+        )
+        spot = pattern.search(source, start) or pattern.search(source)
+        sandbox = self.env.renderer.sandbox
+        known = sorted(n for n in (sandbox.filters if kind == "filter" else sandbox.tests) if not n.startswith("_"))
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"Jinja's {kind}s: {', '.join(known)}"
+        return (spot.start(1) if spot else -1), hint
 
     def option_names(self, options: tuple[Option, ...]) -> frozenset[str]:
         names: frozenset[str] = frozenset()
@@ -117,9 +149,13 @@ class _Checker(NodeVisitor):
                 if type_name == "respond" and slot.key in types
                 else f"{type_name} slots take only key=value options"
             )
+            flag = _close_flag(positional[0])
+            if flag is not None:
+                hint = f"did you mean {flag!r}? (a bare {flag} marks the slot {flag}); {hint}"
             raise self.error(f"{type_name} takes no positional options", positional[0].pos, hint)
         if type_name == "pick" and not positional:
             raise self.error("pick needs choices: [[pick:name|a, b, c]]", slot.pos)
+        self.distinct_choices(positional)
         type_opts = types.allowed_options(type_name)
         valid = opts.valid_keys(type_name, type_opts)
         for option in slot.options:
@@ -140,6 +176,21 @@ class _Checker(NodeVisitor):
         clash = opts.combination_problem(slot.options)
         if clash is not None:
             raise self.error(clash[0], clash[1].pos)
+
+    def distinct_choices(self, choices: list[Option]) -> None:
+        """A choice given twice is an error at the second: answers match choices ignoring
+        case, so `a, A` is the same choice twice."""
+        seen: dict[str, str] = {}
+        for choice in choices:
+            if not isinstance(choice.value, str):
+                continue
+            folded = choice.value.strip().casefold()
+            if folded in seen:
+                same = "" if seen[folded] == choice.value.strip() else f" (the same as {seen[folded]!r}: choices ignore case)"
+                raise self.error(
+                    f"choice {choice.value.strip()!r} is given twice{same}", choice.pos, "remove the second one"
+                )
+            seen[folded] = choice.value.strip()
 
     # -- actions and blocks ------------------------------------------------------
     def visit_Action(self, node: Action) -> None:
@@ -171,6 +222,35 @@ class _Checker(NodeVisitor):
                     "slots in a <together> block run at the same time and cannot see each other; "
                     "move the reference after </together>",
                 )
+
+
+def _close_flag(option: Option) -> str | None:
+    """`requird` for `required`: a bare word that is a typo of a flag option."""
+    import difflib
+
+    if not isinstance(option.value, str) or option.quoted:
+        return None
+    found = difflib.get_close_matches(option.value.strip().lower(), _FLAGS, n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
+_FLAGS = ["required"]
+
+
+def _offset_of(text: str, pos: Pos) -> int:
+    """The index in `text` of a 1-based (line, column) position (lines end at "\n")."""
+    offset = 0
+    for _ in range(pos.line - 1):
+        found = text.find("\n", offset)
+        if found < 0:
+            return 0
+        offset = found + 1
+    return offset + max(pos.column - 1, 0)
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
 def _jinja_line_offset(source: str, jinja_line: int) -> int:

@@ -13,6 +13,7 @@ error that must also be a pydantic-ai class, `ToolLimitExceeded` (a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -84,9 +85,19 @@ class TemplateRuntimeError(StruckdownError):
     expression failed, an option rendered to a bad value, an action failed)."""
 
 
+#: Who shows the errors: "python" (the library's spelling of options) or "cli" (`sd`'s flags).
+#: `sd`'s commands set it (cli/errors.py:reporting_errors); a message that names an option
+#: reads it when it is shown.
+FRONT_END: ContextVar[str] = ContextVar("struckdown_front_end", default="python")
+
+
 class UndefinedVariableError(TemplateRuntimeError):
-    """With `strict_undefined=True`: the template reads a name that is neither in the
-    context nor answered before it (raised before any model call)."""
+    """With `strict_undefined=True` (sd: `--strict`): the template reads a name that is
+    neither in the context nor answered before it (raised before any model call)."""
+
+    def __str__(self) -> str:
+        setting = "--strict" if FRONT_END.get() == "cli" else "strict_undefined=True"
+        return f"{super().__str__()} ({setting})"
 
 
 class ConfigurationError(StruckdownError):
@@ -312,9 +323,10 @@ def exception_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def describe_error(exc: BaseException) -> str:
+def describe_error(exc: BaseException, *, name_slot: bool = True) -> str:
     """The one-line (or, for a syntax error, positioned multi-line) message for `exc`, as
-    `sd`, the playground and a batch journal show it: the slot it came from first."""
+    `sd`, the playground and a batch journal show it: the slot it came from first
+    (`name_slot=False`: no slot named, for a template the user did not write)."""
     exc = first_error(exc)
     if isinstance(exc, (InputError, OutputError)):
         return exc.message  # it names the file already
@@ -325,6 +337,8 @@ def describe_error(exc: BaseException) -> str:
     else:
         message = exception_text(exc)
     slot = error_slot(exc)  # the slot it came from
+    if slot and not name_slot:
+        return message.replace(f"slot {slot!r}: ", "")
     if slot and repr(slot) not in message:
         message = f"slot {slot!r}: {message}"
     return message

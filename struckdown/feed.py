@@ -35,7 +35,9 @@ async def fed(produce: Callable[[Callable[[T], Awaitable[None]]], Awaitable[None
                 del item  # a finished item is not kept alive by this frame
         await task
     finally:
-        if not task.done():
+        if task.done() and not task.cancelled():
+            task.exception()  # a consumer that stopped at the error's event has seen it: no "never retrieved"
+        elif not task.done():
             task.cancel()
             try:
                 await task

@@ -94,7 +94,7 @@ class Linter:
 
         for read in missing(self.program, context_names):
             message = f"undefined variable {read.name!r}: not in the context and not answered before"
-            self.add(read.pos, "error", message, read.hint())
+            self.add(read.pos, "error", message, read.hint(context_names))
 
     def expected_variables(self) -> None:
         """Without a context: the names the context must provide, as notes."""

@@ -136,6 +136,8 @@ class SlotResult:
     escalated_to: str | None = None  # the model a less confident answer was asked again on
     # the JSON schema the answer was asked for in (0.x's name); None once pickled to another process
     response_schema: dict[str, Any] | None = None
+    # SPEC §25: answered from the run's journal (its request unchanged since): no request sent
+    reused: bool = False
 
     def __str__(self) -> str:
         return str(self.output)
@@ -229,6 +231,32 @@ _SLOT_FIELDS = (
 )
 
 
+@dataclass(frozen=True)
+class RerunReport:
+    """What a run with a journal reused (SPEC §25, docs/durable.md): `result.reruns`.
+
+    `reused` the slots answered from the journal (no request sent), `rerun` the slots that ran
+    again, `previous` the answer each re-run slot had in the journal before (JSON form; a slot
+    new to the template has none)."""
+
+    reused: tuple[str, ...] = ()
+    rerun: tuple[str, ...] = ()
+    previous: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def reused_count(self) -> int:
+        return len(self.reused)
+
+    @property
+    def rerun_count(self) -> int:
+        return len(self.rerun)
+
+    def summary(self) -> str:
+        """`reused 7 slots, re-ran 2`."""
+        slots = "slot" if len(self.reused) == 1 else "slots"
+        return f"reused {len(self.reused)} {slots}, re-ran {len(self.rerun)}"
+
+
 class Outputs(dict[str, Any]):
     """0.x's `result.outputs`: a plain dict of the answers whose keys also read as attributes."""
 
@@ -245,7 +273,7 @@ class Result(Mapping[str, Any]):
     `result["a"]`, `result.a`, `dict(result)`; `result.results[key]` is the SlotResult.
     """
 
-    __slots__ = ("results", "halted", "_order", "_discarded", "paused")
+    __slots__ = ("results", "halted", "_order", "_discarded", "paused", "reruns")
 
     def __init__(
         self,
@@ -254,6 +282,7 @@ class Result(Mapping[str, Any]):
         halted: HaltInfo | None = None,
         discarded: Usage | None = None,
         paused: PauseInfo | None = None,
+        reruns: RerunReport | None = None,
     ) -> None:
         rank = {k: i for i, k in enumerate(order)}
         ordered = sorted(results, key=lambda k: rank.get(k, len(rank)))
@@ -264,6 +293,8 @@ class Result(Mapping[str, Any]):
         object.__setattr__(self, "_discarded", discarded or Usage())
         # SPEC §12: the `struckdown.Paused` of a run that waits for approval decisions
         object.__setattr__(self, "paused", paused)
+        # SPEC §25: with a journal that held answers of this run, what was reused and what ran again
+        object.__setattr__(self, "reruns", reruns)
 
     def __getitem__(self, key: str) -> Any:
         return self.results[key].output
@@ -288,7 +319,7 @@ class Result(Mapping[str, Any]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # read-only slots: rebuilt through the constructor (Halted holds no Result, so no cycle)
-        return (Result, (self.results, self._order, self.halted, self._discarded, self.paused))
+        return (Result, (self.results, self._order, self.halted, self._discarded, self.paused, self.reruns))
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -353,4 +384,4 @@ class Result(Mapping[str, Any]):
         from dataclasses import replace
 
         slim = {k: replace(s, messages=()) for k, s in self.results.items()}
-        return Result(slim, self._order, self.halted, self._discarded, self.paused)
+        return Result(slim, self._order, self.halted, self._discarded, self.paused, self.reruns)

@@ -78,6 +78,7 @@ class RunOptions(TypedDict, total=False):
     on_truncate: Literal["keep", "error"]  # an answer cut at its token limit: kept and flagged, or TruncatedError
     on_retry: Callable[[Any], Any] | None  # called with every SlotRetry and SlotFallback event (also in complete())
     journal: PathLike | None  # SPEC §25: the effect journal (a path): each tool effect exactly once
+    rerun_from: str | None  # SPEC §25: with journal=, this slot and every slot after it run again (no reuse)
 
 
 #: What a batch executor's workers take besides (struckdown/distributed/shipping.py).
@@ -86,9 +87,10 @@ EXECUTOR_OPTIONS = frozenset({"model_factory", "deps_factory"})
 #: How an option travels to a Dask worker (distributed/shipping.py reads this column):
 #: "data" JSON-able plain data; "model" a model string; "models" model strings; "tools" importable
 #: names or .py files; "mcp" server specs; "cache" True/False/a directory; "limits" a UsageLimits;
-#: "decision" True/False only; "caller" used by the caller's process (the job carries it);
+#: "decision" True/False only; "caller" used by the caller's process (the job carries it); "path" a
+#: file path, made absolute, that the workers open at the same place (a folder they share);
 #: "no" cannot travel: the pair is refused before any row starts.
-Shipping = Literal["data", "model", "models", "tools", "mcp", "cache", "limits", "decision", "caller", "no"]
+Shipping = Literal["data", "model", "models", "tools", "mcp", "cache", "limits", "decision", "caller", "path", "no"]
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,14 @@ def _paths(value: Any) -> Any:
     return tuple(value or ())
 
 
+def _slot_name(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"{name}= takes a slot's name, not {value!r}")
+        return value
+    return check
+
+
 def _journal(value: Any) -> Any:
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"journal= takes a file path, not {type(value).__name__}")
@@ -221,7 +231,8 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
     _O("on_truncate", "on_truncate", default="keep", flags=("--on-truncate",), recorded=True,
        check=_choice("on_truncate", "keep", "error")),
     _O("on_retry", "retries", environment=False, ships="no"),
-    _O("journal", "journal", environment=False, flags=("--journal",), ships="no", recorded=True, check=_journal),
+    _O("journal", "journal", environment=False, flags=("--journal",), ships="path", recorded=True, check=_journal),
+    _O("rerun_from", "rerun", environment=False, flags=("--rerun-from",), recorded=True, check=_slot_name("rerun_from")),
 )}
 
 #: The keywords every entry point takes (others are a TypeError at the call; see compat.py).

@@ -6,6 +6,7 @@ earlier in template order, so it must come from the context. `sd check` lists th
 expected names; every run checks them against its context before any model call:
 a missing one is a warning (the `warnings` module and the `struckdown` logger, once
 per template and name) or, with `strict_undefined=True`, an `UndefinedVariableError` (a `TemplateRuntimeError`).
+Both name the context key the missing name is most likely a typo of (`custmer` → `customer`).
 """
 
 from __future__ import annotations
@@ -41,13 +42,26 @@ class Read:
     def line(self) -> int:
         return self.pos.line
 
-    def message(self) -> str:
+    def message(self, names: Collection[str] = ()) -> str:
+        """What is wrong, with a close match among `names` (the context's keys) when one exists."""
         where = f" of {self.pos.filename}" if self.pos.filename else ""
-        return f"undefined variable {self.name!r} (line {self.pos.line}{where}): not in the context and not answered before"
+        text = f"undefined variable {self.name!r} (line {self.pos.line}{where}): not in the context and not answered before"
+        close = self.close_match(names)
+        return f"{text}; did you mean {close!r}?" if close else text
 
-    def hint(self) -> str:
+    def close_match(self, names: Collection[str]) -> str | None:
+        """The name of `names` this one is most likely a typo of (`custmer` → `customer`)."""
+        import difflib
+
+        found = difflib.get_close_matches(self.name, sorted(str(n) for n in names), n=1)
+        return found[0] if found else None
+
+    def hint(self, names: Collection[str] = ()) -> str:
         if self.answered_at is not None:
             return f"{self.name!r} is answered later (line {self.answered_at}); a template can only read earlier answers"
+        close = self.close_match(names)
+        if close is not None:
+            return f"did you mean {close!r}, a key of the context? Or add {self.name!r} (sd: -c {self.name}=…)"
         return f"add it to the context (sd: -c {self.name}=…)"
 
 
@@ -96,16 +110,15 @@ def check_context(program: Program, context: Mapping[str, Any], *, strict: bool)
     absent = [read for read in reads if read.name not in context]
     if not absent:
         return
-    if strict:
-        lines = "; ".join(read.message() for read in absent)
-        raise UndefinedVariableError(f"{lines} (strict_undefined=True)")
+    if strict:  # the error adds how strictness was asked for (--strict or strict_undefined=True)
+        raise UndefinedVariableError("; ".join(read.message(context.keys()) for read in absent))
     warned: set[str] = program.memo.setdefault("warned", set())
     for read in absent:
         # once per template and name, like the warnings module's own default
         if read.name not in warned:
             warned.add(read.name)
-            logger.warning("%s", read.message())
-        warn(read.message(), at=read.pos)
+            logger.warning("%s", read.message(context.keys()))
+        warn(read.message(context.keys()), at=read.pos)
 
 _JINJA_BLOCK = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
 

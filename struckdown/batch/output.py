@@ -26,6 +26,9 @@ def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str)
         if getattr(outcome.usage, "cost", None) is not None:  # what --head projects (prices known)
             usage.setdefault("cost", outcome.usage.cost)
         entry.update(answers=outcome.to_dict(), usage=usage, ok=halted is None)
+        cached = sum(1 for slot in outcome.results.values() if getattr(slot, "cached", False))
+        if cached:
+            entry["cached"] = cached  # answers the response cache served (sd batch and the playground say so)
         denied = denied_calls(outcome)
         if denied:
             entry["denied"] = denied  # calls that needed approval and were denied (sd batch notes them)

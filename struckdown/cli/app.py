@@ -84,7 +84,7 @@ def main(
 
 
 @app.command(epilog=EXIT_CODES)
-@run_flags(*RUN_COMMAND_FLAGS, "stop_at", "journal")
+@run_flags(*RUN_COMMAND_FLAGS, "stop_at", "journal", "rerun_from")
 def run(
     template: TemplateArg,
     context: ContextOpt = None,

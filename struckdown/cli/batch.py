@@ -23,6 +23,7 @@ from ..batch.journal import (
 from ..batch.output import confidence_columns, journal_entry, output_row
 from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
 from ..fileio import check_writable
+from ..run.effect_shards import discard
 from ..run.effects import RowContext, effects_path
 from ..wording import counted
 from . import batch_report, compare
@@ -275,7 +276,7 @@ class BatchRun:
             self.assemble(request.output, self.journal.path)
             if not (self.tally.failures or self.tally.unrun) and not request.keep_journal:
                 self.journal.path.unlink(missing_ok=True)
-                effects_path(self.journal.path).unlink(missing_ok=True)
+                discard(effects_path(self.journal.path))  # with the shards of --workers / Dask
         elapsed = time.perf_counter() - started
         self.tally.summary(self.console, request, self.total, self.done_before, elapsed)
         self.report(elapsed)
@@ -308,6 +309,23 @@ class BatchRun:
         if request.compare:
             self.comparisons = compare.comparisons(request.compare, self.program, columns)
         self.renames = batch_report.answer_columns(columns, self.program.keys, _warn)
+        if request.flags.get("strict") and self.total:
+            self.check_strict(columns)
+
+    def check_strict(self, columns: list[str]) -> None:
+        """--strict: a name the template reads that no input column has would fail every
+        row; refused once, before any row runs, with the column it is most likely a typo of."""
+        from ..variables import missing
+
+        absent = missing(self.program, columns)
+        if not absent:
+            return
+        found = []
+        for read in absent:
+            where = f"line {read.pos.line}" + (f" of {read.pos.filename}" if read.pos.filename else "")
+            close = read.close_match(columns)
+            found.append(f"no input column has {read.name!r} (read at {where})" + (f"; did you mean {close!r}?" if close else ""))
+        raise CliError(f"--strict: {'; '.join(found)} Columns: {', '.join(columns) or 'none'}")
 
     def contexts(self) -> Iterator[dict[str, Any]]:
         """Pass 2: the rows still to run, read again as the batch takes them."""
@@ -344,7 +362,7 @@ class BatchRun:
             except OSError as exc:
                 raise CliError(self.journal_failed(exc), code=EXIT_ERROR) from None
             self.index.note(index, offset, entry["ok"])
-        self.tally.add(entry)
+        self.tally.add(entry, getattr(outcome, "reruns", None))
         if self.tally.rows % GC_EVERY_ROWS == 0:
             gc.collect()
         if not isinstance(outcome, BaseException):

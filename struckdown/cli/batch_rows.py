@@ -80,6 +80,7 @@ class Tally:
         self.denied = 0  # tool calls that needed approval and were denied
         self.denied_rows = 0
         self.requests = 0
+        self.cached = 0  # answers served by the response cache
         self.tokens = 0
         self.input_tokens = 0
         self.cache_read = 0  # SPEC §24: input tokens read from the provider's prompt cache
@@ -90,17 +91,23 @@ class Tally:
         self.keep_usages = False
         self.answer_keys: dict[str, None] = {}
         self.first_failures: list[tuple[int, str]] = []  # a max-heap by -index of the first ones
+        self.reruns: list[int] | None = None  # SPEC §25: [slots reused, slots re-run] of rows run again
 
-    def add(self, entry: dict[str, Any]) -> None:
+    def add(self, entry: dict[str, Any], reruns: Any = None) -> None:
         import heapq
 
         self.rows += 1
+        if reruns is not None:  # a row the effect journal held answers of (run/rerun.py)
+            self.reruns = self.reruns or [0, 0]
+            self.reruns[0] += reruns.reused_count
+            self.reruns[1] += reruns.rerun_count
         self.answer_keys.update(dict.fromkeys(entry["answers"]))
         usage = entry["usage"]
         if entry.get("denied"):
             self.denied += entry["denied"]
             self.denied_rows += 1
         self.requests += usage.get("requests", 0)
+        self.cached += entry.get("cached", 0)
         self.tokens += usage.get("total_tokens", 0)
         self.input_tokens += usage.get("input_tokens", 0) or 0
         self.cache_read += usage.get("cache_read_tokens", 0) or 0
@@ -141,12 +148,17 @@ class Tally:
         line = f"batch: {counted(total, 'row')}{target}: {', '.join(parts)}"
         if earlier:
             line += f" ({earlier} done earlier, from the journal)"
+        if self.cached:
+            line += f" · {counted(self.cached, 'answer')} cached"
         line += f" · {counted(self.requests, 'request')} · {counted(self.tokens, 'token')}"
         cost = cost_part({"cost": self.cost}) if self.priced and self.requests else None
         line += f" · {cost}" if cost is not None else ""
         cache = cache_part(self.cache_read, self.input_tokens, self.cache_saved if cost is not None else None)
         line += f" · {cache}" if cache is not None else ""
         line += f" · {elapsed:.2f} s"
+        if self.reruns is not None:
+            slots = "slot" if self.reruns[0] == 1 else "slots"
+            line += f" · reused {self.reruns[0]} {slots}, re-ran {self.reruns[1]}"
         for index, error in sorted((-i, e) for i, e in self.first_failures):
             console.file.write(f"row {index + 1}: {visible(cli_words(error))}\n")  # rows are numbered from 1
         if self.failures > SHOWN_FAILURES:

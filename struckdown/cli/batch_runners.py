@@ -94,6 +94,8 @@ def dask_runner(job: Any, request: Any, program: Any) -> Any:
     kwargs["model"] = request.model
     kwargs.pop("include_paths", None)  # the job carries them
     options = job.run_options()
+    if request.output is not None:  # SPEC §25: each worker writes its shard beside it (run/effect_shards.py)
+        options["journal"] = effects_path(journal_path(request.output))
     try:
         from ..distributed import ship_kwargs
 

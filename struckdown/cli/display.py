@@ -74,8 +74,9 @@ def partial_text(value: Any, complete: Sequence[str | int]) -> str:
 
 def stats_line(result: Any, elapsed_s: float) -> str:
     usage = result.usage
+    cached = sum(1 for slot in result.results.values() if getattr(slot, "cached", False))
     parts = [
-        counted(len(result), "answer"),
+        counted(len(result), "answer") + (f" ({cached} cached)" if cached else ""),
         counted(usage.requests, "request"),
     ]
     if usage.tool_calls:
@@ -375,6 +376,13 @@ class RunDisplay:
             self._line(Text(f"paused: {count} {waits} approval · {stats}", style="yellow"))
         else:
             self._line(Text(f"done · {stats}", style="dim"))
+        reruns = getattr(result, "reruns", None)
+        if reruns is not None:  # SPEC §25: a re-run with a journal
+            self._line(Text(reruns.summary(), style="dim"))
+            for key in reruns.rerun:
+                new = short(answer_text(result[key]), OUTPUT_WIDTH // 2) if key in result.results else "-"
+                old = short(answer_text(reruns.previous[key]), OUTPUT_WIDTH // 2) if key in reruns.previous else "(new)"
+                self._line(Text(f"  {visible(key)}: {old} → {new}", style="dim"))
 
     def _finish_owner(self) -> None:
         self._end_line()

@@ -147,6 +147,9 @@ def reporting_errors() -> Iterator[None]:
     """Run a command body; on failure print `error: <message>` and exit with its code."""
     import typer
 
+    from ..errors import FRONT_END
+
+    token = FRONT_END.set("cli")  # messages that name an option name sd's flag
     try:
         yield
     except (typer.Exit, typer.Abort):
@@ -160,6 +163,8 @@ def reporting_errors() -> Iterator[None]:
             raise typer.Exit(EXIT_ERROR) from None
         print_error(describe(exc))
         raise typer.Exit(exit_code(exc)) from None
+    finally:
+        FRONT_END.reset(token)
 
 
 def _stdout_closed() -> bool:

@@ -187,6 +187,15 @@ RUN_FLAGS: Mapping[str, Flag] = {
             show_default=False,
         ),
     ]),
+    "rerun_from": Flag("rerun_from", Annotated[
+        Optional[str],
+        typer.Option(
+            "--rerun-from", metavar="SLOT",
+            help="With --journal: run this slot and every slot after it again; the slots before it are answered "
+            "from the journal when their requests are unchanged (docs/durable.md).",
+            show_default=False,
+        ),
+    ]),
     "max_requests": Flag("max_requests", Annotated[
         Optional[int],
         typer.Option(

@@ -47,6 +47,12 @@ def run_command(request: RunRequest) -> int:
     if stop_at is not None and stop_at not in program.keys:
         known = ", ".join(program.keys) or "none"
         raise CliError(f"--stop-at {stop_at!r} is not a slot of {request.template} (slots: {known})")
+    rerun_from = request.flags.get("rerun_from")
+    if rerun_from is not None and rerun_from not in program.keys:
+        known = ", ".join(program.keys) or "none"
+        raise CliError(f"--rerun-from {rerun_from!r} is not a slot of {request.template} (slots: {known})")
+    if rerun_from is not None and request.flags.get("journal") is None:
+        raise CliError("--rerun-from re-runs part of a journaled run: give --journal FILE too")
     if request.output is not None:
         check_writable(request.output)  # before any paid request
     model = loading.resolve_cli_model(request.flags.get("model"))  # via the module: tests patch it

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .errors import EXIT_ERROR, EXIT_OK, describe, reporting_errors
+from ..errors import describe_error
+from .errors import EXIT_ERROR, EXIT_OK, reporting_errors
 
 PROBE = "Reply with the single word OK. [[reply]]"
 
@@ -26,7 +27,7 @@ def selftest_command(model_name: str | None) -> int:
     try:
         result = complete(PROBE, model=model, cache=False)
     except Exception as exc:  # noqa: BLE001 - the reason is the answer
-        sys.stderr.write(f"failed: {label}: {describe(exc)}\n")
+        sys.stderr.write(f"failed: {label}: {describe_error(exc, name_slot=False)}\n")  # the probe's slot is ours
         return EXIT_ERROR
     reply = " ".join(str(result["reply"]).split())
     shown = reply if len(reply) <= 60 else reply[:59] + "…"

@@ -30,7 +30,7 @@ from ..results import Result
 from .budget import close_budget, open_budget
 from .packing import unpack, unpack_outcomes
 from .shipping import plain_context, ship_kwargs
-from .worker import TransientRowError, close_mcp_sessions, probe_worker, run_rows
+from .worker import TransientRowError, close_journal, close_mcp_sessions, probe_worker, run_rows
 
 log = logging.getLogger(__package__)
 
@@ -221,6 +221,21 @@ class DaskExecutor:
         """
         batch_limits, max_cost = kwargs.pop("batch_limits", None), kwargs.pop("max_cost", None)  # the whole batch's
         shipped = ship_kwargs(kwargs)
+        journal = _open_journal(shipped.get("journal"))  # locked here, written by the workers (SPEC §25)
+        try:
+            return await self._run_batch(template, contexts, concurrency, on_result, template_path, include_paths,
+                                         collect, shipped, batch_limits, max_cost, journal is not None)
+        finally:
+            if journal is not None:
+                from ..run.effects import release
+
+                release(journal)
+
+    async def _run_batch(
+        self, template: str, contexts: Iterable[Mapping[str, Any]], concurrency: int, on_result: Any,
+        template_path: Any, include_paths: Sequence[Any], collect: bool, shipped: dict[str, Any],
+        batch_limits: Any, max_cost: Any, journaled: bool,
+    ) -> list[Result | BaseException]:  # fmt: skip
         await asyncio.to_thread(self.start)
         own_cap = self._cluster is not None and not self._shared_semaphore
         workers = self.n_workers if self._cluster is not None else await asyncio.to_thread(self._count_workers)
@@ -241,6 +256,8 @@ class DaskExecutor:
             return await batch.run(on_result, collect=collect)
         finally:
             await asyncio.to_thread(close_budget, self._client, job["budget"])
+            if journaled:  # each worker held its shard for the batch
+                await asyncio.to_thread(batch.close_journals)
 
     def _count_workers(self) -> int:
         try:
@@ -269,6 +286,16 @@ class DaskExecutor:
                     f"semaphore {self.semaphore_name!r} already exists on this cluster with another cap: {exc}"
                 ) from None
             self._semaphore = semaphore
+
+
+def _open_journal(path: str | None) -> Any:
+    """The batch's effect journal, opened (and locked) in this process before any row:
+    its header names the job the workers' effect ids hash; None without `journal=`."""
+    if path is None:
+        return None
+    from ..run.effects import acquire
+
+    return acquire(path)
 
 
 def _close_semaphore(semaphore: Any, *, forget: bool) -> None:
@@ -369,6 +396,13 @@ class _Batch:
             self.client.run(close_mcp_sessions, self.job["batch"])
         except Exception:  # noqa: BLE001 - a worker that is gone took its sessions with it
             log.debug("closing the MCP sessions on the workers failed", exc_info=True)
+
+    def close_journals(self) -> None:
+        """Each worker held its shard of the effect journal for this batch: give it back."""
+        try:
+            self.client.run(close_journal, self.job["batch"], self.job["kwargs"]["journal"])
+        except Exception:  # noqa: BLE001 - a worker that is gone gave its shard back with its process
+            log.debug("closing the effect journal on the workers failed", exc_info=True)
 
     def _post(self, item: Any) -> None:
         try:

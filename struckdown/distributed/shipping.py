@@ -103,9 +103,6 @@ def _ship(name: str, value: Any) -> Any:
     if kind == "no":
         if value is None:
             return None
-        if name == "journal":
-            raise ValueError("journal= and a Dask batch (--workers, --engine dask) cannot be combined yet: the "
-                             "effect journal is written by one process; run the batch here (no --workers)")
         raise ValueError(f"{name}= and a Dask batch (--workers, --engine dask) cannot be combined: "
                          "a function cannot be shipped to workers")
     if kind == "model":
@@ -135,6 +132,8 @@ def _ship(name: str, value: Any) -> Any:
         return value
     if kind == "limits" or kind == "caller":
         return value
+    if kind == "path":  # the workers write beside it (run/effect_shards.py): the same place for them
+        return None if value is None else os.path.abspath(os.fspath(value))
     if isinstance(value, Mapping):
         value = dict(value)
     if name == "deps":
@@ -215,6 +214,11 @@ def plain_context(context: Any) -> dict[str, Any]:
     if not isinstance(context, Mapping):
         raise ValueError(f"a row context must be a mapping, got {type(context).__name__}")
     row = dict(context)
+    number = getattr(context, "row", None)
+    if isinstance(number, int):  # sd batch's row: its input row, which effect ids name (SPEC §25)
+        from ..run.effects import RowContext
+
+        row = RowContext(row, row=number)
     try:
         pickle.dumps(row)
     except Exception as exc:  # noqa: BLE001 - any pickling failure means "not plain data"

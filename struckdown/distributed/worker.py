@@ -19,10 +19,12 @@ import dataclasses
 import gc
 import importlib
 import itertools
+import os
 import threading
 import time
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -91,6 +93,7 @@ def _model_error_in(exc: BaseException) -> Any:
 # this process's share of a batch's caps.
 _resolved: dict[Any, Any] = {}
 _mcp_sessions: dict[str, Any] = {}  # batch id -> this worker's MCP sessions for its rows of that batch
+_journals: dict[str, Any] = {}  # batch id -> this worker's hold on the batch's effect journal (SPEC §25)
 _semaphores: dict[tuple[str, int], Any] = {}
 _limiters: dict[tuple[str, str], Any] = {}
 _resolve_lock = threading.Lock()
@@ -117,7 +120,10 @@ async def run_rows(job: dict[str, Any], rows: list[tuple[int, dict[str, Any]]]) 
         outcomes = [(index, exc) for index, _ in rows]
     else:
 
+        from ..run.effects import CURRENT_ROW
+
         async def one(index: int, context: dict[str, Any]) -> None:
+            CURRENT_ROW.set(getattr(context, "row", index))  # SPEC §25: effect ids name the row (this task's own)
             outcomes.append((index, await run(context)))
 
         async with anyio.create_task_group() as tg:
@@ -164,6 +170,8 @@ def _row_runner(job: dict[str, Any], spent: list[float]) -> Callable[[dict[str, 
     environment = default_environment()
     kwargs = _worker_kwargs(job["kwargs"])
     sessions = _sessions(job) if kwargs.pop("mcp", None) else None  # this worker's, for the batch
+    if kwargs.get("journal") is not None:  # SPEC §25: this process's shard of the journal, for the batch
+        _join_journal(job.get("batch") or "", kwargs["journal"])
     options: Any = {**kwargs, "template_path": job["template_path"], "include_paths": job["include_paths"]}
     program = environment.program(job["template"], options)
     caps = job.get("caps") or {}
@@ -235,6 +243,37 @@ async def close_mcp_sessions(batch: str) -> int:
     opened = len(sessions.open_names)
     await sessions.aclose()
     return opened
+
+
+def _join_journal(batch: str, path: str) -> None:
+    """Hold the batch's effect journal in this process (its own shard: run/effect_shards.py)
+    from its first chunk until `close_journal`, so that chunks never open it again."""
+    from ..run.effect_shards import join
+    from ..run.effects import release
+
+    with _resolve_lock:
+        if batch in _journals:
+            return
+        for other, journal in list(_journals.items()):  # a batch whose caller died (no close came): its
+            if journal.path == Path(os.path.abspath(path)):  # journal is this one's now (the caller's lock says so)
+                release(_journals.pop(other))
+        _journals[batch] = join(path)
+
+
+def close_journal(batch: str, path: str | None = None) -> int:
+    """Give back this worker's hold on a batch's effect journal (the executor runs it on
+    every worker when the batch ends), and the holds of earlier batches on the same journal
+    whose caller died before it could (the journal was locked by this batch's caller since,
+    so they are over). Returns how many holds it gave back."""
+    from ..run.effects import release
+
+    key = None if path is None else Path(os.path.abspath(path))
+    with _resolve_lock:
+        over = [name for name, journal in _journals.items() if name == batch or journal.path == key]
+        journals = [_journals.pop(name) for name in over]
+    for journal in journals:
+        release(journal)
+    return len(journals)
 
 
 def _limiter(caps: dict[str, Any], what: str) -> Any:

@@ -403,8 +403,10 @@ def endpoint_of(model: Any) -> str:
 
     if isinstance(model, TestModel):
         return "test"
-    if isinstance(model, FunctionModel):
-        return f"function:{_function_name(model)}"
+    if isinstance(model, FunctionModel):  # its answers are its code's: an edited function is a new model
+        from .function_key import function_digest
+
+        return f"function:{_function_name(model)}#{function_digest(model.function, model.stream_function)}"
     if isinstance(model, WrapperModel):
         return endpoint_of(model.wrapped)
     if isinstance(model, FallbackModel):
@@ -443,6 +445,15 @@ def _function_name(model: Any) -> str:
     return f"{module}.{qualname}" if module else qualname
 
 
+def _generated_name(model: Any) -> str:
+    """The name pydantic-ai gives a FunctionModel built without `model_name=`."""
+
+    def name(fn: Any) -> str:
+        return "" if fn is None else str(getattr(fn, "__name__", type(fn).__name__))
+
+    return f"function:{name(model.function)}:{name(model.stream_function)}"
+
+
 def model_display(model: Any) -> str:
     """How errors and the CLI name a model: its name and, for a served model, where it runs
     (`'qwen3:8b' at http://127.0.0.1:8080/v1`); pydantic-ai's `provider:name` otherwise."""
@@ -478,6 +489,8 @@ def model_label(model: Any) -> str:
     from pydantic_ai.models.function import FunctionModel
 
     if isinstance(model, FunctionModel):
+        if model.model_name != _generated_name(model):  # FunctionModel(…, model_name="my-bot")
+            return model.model_name
         fn = model.function or model.stream_function
         return f"function:{getattr(fn, '__name__', 'anonymous')}"
     system = getattr(model, "system", "") or ""

@@ -93,10 +93,14 @@ def cut_at_deadline(
     from ..models import model_label
     from ..models.errors import TruncatedError
 
-    if not spec.is_text:
-        raise TruncatedError(model_label(model), f"the typed answer did not finish within max_seconds={seconds:g}")
-    if attempts.on_truncate == "error":
-        raise TruncatedError(model_label(model), f"the answer did not finish within max_seconds={seconds:g}")
+    if not spec.is_text or attempts.on_truncate == "error":
+        from .resilience import CUT_REFUSED, CUT_TYPED
+
+        raise TruncatedError(
+            model_label(model), CUT_REFUSED if spec.is_text else CUT_TYPED,
+            what=f"the answer did not finish within max_seconds={seconds:g}",
+            hint="raise max_seconds= (sd: --max-seconds), ask for a shorter answer, or use a faster model (fallback=)",
+        )
     text = (streamer.accumulated + "".join(streamer.held)) if streamer is not None else ""
     new: list[ModelMessage] = []
     if user_prompt is not None:

@@ -18,7 +18,9 @@ The journal is JSON lines: a header `{"journal": "struckdown effects", "job": ..
 (the tool asked for a retry or an approval by raising: it took no effect). Each line is one
 `write` to a file opened for appending, with the operating system before the tool runs: a
 SIGKILL at any point loses nothing written. One process writes a journal at a time (an
-exclusive `flock` on `FILE.lock`); the runs of one process (a batch's rows) share it.
+exclusive `flock` on `FILE.lock`); the runs of one process (a batch's rows) share it, and
+the Dask worker processes of the batch that holds it write shards beside it, which every
+reader merges (run/effect_shards.py).
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from ..errors import InputError
+from .effect_files import HEADER, Tail, shard_paths
 
 EFFECT_ATTR = "__struckdown_effect__"
-HEADER = "struckdown effects"
+ANSWER_PREFIX = b'{"answer": '  # a slot answer line (incremental re-runs, run/rerun.py)
 
 T = TypeVar("T")
 Reconcile = Callable[[str, dict[str, Any]], Any]
@@ -109,6 +112,12 @@ class EffectJournal:
         self.records: dict[str, dict[str, Any]] = {}
         self.open: set[str] = set()  # ids started and not settled
         self.job = ""
+        # SPEC §25 incremental re-runs: the slot answers the file held when it was opened, by
+        # (row, slot, request key) and (row, slot) → the offset of the line (read back on use)
+        self.answers: dict[tuple[int | None, str, str], int] = {}
+        self.latest: dict[tuple[int | None, str], int] = {}
+        self.answered_rows: set[int | None] = set()
+        self._reader: Any = None
         self._read()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         if self._ends_mid_line():
@@ -119,13 +128,18 @@ class EffectJournal:
 
     def _read(self) -> None:
         try:
-            handle = self.path.open(encoding="utf-8")
+            handle = self.path.open("rb")
         except FileNotFoundError:
             return
         except OSError as exc:
             raise InputError(f"cannot read journal {self.path}: {exc}") from None
+        offset = 0
         with handle:
-            for number, line in enumerate(handle, 1):
+            for line in handle:
+                at, offset = offset, offset + len(line)
+                if line.startswith(ANSWER_PREFIX):
+                    self._note_answer(line, at)
+                    continue
                 if not line.strip():
                     continue
                 try:
@@ -138,8 +152,45 @@ class EffectJournal:
                     self.job = self.job or str(entry.get("job") or "")
                 elif isinstance(entry.get("effect"), str):
                     self._note(entry)
-        if self.records and not self.job:
+        if (self.records or self.answers) and not self.job:
             raise InputError(f"journal {self.path} has effect records but no header line: it is not a struckdown journal")
+        if self.job:  # what the Dask workers of a batch wrote beside it (run/effect_shards.py)
+            for shard in shard_paths(self.path):
+                tail = Tail(shard)
+                for entry in tail.read():
+                    if tail.job == self.job:
+                        self._note(entry)
+
+    def _note_answer(self, line: bytes, at: int) -> None:
+        """An answer line's head (slot, row, request key) and where it starts; its result is
+        read only when a run reuses it (a big journal costs no memory for its answers)."""
+        if not line.endswith(b"}\n"):
+            return  # cut short by a kill: the slot runs again
+        try:
+            head = json.loads(line[: line.index(b',"result":')] + b"}")
+            key = (head["row"], str(head["answer"]), str(head["request"]))
+        except (ValueError, KeyError, TypeError):
+            return
+        self.answers[key] = at
+        self.latest[key[:2]] = at
+        self.answered_rows.add(key[0])
+
+    def answer(self, row: int | None, slot: str, request: str, result: str) -> None:
+        """Record a slot's answer (`result`: its JSON) under the key of the request it sent."""
+        head = json.dumps({"answer": slot, "row": row, "request": request}, ensure_ascii=False)
+        line = f'{head[:-1]},"result":{result}}}\n'
+        os.write(self._fd, line.encode("utf-8", "surrogatepass"))
+
+    def stored_answer(self, at: int) -> dict[str, Any] | None:
+        """The result of the answer line at `at` (None: unreadable now)."""
+        if self._reader is None:
+            self._reader = self.path.open("rb")
+        self._reader.seek(at)
+        try:
+            result: dict[str, Any] = json.loads(self._reader.readline())["result"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return result
 
     def _ends_mid_line(self) -> bool:
         size = os.fstat(self._fd).st_size
@@ -183,6 +234,8 @@ class EffectJournal:
 
     def close(self) -> None:
         try:
+            if self._reader is not None:
+                self._reader.close()
             os.close(self._fd)
             self._lock_path.unlink(missing_ok=True)  # still ours: we hold the lock on it
         finally:
@@ -228,7 +281,7 @@ def acquire(path: Any) -> EffectJournal:
 def release(journal: EffectJournal) -> None:
     key = str(journal.path)
     held = _OPEN.get(key)
-    if held is None:
+    if held is None or held[0] is not journal:  # a worker's journal of a batch gone by (run/effect_shards.join)
         return
     if held[1] <= 1:
         del _OPEN[key]
@@ -265,11 +318,18 @@ class EffectScope:
         return found is not None, found
 
 
+_HOOKS: dict[int, tuple[tuple[Any, ...], dict[str, Reconcile]]] = {}
+
+
 def scope_for(journal: EffectJournal | None, tools: tuple[Any, ...], names: tuple[str, ...]) -> EffectScope | None:
     if journal is None:
         return None
-    hooks = {name: hook for name, tool in zip(names, tools) if (hook := reconcile_of(tool)) is not None}
-    return EffectScope(journal, CURRENT_ROW.get(), hooks)
+    held = _HOOKS.get(id(tools))  # once per tool set (a batch's rows share theirs)
+    if held is None or held[0] is not tools:
+        if len(_HOOKS) > 64:
+            _HOOKS.clear()  # tool sets come and go (a server's requests): hold a few
+        held = _HOOKS[id(tools)] = (tools, {n: h for n, t in zip(names, tools) if (h := reconcile_of(t)) is not None})
+    return EffectScope(journal, CURRENT_ROW.get(), held[1])
 
 
 def with_effect_id(function: Any) -> Any:

@@ -53,6 +53,7 @@ from .conversation import Conversation, Layers, user_turn
 from .guards import GuardBoard
 from .ledger import RunLedger
 from .prompt_cache import plan_prompt_cache
+from .rerun import Reruns, check_rerun_from
 from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tool_checks import check_tool_names
@@ -78,6 +79,7 @@ class Run:
     _stop_segment: int | None = None
     _rendered: dict[int, str] = field(default_factory=dict)  # instructions node → its text, once per run
     _taken: dict[int, tuple[Node, ...] | None] = field(default_factory=dict)  # If node → branch taken
+    reruns: Reruns = field(default_factory=Reruns.off)  # SPEC §25: with a journal, slots reused (run/rerun.py)
 
     def __post_init__(self) -> None:
         self.variables = dict(self.context)
@@ -111,6 +113,7 @@ class Run:
         if self.options.stop_at is not None and self.options.stop_at not in self.program.keys:
             raise ValueError(f"stop_at={self.options.stop_at!r} is not a slot of this template")
         check_context(self.program, self.context, strict=self.options.strict_undefined)
+        check_rerun_from(self.program, self.options.rerun_from, self.options.journal)
         self.model_for = model_for
         self.env = SlotEnv(
             emit=self.emit,
@@ -156,6 +159,7 @@ class Run:
 
         journal = acquire(self.options.journal)
         self.env.effects = scope_for(journal, self.env.toolbox.tools, self.env.toolbox.names)
+        self.reruns = Reruns.start(journal, self.env.effects.row, self.program, self.options.rerun_from, self.options.resume)
         try:
             await self._main()
         finally:
@@ -199,7 +203,7 @@ class Run:
             )
             await self.emit(ProcessingComplete(paused.results, early_termination=False, paused=True))
             return
-        result = Result(self.results, self.program.keys)
+        result = Result(self.results, self.program.keys, reruns=self.reruns.report())
         await self.emit(ProcessingComplete(result, early_termination=False))
 
     def slot_of(self, error: BaseException) -> str | None:
@@ -260,6 +264,7 @@ class Run:
     async def _run_segment(self, segment: Segment) -> None:
         for key in segment.waits_for:
             await self.ready[key].wait()
+        self.reruns.enter(segment.index, segment.waits_for)  # it reads an answer that ran again: it runs
         try:
             if self.approval.blocks(segment.waits_for):
                 raise SegmentPaused  # an answer it reads waits for approval decisions
@@ -384,7 +389,9 @@ class Run:
     async def _slot(self, node: Slot, conversation: Conversation, segment: int) -> None:
         prompt = conversation.take_prompt()
         history, user_prompt = conversation.request(prompt)
-        result = await self._fill(node, history, user_prompt, conversation.instructions(), self._slot_env(segment))
+        env, changed = self._slot_env(segment), self.reruns.changed(segment)
+        result = await self._fill(node, history, user_prompt, conversation.instructions(), env, changed)
+        self.reruns.after(segment, [result])
         conversation.record(prompt, as_text(result.output))
         self._after(node.key)
 
@@ -395,6 +402,7 @@ class Run:
         prompt: str | None,
         instructions: str | None,
         env: SlotEnv,
+        changed: bool = False,
     ) -> SlotResult:
         plan = self.program.plan(node)
         with self.blaming(node.key), slot_span(self.options.tracing, node.key, plan.slot.type_name, node.is_guard) as span:
@@ -404,13 +412,17 @@ class Run:
             if restored is not None:
                 self._store(restored)
                 return restored
-            try:
-                result = await run_model_slot(
-                    env, plan, resolved, spec, history=history, prompt=prompt, instructions=instructions
-                )
-            except SlotPaused as paused:
-                self.approval.hold(paused.record)
-                raise SegmentPaused from None
+            # SPEC §25: with a journal, an unchanged request is answered from it
+            pending, result = self.reruns.lookup(env, plan, resolved, spec, history, prompt, instructions, changed)
+            if result is None:
+                try:
+                    result = await run_model_slot(
+                        env, plan, resolved, spec, history=history, prompt=prompt, instructions=instructions
+                    )
+                except SlotPaused as paused:
+                    self.approval.hold(paused.record)
+                    raise SegmentPaused from None
+                self.reruns.record(pending, result)
             span(result)
         self.env.streaming_now.discard(node.key)
         self._store(result)
@@ -440,12 +452,13 @@ class Run:
         self.guards.start(node.key, self.program.plan(node).when)
         instructions = conversation.instructions()
         assert self._tg is not None
-        self._tg.start_soon(self._guard_task, node, history, user_prompt, instructions, segment)
+        changed = self.reruns.changed(segment)
+        self._tg.start_soon(self._guard_task, node, history, user_prompt, instructions, segment, changed)
 
     async def _guard_task(
-        self, node: Slot, history: list[Any], prompt: str | None, instructions: str | None, segment: int
+        self, node: Slot, history: list[Any], prompt: str | None, instructions: str | None, segment: int, changed: bool
     ) -> None:
-        result = await self._fill(node, history, prompt, instructions, self._guard_env(segment, node.key))
+        result = await self._fill(node, history, prompt, instructions, self._guard_env(segment, node.key), changed)
         verdict = result.output if isinstance(result.output, dict) else {"triggered": False, "reason": ""}
         if self.guards.finish(node.key, verdict):
             raise self.guards.halted(self.guards.states[node.key])
@@ -515,13 +528,14 @@ class Run:
                 self._start_guard(node, guard_conv, segment)
         answers: dict[str, SlotResult] = {}
         paused: list[str] = []
+        changed = self.reruns.changed(segment)  # decided before the block: members run beside each other
 
         async def member(node: Slot, question: str) -> None:
             prompt = "\n\n".join(p for p in (shared, question) if p)
             history = list(base_history)
             env = self._slot_env(segment)
             try:
-                answers[node.key] = await self._fill(node, history, prompt or None, conversation.instructions(), env)
+                answers[node.key] = await self._fill(node, history, prompt or None, conversation.instructions(), env, changed)
             except SegmentPaused:  # its siblings go on; the block pauses once they are done
                 paused.append(node.key)
 
@@ -532,6 +546,7 @@ class Run:
         await self.guards.join(segment)
         if paused:
             raise SegmentPaused
+        self.reruns.after(segment, answers.values())
         if shared:
             conversation.history.append(user_turn(shared))
         for node, question in members:

@@ -28,6 +28,7 @@ importable from here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,10 @@ from .wrappers.retries import retry_after_of as retry_after_of
 from .wrappers.retries import retry_delay as retry_delay
 
 HINT_TURN = "A previous attempt could not finish: {reason}."
+#: What a TruncatedError adds to its cause (which its class already says): why the cut answer is not used.
+CUT_TYPED = "a typed answer cut short cannot be used"
+CUT_REFUSED = "on_truncate=error refuses a cut answer"
+CUT_TOOL_CALL = "a tool call cut short cannot be used"
 
 
 # -- one slot's attempts: fallback, truncation, tool choice -------------------------
@@ -141,14 +146,16 @@ class SlotAttempts:
         return list(history), turn
 
     def model_settings(
-        self, merged: ModelSettings, caller: Mapping[str, Any] | None, family: str
+        self, merged: ModelSettings, caller: Mapping[str, Any] | None, family: str, context_left: int | None = None
     ) -> ModelSettings | Callable[[Any], ModelSettings]:
-        """The attempt's settings: the default output cap when nothing sets one, the SDK's
-        own retries off (ours retry), and a forced tool choice on the first request only."""
+        """The attempt's settings: the default output cap when nothing sets one (never more
+        than `context_left`, what the server's context leaves: run/context_window.py), the
+        SDK's own retries off (ours retry), and a forced tool choice on the first request only."""
         model = self.model
         own = getattr(model, "settings", None) or {}
         if "max_tokens" not in merged and "max_tokens" not in own:
-            merged["max_tokens"] = default_max_tokens(family, merged.get("thinking"))
+            cap = default_max_tokens(family, merged.get("thinking"))
+            merged["max_tokens"] = cap if context_left is None else min(cap, context_left)
         if "max_retries" not in (caller or {}) and _accepts(model, "max_retries"):
             merged["max_retries"] = 0
         choice = self.control.get("tool_choice")
@@ -177,8 +184,7 @@ class SlotAttempts:
             return None
         from ..models import model_label
 
-        what = "the typed answer" if typed else "the answer"
-        return TruncatedError(model_label(self.model), f"{what} stopped at its output token limit (finish_reason 'length')")
+        return TruncatedError(model_label(self.model), CUT_TYPED if typed else CUT_REFUSED)
 
     # -- escalation (SPEC §27) ----------------------------------------------------------
     def escalate(self, target: Any, slot: str) -> Any:
@@ -258,8 +264,7 @@ def fallback_reason(error: BaseException) -> tuple[str | None, bool]:
     if isinstance(error, ToolLimitExceeded):
         return f"its tool loop hit its limit ({_sentence(error.detail)})", True
     if isinstance(error, BadModelOutput):
-        full = str(error.args[2]) if len(error.args) > 2 else error.detail
-        problem = (full.partition("(last problem: ")[2].rstrip(")") or full).partition(" For further information")[0]
+        problem = error.reason or error.detail
         return f"its answer failed validation every time (last problem: {_sentence(problem, first=False)})", True
     return None, False
 
@@ -291,8 +296,12 @@ def slot_error(exc: BaseException, slot: str, model: Any) -> StruckdownError | N
     if isinstance(exc, UsageLimitExceeded):
         return exc if isinstance(exc, ToolLimitExceeded) else ToolLimitExceeded(slot, str(exc))
     if isinstance(exc, OutputTokenLimitExceeded) and not isinstance(exc, StruckdownError):
-        what = "a tool call" if type(exc).__name__ == "IncompleteToolCall" else "the typed answer"
-        return TruncatedError(model_display(model), f"{what} was cut off: {' '.join(exc.message.split())}")
+        tool_call = type(exc).__name__ == "IncompleteToolCall"
+        if tool_call and "did not run" in exc.message:  # run/tools.py:cut_short names the calls
+            return TruncatedError(model_display(model), " ".join(exc.message.split()))
+        limit = re.search(r"token limit \(([^)]*)\)", exc.message)  # pydantic-ai's text repeats the cause
+        what = CUT_TOOL_CALL if tool_call else CUT_TYPED
+        return TruncatedError(model_display(model), what + (f" (max_tokens: {limit.group(1)})" if limit else ""))
     mapped: StruckdownError | None = map_model_error(exc, model_display(model))
     if mapped is None and isinstance(exc, UnexpectedModelBehavior) and not isinstance(exc, StruckdownError):
         mapped = BadModelOutput(slot, model_display(model), exc)

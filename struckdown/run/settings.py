@@ -53,6 +53,7 @@ class RunSettings:
     recorded: Callable[[], Mapping[str, Any]] | None = None  # the plain options a paused state records (made at a pause)
     spent: Any = None  # a resumed run: the Usage its earlier part spent (counts against run_limits and max_cost)
     journal: Any = None  # SPEC §25: the effect journal's path (run/effects.py), or None
+    rerun_from: str | None = None  # SPEC §25: this slot and every slot after it run again (run/rerun.py)
 
 
 def build_settings(
@@ -115,6 +116,7 @@ def build_settings(
         recorded=partial(recorded_options, options, defaults),
         spent=spent,
         journal=value("journal"),
+        rerun_from=value("rerun_from"),
     )
 
 

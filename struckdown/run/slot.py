@@ -38,6 +38,7 @@ from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from . import answer_approval, confidence
 from .budgets import slot_budget
+from .context_window import context_left
 from .deadline import CutRun, cut_at_deadline, slot_seconds, within
 from .ledger import CURRENT_METER
 from .partials import Partials, streams_partials
@@ -279,7 +280,8 @@ async def run_model_slot(
                     model, key, instructions=bool(instructions), tools=use_tools,
                     asked=resolved.control.get("prompt_cache"),
                 ))
-            settings = attempts.model_settings(merged, env.settings, family)
+            left = await context_left(model, instructions, history, prompt)  # a local server's n_ctx (issue 40)
+            settings = attempts.model_settings(merged, env.settings, family, left)
             measuring = method is not None and escalated_to is None
             if measuring and method is not None and method.logprobs:
                 settings = confidence.with_logprobs(settings)

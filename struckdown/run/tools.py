@@ -32,6 +32,7 @@ from pydantic_ai.toolsets import WrapperToolset
 from ..errors import StruckdownError, exception_text
 from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
+from .problems import validation_problem
 
 READONLY_ATTR = "__struckdown_readonly__"
 SEQUENTIAL_ATTR = "__struckdown_sequential__"
@@ -58,27 +59,24 @@ class BadModelOutput(StruckdownError, UnexpectedModelBehavior):
     its type refuses, a malformed tool call) after pydantic-ai sent it back the
     validation error each time. Also a pydantic-ai `UnexpectedModelBehavior`."""
 
-    def __init__(self, slot: str, model: str, error: UnexpectedModelBehavior | str) -> None:
+    def __init__(self, slot: str, model: str, error: UnexpectedModelBehavior | str, reason: str | None = None) -> None:
         detail = error if isinstance(error, str) else error.message
-        reason = "" if isinstance(error, str) else _last_reason(error)
+        if reason is None:
+            reason = "" if isinstance(error, str) else validation_problem(error)
         super().__init__(
             f"slot {slot!r}: model {model} gave no usable answer: {detail}"
             + (f" (last problem: {reason})" if reason else "")
             + ". Hint: make the question clearer about the form of the answer, try a stronger model, "
             "or loosen the slot's options"
         )
-        self.args = (slot, model, detail if not reason else f"{detail} (last problem: {reason})")
+        self.args = (slot, model, detail, reason)  # what pickling passes back to __init__
         self.slot = slot
         self.model = model
         self.detail = detail
+        self.reason = reason  # the last validation problem, in words ("" if unknown)
 
-
-def _last_reason(error: BaseException) -> str:
-    """The last validation problem behind a failed answer, on one line, if pydantic-ai kept it."""
-    cause = error.__cause__  # the explicit cause only: __context__ may be any error handled nearby
-    if cause is None:
-        return ""
-    return " ".join(str(cause).split())[:300]
+    def __reduce__(self) -> tuple[Any, ...]:  # pydantic-ai's base pickles (message, body): ours is `args`
+        return (type(self), self.args)
 
 
 def readonly(tool: T) -> T:
@@ -392,8 +390,7 @@ def cut_short(ctx: RunContext[Any]) -> None:
 
                 calls = [p.tool_name for p in message.parts if isinstance(p, ToolCallPart)]
                 raise IncompleteToolCall(
-                    f"{'(), '.join(calls)}() did not run: its response stopped at the output token limit "
-                    "(finish_reason 'length')"
+                    f"{'(), '.join(calls)}() did not run: a tool call cut short cannot be used"
                 )
             return
 

@@ -44,15 +44,36 @@ _OPTION_HINT = (
     'commas or brackets: key="a, b"'
 )
 _GENERAL_HINT = "check this spot for a typo; docs/language.md shows every piece of the syntax"
-_NAMED = {"\n": "a line break", "\t": "a tab", "\r": "a carriage return", " ": "a space"}
+_NAMED = {"\n": "line break", "\t": "tab", "\r": "carriage return", " ": "space"}
 
 
 def _shown(text: str) -> str:
-    """A piece of the template as the author sees it: quoted, cut at the line's end, no escapes."""
+    """A piece of the template as the author sees it, to follow "unexpected": quoted, cut at
+    the line's end, no escapes; a whitespace character by its name ("unexpected line break")."""
     if text[:1] in _NAMED:
         return _NAMED[text[:1]]
     piece = text.split("\n", 1)[0].split("\r", 1)[0][:20]
-    return f"'{piece}'" if piece else "the end of the line"
+    return f"'{piece}'" if piece else "end of line"
+
+
+def _second_pipe(src: SourceMap, start: int, line: int, column: int) -> TemplateSyntaxError | None:
+    """A second `|` in a slot (0.x's old docs wrote `[[pick:c|a,b|model=x]]`): the fix
+    docs/migration.md gives, one pipe and commas, written out for this slot."""
+    if not src.text.startswith("|", start):
+        return None
+    opened = src.text.rfind("[[", 0, start)
+    if opened < 0 or "]]" in src.text[opened:start] or "|" not in src.text[opened:start]:
+        return None
+    end = src.text.find("]]", start)
+    inner = src.text[opened + 2 : end if end >= 0 else len(src.text)]
+    if "\n" in inner:
+        return None
+    head, _, rest = inner.partition("|")
+    options = ", ".join(p.strip() for p in rest.split("|") if p.strip())
+    return src.error(
+        "a second '|' in the slot: options follow one '|', separated by commas", line, column,
+        f"one pipe, commas: [[{head}|{options}]]",
+    )
 
 
 def _opener_pos(src: SourceMap, pattern: str) -> tuple[int, int] | None:
@@ -101,6 +122,9 @@ def lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
                 "tags are <system>, <system local>, <header>, <user>, <assistant>, <together>, "
                 '<checkpoint>, <include src="file.sd"/>',
             )
+        piped = _second_pipe(src, exc.pos_in_stream, line, column) if exc.pos_in_stream is not None else None
+        if piped is not None:
+            return piped
         if exc.allowed and exc.allowed & {"SLOT_CLOSE", "PIPE", "COMMA", "COLON", "IDENT", "QUANT", "BANG"}:
             return src.error(f"unexpected {_shown(rest[:1])} in slot", line, column, _SLOT_HINT)
         return src.error(f"unexpected character {_shown(rest[:1])}", line, column, _GENERAL_HINT)
@@ -119,6 +143,10 @@ def lark_error(exc: UnexpectedInput, src: SourceMap) -> TemplateSyntaxError:
             )
         if token.type == "$END":
             return _eof_error(exc.expected, src)
+        start = getattr(token, "start_pos", None)
+        piped = _second_pipe(src, start, line, column) if start is not None else None
+        if piped is not None:
+            return piped
         if exc.expected & {"SLOT_CLOSE", "PIPE", "COLON", "IDENT", "COMMA"}:
             return src.error(f"unexpected {_shown(str(token))} in slot", line, column, _SLOT_HINT)
         closer = re.fullmatch(r"</\s*(\w+)\s*>", str(token).strip())

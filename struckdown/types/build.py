@@ -137,6 +137,12 @@ def _list_value(convert: Callable[[Any], Any], raw: Any) -> list[Any]:
     return [convert(value) for value in raw.response]
 
 
+#: A free-text answer's description, and what each item of a free-text list says instead: a
+#: small model read "The answer" on every item and put the whole answer into the first one.
+TEXT_ANSWER = "The answer"
+LIST_ITEM = "One element of the list: a single short item, not the whole list"
+
+
 def list_description(low: int, high: int | None) -> str:
     """What a list answer's schema says about its items (issue 40 item 23: a small model put
     the whole list into one item and padded the rest): one element per item, and how many."""
@@ -146,8 +152,8 @@ def list_description(low: int, high: int | None) -> str:
         count = f"{low} to {high} items" if low else f"at most {high} item{'s' if high != 1 else ''}"
     else:
         count = f"at least {low} item{'s' if low != 1 else ''}" if low else "any number of items"
-    return (
-        f"A JSON array of {count}: each item is one separate element of the list, "
+    return (  # "different from the others": a small model padded a short list with repeats
+        f"A JSON array of {count}: each item is one separate element of the list, different from the others; "
         "never the whole list in one item, never a number or placeholder"
     )
 
@@ -183,6 +189,8 @@ def _assemble(
         low, high = quantifier
         if required:
             low = max(low, 1)
+        if plan.description == TEXT_ANSWER:  # each item is one element, not "the answer" (issue 40 item 23)
+            plan = dataclasses.replace(plan, description=LIST_ITEM)
         annotation = list[_described(plan)]  # type: ignore[misc]
         field = Field(min_length=low or None, max_length=high, description=list_description(low, high))
         convert = partial(_list_value, plan.convert)

@@ -250,14 +250,16 @@ class Worker:
             return
         total = len(rows)
         self.send({"type": "batch_started", "total": total})
-        done = failed = 0
+        done = failed = cached = 0
 
         def on_row(index: int, entry: dict[str, Any]) -> None:
-            nonlocal done, failed
+            nonlocal done, failed, cached
             done += 1
             failed += 0 if entry["ok"] else 1
+            cached += entry.get("cached", 0)
             self.send({"type": "batch_row", "index": index, "ok": entry["ok"], "error": entry["error"],
-                       "answers": entry["answers"], "done": done, "failed": failed, "total": total})
+                       "answers": entry["answers"], "done": done, "failed": failed, "total": total,
+                       "cached": entry.get("cached", 0)})
 
         entries = await engine.run_batch(
             program, rows, model=model, tools=tools, jobs=int(job.get("jobs") or 4),
@@ -267,5 +269,5 @@ class Worker:
         for suffix in ("jsonl", "csv"):
             engine.write_rows(folder / f"output.{suffix}", rows, entries, program.keys)
             formats.append(suffix)
-        self.send({"type": "batch_complete", "total": total, "failed": failed, "formats": formats})
+        self.send({"type": "batch_complete", "total": total, "failed": failed, "cached": cached, "formats": formats})
 

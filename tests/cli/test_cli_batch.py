@@ -195,6 +195,8 @@ def test_resume_skips_rows_the_journal_holds(tmp_path: Path, template: Path, use
     lines = journal.read_text(encoding="utf-8").splitlines()
     journal.write_text("\n".join(lines[:2]) + "\n" + lines[2][:10], encoding="utf-8")  # a crash mid-line
     done = {json.loads(line)["index"] for line in lines[:2]}
+    # the rows cut off never finished: no answer of theirs in the effect journal either (SPEC §25 would reuse it)
+    (tmp_path / "out.journal.effects.jsonl").unlink()
     called.clear()
 
     refused = sd("batch", template, inputs, "-o", out)
@@ -258,9 +260,11 @@ def test_killed_batch_resumes_without_losing_or_repeating_rows(
 
 
 @pytest.mark.parametrize("change", ["model", "include", "tools"])
-def test_resume_reruns_rows_when_the_job_changed(tmp_path: Path, use_model: Any, change: str) -> None:
+def test_resume_reruns_rows_when_the_job_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
     """A journaled row is reused only by the same job: another --model, an edited
-    <include>d file or tools file makes every row run again, and the note says why."""
+    <include>d file or tools file makes every row run again, and the note says why. Within
+    a row that runs again, a slot whose request is unchanged is answered from the effect
+    journal (SPEC §25): the tools file's change reaches no slot here (none uses tools)."""
     called: list[int] = []
     first_run = [True]
 
@@ -271,7 +275,7 @@ def test_resume_reruns_rows_when_the_job_changed(tmp_path: Path, use_model: Any,
             raise RuntimeError("first run fails row 1")  # so the journal stays for --resume
         return f"answer {row}"
 
-    use_model(scripted(counting))
+    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: scripted(counting, name=name))
     (tmp_path / "part.sd").write_text("Row {{ id }}: {{ text }}\n", encoding="utf-8")
     template = tmp_path / "t.sd"
     template.write_text('<include src="part.sd"/> [[answer]]\n', encoding="utf-8")
@@ -292,7 +296,7 @@ def test_resume_reruns_rows_when_the_job_changed(tmp_path: Path, use_model: Any,
         tools.write_text("def lookup(q: str) -> str:\n    return q.upper()\n", encoding="utf-8")
     result = sd(*args, "--model", model, "--resume")
     assert result.exit_code == 0, result.output
-    assert sorted(called) == [0, 1, 2]  # nothing reused
+    assert sorted(called) == ([1] if change == "tools" else [0, 1, 2])  # no row reused; no request for tools
     assert "2 rows whose input or job (template, includes, model, tools) changed run again" in result.stderr
 
 
@@ -330,9 +334,10 @@ def test_resume_reruns_rows_when_a_config_alias_points_somewhere_new(
             raise RuntimeError("first run fails row 1")
         return f"answer {row_of(prompt)}"
 
-    use_model(scripted(counting))
-    monkeypatch.chdir(tmp_path)
     config = tmp_path / "struckdown.toml"
+    # the model the alias leads to (the real resolution reads the config file too)
+    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: scripted(counting, name=config.read_text()))
+    monkeypatch.chdir(tmp_path)
     config.write_text('[models]\nfast = "openai-chat:gpt-4o-mini"\n', encoding="utf-8")
     template = tmp_path / "t.sd"
     template.write_text("Row {{ id }}: {{ text }} [[answer]]\n", encoding="utf-8")

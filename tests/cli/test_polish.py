@@ -91,8 +91,8 @@ def test_undefined_variable_warns_with_its_line(caplog: pytest.LogCaptureFixture
     with pytest.warns(UserWarning) as caught:
         result = sd_api.complete(template, {"name": "Ann"}, model=script.model())
     assert [str(w.message) for w in caught] == [
-        "undefined variable 'nme' (line 1): not in the context and not answered before",
-        "undefined variable 'vip' (line 2): not in the context and not answered before",
+        "undefined variable 'nme' (line 1): not in the context and not answered before; did you mean 'name'?",
+        "undefined variable 'vip' (line 2): not in the context and not answered before",  # no key is close
     ]
     assert [r.getMessage() for r in caplog.records if r.name == "struckdown"] == [str(w.message) for w in caught]
     assert result["greeting"] == "hi"
@@ -104,7 +104,8 @@ def test_strict_undefined_raises_before_any_request() -> None:
     with pytest.raises(sd_api.TemplateRuntimeError) as info:
         sd_api.complete("Hi [[a]]\nHello {{ nme }} [[b]]", {"name": "Ann"}, model=script.model(), strict_undefined=True)
     assert str(info.value) == (
-        "undefined variable 'nme' (line 2): not in the context and not answered before (strict_undefined=True)"
+        "undefined variable 'nme' (line 2): not in the context and not answered before; did you mean 'name'? "
+        "(strict_undefined=True)"
     )
     assert script.calls == []
     # every name the template reads is given: no error, no warning
@@ -118,7 +119,8 @@ def test_sd_run_prints_one_line_per_undefined_name(tmp_path: Path, use_model: An
     result = sd("run", template, "-c", "name=Ann")
     assert result.exit_code == 0
     assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
-        f"warning: undefined variable 'nme' (line 1 of {template}): not in the context and not answered before",
+        f"warning: undefined variable 'nme' (line 1 of {template}): not in the context and not answered before; "
+        "did you mean 'name'?",
         f"warning: undefined variable 'place' (line 2 of {template}): not in the context and not answered before",
     ]
     strict = sd("run", template, "-c", "name=Ann", "--strict")
@@ -202,7 +204,7 @@ def test_a_runtime_error_shows_its_class_model_and_hint(tmp_path: Path, use_mode
     result = sd("run", template)
     assert result.exit_code == 1
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert line.startswith("error: BadModelOutput: slot 'n': model function:respond gave no usable answer: ")
+    assert line.startswith("error: BadModelOutput: slot 'n': model scripted gave no usable answer: ")
     assert "Hint: make the question clearer" in line
 
 

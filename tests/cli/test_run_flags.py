@@ -58,6 +58,7 @@ def _samples(tmp_path: Path) -> dict[str, tuple[list[str], str, Any]]:
         "stop_at": (["--stop-at", "a"], "stop_at", "a"),
         "max_requests": (["--max-requests", "3"], "max_requests", 3),
         "journal": (["--journal", str(tmp_path / "run.journal")], "journal", tmp_path / "run.journal"),
+        "rerun_from": (["--rerun-from", "a", "--journal", str(tmp_path / "rerun.journal")], "rerun_from", "a"),
     }
 
 
@@ -99,7 +100,7 @@ def test_every_run_flag_reaches_the_engine(command: str, tmp_path: Path, monkeyp
     where = {"run": ["run", template], "chat": ["chat", "-p", template], "batch": ["batch", template, rows]}[command]
     taken = set(RUN_COMMAND_FLAGS) | {"stop_at"} if command != "batch" else set(RUN_COMMAND_FLAGS) | {"max_requests"}
     if command == "run":
-        taken.add("journal")
+        taken.update({"journal", "rerun_from"})
     for name, (words, keyword, value) in _samples(tmp_path).items():
         if name not in taken:
             continue
@@ -169,7 +170,7 @@ def test_every_option_travels_to_dask_workers_or_is_refused_by_name(name: str) -
         "max_cost": 1.0, "prices": {"test": {"input": 1, "output": 1}}, "tool_limits": {"t": 1}, "instrument": False,
         "image_max_side": 512, "max_images": 3, "retries": 2, "retry_base_delay": 0.5, "retry_max_delay": 2.0,
         "fallback": ["test"], "on_truncate": "error", "on_retry": print, "prompt_cache": False,
-        "journal": "run.journal",
+        "journal": "run.journal", "rerun_from": "a",
     }
     assert set(samples) == set(OPTIONS)
     if OPTIONS[name].ships == "no":

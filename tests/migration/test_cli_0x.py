@@ -141,7 +141,7 @@ def test_test_sends_one_request_and_says_ok(use_model: Any) -> None:
     use_model(scripted(reply))
     result = sd("test")
     assert result.exit_code == 0
-    assert result.stdout.startswith("ok: function:respond answered 'OK' in ")  # cli_models' FunctionModel
+    assert result.stdout.startswith("ok: scripted answered 'OK' in ")  # cli_models' FunctionModel, by its model_name=
     assert prompts == ["Reply with the single word OK."]
 
 
@@ -152,7 +152,7 @@ def test_test_says_why_it_failed(use_model: Any) -> None:
     use_model(scripted(broken))
     result = sd("test")
     assert result.exit_code == 1
-    assert result.stderr == "failed: function:respond: slot 'reply': RuntimeError: the server fell over\n"
+    assert result.stderr == "failed: scripted: RuntimeError: the server fell over\n"  # the probe's own slot unnamed
 
 
 # -- sd batch ----------------------------------------------------------------------------------

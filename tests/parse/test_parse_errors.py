@@ -42,9 +42,9 @@ def error_of(template: str, **kwargs: object) -> sd.TemplateSyntaxError:
         ("Hi [[a]]\n\n[[b|x=1\nmore text", 3, 1, "never closed"),
         ("[[a|max_iter=0]]", 1, 5, "bad value for max_iter"),
         ("[[x{3,1}]]", 1, 4, "m <= n"),
-        ("[[a|temperature={{ t | nosuch }}]]", 1, 17, "No filter named 'nosuch'"),
-        ("x\n{% if a is nosuch %}[[a]]{% endif %}", 2, 1, "No test named 'nosuch'"),
-        ("Hi {{ name | nosuch }} [[a]]", 1, 1, "No filter named 'nosuch'"),
+        ("[[a|temperature={{ t | nosuch }}]]", 1, 24, "No filter named 'nosuch'"),  # at the filter's name
+        ("x\n{% if a is nosuch %}[[a]]{% endif %}", 2, 12, "No test named 'nosuch'"),
+        ("Hi {{ name | nosuch }} [[a]]", 1, 14, "No filter named 'nosuch'"),
         ("{% if a b %}[[a]]{% endif %}", 1, 1, "invalid Jinja expression"),
         ("[[pick:p|x, {{ a b }}]]", 1, 13, "invalid Jinja expression"),
     ],

@@ -73,7 +73,7 @@ def test_a_model_without_logprobs_is_an_error_naming_it() -> None:
             sd.complete(PICK, model=openai_compatible("plain", url, None))
     assert len(server.bodies) == 1  # at the first answer
     script = Script(lambda call: '{"response": "red"}')
-    with pytest.raises(sd.ConfigurationError, match="confidence=logprobs needs token logprobs, but model function:_fn"):
+    with pytest.raises(sd.ConfigurationError, match="confidence=logprobs needs token logprobs, but model scripted returned none"):
         sd.complete(PICK, model=script.model())
 
 

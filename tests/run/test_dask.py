@@ -267,6 +267,57 @@ def test_a_private_clusters_workers_freeze_their_start_up_heap_and_a_shared_ones
     assert len(frozen) == 1 and frozen[0] > 10_000  # modules, schemas, Dask's own objects
 
 
+REFUND_TOOLS = """
+import os
+import struckdown as sd
+from pydantic_ai import RunContext
+
+@sd.effect(reconcile=lambda effect_id, arguments: None)
+def refund(ctx: RunContext, order: str) -> str:
+    \"\"\"Refund an order.\"\"\"
+    fd = os.open({ledger!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(fd, (order + " " + ctx.effect_id + " " + str(os.getpid()) + "\\n").encode())
+    os.close(fd)
+    return "refunded " + order
+"""
+
+
+def test_a_journaled_batch_on_workers_writes_a_shard_per_worker_and_runs_each_effect_once(
+    client: Any, tmp_path: Path
+) -> None:
+    """SPEC §25: journal= with an executor: this process locks the journal and writes its
+    header; each worker appends to a shard of its own (JOURNAL.workerN); the same batch
+    again is answered from the journal, with the same effect ids, and no tool runs."""
+    ledger, journal, tools = tmp_path / "ledger", tmp_path / "effects.jsonl", tmp_path / "refunds.py"
+    tools.write_text(REFUND_TOOLS.format(ledger=str(ledger)))
+    contexts = [{"order": f"R{i}", "dir": str(tmp_path)} for i in range(8)]
+    template = "Refund order {{ order }}. dir={{ dir }} [[reply|use_tools=true, max_iter=3]]\n"
+
+    def batch() -> list[Any]:
+        return sd.complete_batch(template, contexts, executor=DaskExecutor(client=client, max_in_flight=8),
+                                 model_factory="durable_rows:refunds", tools=[str(tools)], journal=journal)
+
+    first = batch()
+    assert [r["reply"] for r in first] == [f"done: refunded R{i}" for i in range(8)]
+    made = [line.split() for line in ledger.read_text().splitlines()]
+    assert sorted(order for order, *_ in made) == [f"R{i}" for i in range(8)]
+    header, *own = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert header["journal"] == "struckdown effects" and own == []  # the rows ran on the workers
+    shards = sorted(tmp_path.glob("effects.jsonl.worker*[0-9]"))
+    workers_used = {pid for *_, pid in made}
+    assert [s.name for s in shards] == [f"effects.jsonl.worker{n}" for n in range(1, len(workers_used) + 1)]
+    records = [json.loads(line) for shard in shards for line in shard.read_text().splitlines()]
+    assert {r["job"] for r in records if "journal" in r} == {header["job"]}  # one job: one id per call
+    started = {r["effect"]: r["row"] for r in records if r.get("state") == "started"}
+    assert sorted(started.values()) == list(range(8))
+    assert {effect for _, effect, _ in made} == set(started)
+    assert not list(tmp_path.glob("*.lock"))  # every hold given back at the batch's end
+
+    again = batch()  # the same calls: answered from the journal (theirs and the other workers')
+    assert [r["reply"] for r in again] == [r["reply"] for r in first]
+    assert len(ledger.read_text().splitlines()) == 8
+
+
 def test_a_worker_killed_mid_batch_loses_and_repeats_no_row(client: Any, tmp_path: Path) -> None:
     """Runs last: the nanny restarts the killed worker, and the test waits for it. Two
     rows are held in their first call; the worker of the one that started last is

@@ -62,7 +62,8 @@ class Shop:
 
 
 def records(journal: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in journal.read_text().splitlines()]
+    """The header and the effect lines (the slots' answer lines, for re-runs, left out)."""
+    return [json.loads(line) for line in journal.read_text().splitlines() if not line.startswith('{"answer"')]
 
 
 def crashed_run(shop: Shop, journal: Path) -> None:
@@ -76,7 +77,10 @@ def test_a_finished_effect_is_answered_from_the_journal(tmp_path: Path) -> None:
     shop, journal = Shop(), tmp_path / "run.journal"
     first = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
     requests: list[str] = []
-    second = sd.complete(TEMPLATE, model=refund_model(requests), tools=[shop.tool()], journal=journal)
+    unchanged = sd.complete(TEMPLATE, model=refund_model(requests), tools=[shop.tool()], journal=journal)
+    assert requests == [] and unchanged.results["reply"].reused  # the same request: the answer reused
+    second = sd.complete(TEMPLATE, model=refund_model(requests), tools=[shop.tool()], journal=journal,
+                         rerun_from="reply")
     assert shop.refunds == ["R7"]
     assert first["reply"] == second["reply"] == "done: refunded R7 (1)"
     assert requests == ["call", "answer"]  # the model asked again; the tool did not run again
@@ -174,7 +178,7 @@ def test_a_fallback_and_another_model_keep_the_effect_id(tmp_path: Path) -> None
     assert first == ["call", "answer"] and backup == ["call", "answer"]  # the slot restarted on the backup
     assert result["reply"] == "done: refunded R7 (1)" and shop.refunds == ["R7"]
     other: list[str] = []
-    again = sd.complete(TEMPLATE, model=refund_model(other), tools=[shop.tool()], journal=journal)
+    again = sd.complete(TEMPLATE, model=refund_model(other), tools=[shop.tool()], journal=journal, rerun_from="reply")
     assert other == ["call", "answer"] and again["reply"] == "done: refunded R7 (1)" and shop.refunds == ["R7"]
 
 

@@ -60,8 +60,8 @@ def test_a_tool_call_cut_at_the_token_limit_is_a_truncated_error_and_does_not_ru
     assert ran == []
     assert len(script.calls) == 1
     assert str(info.value).startswith(
-        "model function:_fn: the answer was cut off at the output token limit: a tool call was cut off: lookup() "
-        "did not run: its response stopped at the output token limit (finish_reason 'length'). Hint: "
+        "model scripted: the answer was cut off at the output token limit: lookup() did not run: a tool call cut "
+        "short cannot be used. Hint: "
     )
 
 
@@ -176,11 +176,16 @@ def test_max_seconds_streams_the_text_then_flags_the_answer(clock: Clock) -> Non
 def test_max_seconds_with_on_truncate_error_or_a_typed_answer_is_a_truncated_error(clock: Clock) -> None:
     with pytest.raises(sd.TruncatedError) as info:
         sd.complete("Write a poem [[poem|on_truncate=error]]", model=runaway(clock), max_seconds=5)
-    assert "the answer did not finish within max_seconds=5" in str(info.value)
+    assert str(info.value) == (
+        "model slow: the answer did not finish within max_seconds=5: on_truncate=error refuses a cut answer. "
+        "Hint: raise max_seconds= (sd: --max-seconds), ask for a shorter answer, or use a faster model (fallback=)"
+    )
     clock.passes = asyncio.Event()
     with pytest.raises(sd.TruncatedError) as typed:
         sd.complete("How many? [[int:n]]", model=runaway(clock), max_seconds=3)
-    assert "the typed answer did not finish within max_seconds=3" in str(typed.value)
+    assert "model slow: the answer did not finish within max_seconds=3: a typed answer cut short cannot be used." in str(
+        typed.value
+    )
 
 
 def test_max_seconds_is_checked() -> None:

@@ -218,11 +218,14 @@ def test_bad_config_is_a_configuration_error_naming_the_file(tmp_path: Path, tex
 
 def test_endpoint_of_each_kind_of_model() -> None:
     assert endpoint_of(TestModel()) == "test"
-    assert endpoint_of(FunctionModel(reply)) == f"function:{__name__}.reply"
+    from struckdown.models.function_key import function_digest
+
+    code = function_digest(reply, None)  # a FunctionModel's answers are its code's (docs/providers.md)
+    assert endpoint_of(FunctionModel(reply)) == f"function:{__name__}.reply#{code}"
     assert endpoint_of(InstrumentedModel(openai_compatible("q", BASE, None))) == BASE
     assert endpoint_of(resolve_model("openai-chat:gpt-4o")) == "https://api.openai.com/v1"
     fallback = FallbackModel(TestModel(), FunctionModel(reply))
-    assert endpoint_of(fallback) == f"fallback(test#test,function:{__name__}.reply#{FunctionModel(reply).model_name})"
+    assert endpoint_of(fallback) == f"fallback(test#test,function:{__name__}.reply#{code}#{FunctionModel(reply).model_name})"
 
 
 def test_endpoint_differs_between_servers_serving_the_same_name() -> None:
@@ -235,6 +238,7 @@ def test_model_label() -> None:
     assert model_label("openai:gpt") == "openai:gpt"
     assert model_label(TestModel()) == "test:test"
     assert model_label(FunctionModel(reply)) == "function:reply"
+    assert model_label(FunctionModel(reply, model_name="my-bot")) == "my-bot"  # named as its author named it
     assert model_label(openai_compatible("qwen", BASE, None)) == f"openai:qwen@{BASE}"
 
 

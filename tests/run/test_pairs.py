@@ -117,6 +117,13 @@ def _journaled(result: Any, ctx: Ctx) -> None:
     assert len(done) == sum(1 for ran in ctx.ran if ran.startswith(("ship", "refund"))) > 0
 
 
+def _rerun_recorded(result: Any, ctx: Ctx) -> None:
+    """rerun_from= (SPEC §25): the forced slot ran (no reuse) and its answer is in the journal."""
+    assert result["again"].startswith("answer to: Once more") and not result.results["again"].reused
+    answers = [json.loads(line) for line in Path(ctx.journal).read_text().splitlines() if line.startswith('{"answer"')]
+    assert "again" in {line["answer"] for line in answers}
+
+
 def _cost_known(result: Any, ctx: Ctx) -> None:
     assert result.usage.cost is not None and result.usage.cost > 0
 
@@ -189,6 +196,10 @@ RECIPES: dict[str, Recipe] = {
     "journal": Recipe(
         text="Ship order J1. [[shipped|use_tools=true]]\n", tools=_ship,
         options=lambda ctx: {"journal": ctx.journal}, check=_journaled,
+    ),
+    "rerun": Recipe(
+        text="Once more. [[again]]\n", options=lambda ctx: {"journal": ctx.journal, "rerun_from": "again"},
+        check=_rerun_recorded,
     ),
 }
 FEATURES = sorted(RECIPES)

@@ -59,7 +59,7 @@ def test_provider_errors_surface_as_mapped_errors(fault: BaseException, mapped: 
     error = info.value
     assert isinstance(error, sd.StruckdownError)
     assert error.status == status
-    assert error.model.startswith("function:")
+    assert error.model == "scripted"  # the FunctionModel's model_name=
     assert error.hint and "Hint:" in str(error)
     if isinstance(fault, asyncio.TimeoutError | TimeoutError):
         assert "timed out" in str(error)
@@ -252,8 +252,8 @@ def test_a_persistently_invalid_answer_is_a_struckdown_error_naming_slot_model_a
         sd.complete("Q [[int:n]]", model=script.model())
     error = info.value
     assert isinstance(error, UnexpectedModelBehavior) and type(error).__name__ == "BadModelOutput"
-    assert error.slot == "n" and "function:" in str(error) and "Hint:" in str(error)
-    assert "valid integer" in str(error)  # the last validation problem
+    assert error.slot == "n" and "model scripted" in str(error) and "Hint:" in str(error)
+    assert error.reason == "Input should be a valid integer, unable to parse string as an integer (the answer was 'five')"
 
 
 def test_errors_name_their_slot_and_foreign_ones_pass_through_with_only_a_note() -> None:

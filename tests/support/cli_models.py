@@ -56,8 +56,9 @@ def answer(value: Any, info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(value if isinstance(value, str) else json.dumps(value))])
 
 
-def scripted(reply: Reply) -> FunctionModel:
-    """`reply(prompt, info)` returns the answer value, or a ModelResponse to send as is."""
+def scripted(reply: Reply, name: str = "scripted") -> FunctionModel:
+    """`reply(prompt, info)` returns the answer value, or a ModelResponse to send as is. `name`:
+    its model name (another name is another model: a journaled re-run reuses none of its answers)."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         value = reply(last_prompt(messages), info)
@@ -74,7 +75,7 @@ def scripted(reply: Reply) -> FunctionModel:
             elif isinstance(part, ToolCallPart):
                 yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
 
-    return FunctionModel(respond, stream_function=stream, model_name="scripted")
+    return FunctionModel(respond, stream_function=stream, model_name=name)
 
 
 def calls_tool_once(tool: str, arguments: dict[str, Any], final: Callable[[str], Any]) -> Reply:

@@ -20,7 +20,7 @@ from types_support import NON_NULL_JSON, nullable, rejects, spec_of, value, valu
 CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?"
 TIME_PATTERN = f"^{CLOCK}$"
 LIST_ANY = ("A JSON array of any number of items: each item is one separate element of the list, "
-            "never the whole list in one item, never a number or placeholder")
+            "different from the others; never the whole list in one item, never a number or placeholder")
 DATETIME_PATTERN = f"^[1-9][0-9]{{3}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]{CLOCK}$"
 
 
@@ -323,7 +323,7 @@ def test_quantifier_bounds(
         "items": {"type": "string", "format": "date", "description": "ISO 8601 date (YYYY-MM-DD)"},
         # issue 40 item 23: one element per item, said in the schema a small model reads
         "description": f"A JSON array of {count}: each item is one separate element of the list, "
-        "never the whole list in one item, never a number or placeholder",
+        "different from the others; never the whole list in one item, never a number or placeholder",
         **bounds,
     }
 
@@ -372,6 +372,18 @@ def test_quantified_pick_json_score_and_text() -> None:
     assert value(text, ["a quote"]) == ["a quote"]
     rejects(text, [""])
     rejects(text, ["far too long a quote"])
+    # issue 40 item 23: a free-text list's items are elements, not "The answer" each (a small
+    # model put the whole answer into the first item); types with their own description keep it
+    for name in ("respond", "default"):
+        ideas = spec_of(name, quantifier=(3, 3))
+        assert ideas.answer_schema == {
+            "type": "array",
+            "items": {"type": "string", "description": "One element of the list: a single short item, not the whole list"},
+            "minItems": 3,
+            "maxItems": 3,
+            "description": LIST_ANY.replace("any number of items", "exactly 3 items"),
+        }
+    assert spec_of("respond").answer_schema == {"type": "string", "description": "The answer"}
 
 
 # ---------------------------------------------------------------- text constraints

@@ -85,7 +85,7 @@ def test_registered_factory_type() -> None:
         "minItems": 1,
         "maxItems": 3,
         "description": "A JSON array of 1 to 3 items: each item is one separate element of the list, "
-        "never the whole list in one item, never a number or placeholder",
+        "different from the others; never the whole list in one item, never a number or placeholder",
     }
     assert value(spec, [4, 8]) == [4, 8]
     rejects(spec, [5])

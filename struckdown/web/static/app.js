@@ -383,7 +383,9 @@ function showResults(e) {
     body.append(row);
   }
   const u = e.usage || {};
-  let text = `${counted(u.requests || 0, "request")} · ${counted(u.tool_calls || 0, "tool call")} · ` +
+  const cached = Object.values(e.slots || {}).filter((slot) => slot.cached).length;
+  let text = (cached ? `${counted(cached, "answer")} cached · ` : "") +
+    `${counted(u.requests || 0, "request")} · ${counted(u.tool_calls || 0, "tool call")} · ` +
     `${u.input_tokens || 0} in + ${u.output_tokens || 0} out = ${counted(u.total_tokens || 0, "token")}`;
   if (e.cost !== undefined && e.cost !== null) text += ` · cost ${e.cost}`;
   $("usage").textContent = text;
@@ -467,7 +469,8 @@ async function runBatch() {
       $("batch-status").textContent = `${e.done} of ${counted(e.total, "row")}` + (e.failed ? `, ${e.failed} failed` : "");
       if (!e.ok) $("batch-failures").append(el("li", { text: `row ${e.index + 1}: ${e.error}` }));
     } else if (e.type === "batch_complete") {
-      $("batch-status").textContent = `Done: ${counted(e.total, "row")}, ${e.failed} failed.`;
+      $("batch-status").textContent = `Done: ${counted(e.total, "row")}, ${e.failed} failed` +
+        (e.cached ? `, ${counted(e.cached, "answer")} cached.` : ".");
       for (const [fmt, url] of Object.entries(e.downloads || {})) {
         const link = el("a", { href: url + (token ? "?token=" + encodeURIComponent(token) : ""), download: "", text: "Download " + fmt.toUpperCase() });
         $("batch-downloads").append(link, " ");
