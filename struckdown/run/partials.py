@@ -13,6 +13,7 @@ next piece (or the end) arrives.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable
@@ -59,9 +60,11 @@ class Clock:
 CLOCK = Clock()
 
 
+@functools.lru_cache(maxsize=256)
 def streams_partials(spec: OutputSpec) -> bool:
     """Whether the slot's answer is an object or a list (or any JSON value): the answers
-    that arrive piece by piece. Scalars (`int`, `pick`, `bool`, …) come whole."""
+    that arrive piece by piece. Scalars (`int`, `pick`, `bool`, …) come whole. Once per
+    spec (specs are cached and compare by identity)."""
     if spec.is_text:
         return False
     return _shaped(spec.answer_schema, spec.answer_schema.get("$defs", {}))
@@ -125,7 +128,7 @@ class Partials:
 
     def __init__(self, env: SlotEnv, slot: str, spec: OutputSpec) -> None:
         self.env, self.slot, self.spec = env, slot, spec
-        self.adapter: TypeAdapter[Any] = TypeAdapter(spec.output_type)
+        self.adapter = _adapter(spec)
         self.started = False  # a partial went out (and was not retracted)
         self.last: tuple[Any, tuple[str | int, ...]] | None = None
         self.sent_at = float("-inf")
@@ -229,6 +232,13 @@ class Partials:
             self.env.streaming_now.discard(self.slot)
             self._reset()
             await self.env.emit(SlotRetracted(self.slot, reason))
+
+
+@functools.lru_cache(maxsize=256)
+def _adapter(spec: OutputSpec) -> TypeAdapter[Any]:
+    """The answer type's validator, built once per spec (not on every slot run: building
+    it was most of the partial reader's own cost to the first `SlotPartial`)."""
+    return TypeAdapter(spec.output_type)
 
 
 def _args(part: ToolCallPart) -> str:

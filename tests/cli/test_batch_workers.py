@@ -77,7 +77,7 @@ def test_a_batch_on_two_workers_killed_twice_gives_every_row_once_in_input_order
 
     done = sd_batch(args + ["--resume"], env)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"resuming {journal}: {sum(map(len, journaled))} of {n} rows done" in done.stderr
+    assert f"resuming {journal}: {sum(map(len, journaled)):,} of {n:,} rows done" in done.stderr
     rows = read_jsonl(out)
     assert [r["id"] for r in rows] == list(range(n))  # every row exactly once, in input order
     assert [r["answer"] for r in rows] == [f"answer {i}" for i in range(n)]

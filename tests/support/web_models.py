@@ -9,6 +9,11 @@ first word, then waits until the test releases the gate at PATH (a FIFO,
 process_gates.Release) once it has seen that word on the page, so "tokens stream
 live" is decided by what the page shows, not by timing. (A tool slot's text is held until the response proves final,
 so it arrives at once.)
+
+`record_steps()`: the same model, but a record answer's pieces after the first each wait for
+a gate, `SD_TEST_PIECE_GATES` + the piece's number (`…piece-1`, `…piece-2`), which the test
+releases once the page shows the value so far; and the partials' coalescing clock steps a
+second per reading, so no piece is coalesced into the next (SPEC §26's 20 a second).
 """
 
 from __future__ import annotations
@@ -59,6 +64,12 @@ async def _wait_for_gate() -> None:
         await asyncio.to_thread(wait_until_released, gate)
 
 
+async def _wait_for_piece(number: int) -> None:
+    gates = os.environ.get("SD_TEST_PIECE_GATES")
+    if gates and number:
+        await asyncio.to_thread(wait_until_released, f"{gates}{number}")
+
+
 def playground() -> FunctionModel:
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
         response = _respond(messages, info)
@@ -70,11 +81,20 @@ def playground() -> FunctionModel:
                     yield word
             elif isinstance(part, ToolCallPart) and _is_record(info):
                 for number, piece in enumerate(RECORD_PIECES):
+                    await _wait_for_piece(number)
                     yield {index: DeltaToolCall(part.tool_name if number == 0 else None, piece, tool_call_id=part.tool_call_id)}
             elif isinstance(part, ToolCallPart):
                 yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
 
     return FunctionModel(_respond, stream_function=stream, model_name="playground")
+
+
+def record_steps() -> FunctionModel:
+    from struckdown.run import partials
+
+    readings = iter(range(1, 1 << 30))
+    partials.CLOCK.now = lambda: float(next(readings))  # each reading a second after the last
+    return playground()
 
 
 def _is_record(info: AgentInfo) -> bool:

@@ -9,11 +9,13 @@ screenshot comes from this test).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -45,12 +47,18 @@ def playground(folder: Path, tmp_path: Path) -> Iterator[tuple[str, Release]]:
     """`sd edit FOLDER` on a free port; yields its URL and the gate that lets the
     scripted model finish its answer (`gate.release()`)."""
     gate = Release(tmp_path / "gate")
-    env = {
-        **os.environ,
-        **scripted_model_env(),
-        "SD_TEST_GATE": str(gate.path),
-        "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache"),
-    }
+    with editing(folder, tmp_path, scripted_model_env(), {"SD_TEST_GATE": str(gate.path)}) as url:
+        try:
+            yield url, gate
+        finally:
+            gate.release()
+
+
+@contextmanager
+def editing(folder: Path, tmp_path: Path, model_env: dict[str, str], gates: dict[str, str]) -> Iterator[str]:
+    """`sd edit FOLDER` as its own process on a free port, with the scripted model
+    `model_env` names; yields the page's URL."""
+    env = {**os.environ, **model_env, **gates, "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache")}
     process = subprocess.Popen(
         [sys.executable, "-m", "struckdown.cli", "edit", str(folder), "--no-browser", "--port", "0",
          "--tools", str(folder / "tools.py")],
@@ -63,9 +71,8 @@ def playground(folder: Path, tmp_path: Path) -> Iterator[tuple[str, Release]]:
         line = process.stdout.readline()
         match = re.search(r"on (http://127\.0\.0\.1:\d+/\?token=\S+)", line)
         assert match, f"sd edit printed {line!r}"
-        yield match.group(1), gate
+        yield match.group(1)
     finally:
-        gate.release()
         process.terminate()
         process.wait(timeout=30)
 
@@ -256,3 +263,55 @@ def test_approve_a_call(playground: tuple[str, Release], page: object) -> None:
     expect(rows.nth(0).locator("td")).to_have_text(["greeting", "respond", '"Hello Ada, Ada wrote the first program!"'])
     expect(rows.nth(1).locator("td")).to_have_text(["friendly", "bool", "true"])
     expect(page.locator("#usage")).to_have_text(re.compile(r"^3 requests · 1 tool call · "))
+
+
+def test_a_record_fills_in_on_its_card(folder: Path, tmp_path: Path, page: object) -> None:
+    """SPEC §26 on the page (issue 36): a typed record's card shows each partial value as the
+    model writes it, then the final answer. The model's pieces after the first each wait for a
+    gate the test opens once the page shows the value so far (web_models.record_steps)."""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    gates = [Release(tmp_path / f"piece-{number}") for number in (1, 2)]
+    piece_gates = {"SD_TEST_PIECE_GATES": str(tmp_path / "piece-")}
+    with editing(folder, tmp_path, scripted_model_env("web_models:record_steps"), piece_gates) as url:
+        try:
+            page.goto(url)
+            expect(page.locator("#filename")).to_have_text("hello.sd")
+            page.locator("#source").fill("Who was she?\n[[record:who]]\n")
+            expect(page.locator("#diagnostics li")).to_have_count(0)
+            page.locator("#model-input").fill("")  # the environment's model: the scripted one
+            page.click("#run")
+
+            card = page.locator(".slot-card[data-slot='who']")
+            text = card.locator(".text")
+            # the first piece: a name cut short (the worker may take a while to start on a busy machine)
+            expect(text).to_have_text(shown({"name": "Ad"}), timeout=30_000)
+            expect(card).to_have_attribute("data-complete", "")
+            expect(page.locator("#status")).to_have_text("Running…")
+            gates[0].release()
+
+            expect(text).to_have_text(shown({"name": "Ada", "born": 18}))  # the name is done, the year grows
+            expect(card).to_have_attribute("data-complete", "name")
+            expect(page.locator("#status")).to_have_text("Running…")
+            expect(page.locator("#results tbody tr")).to_have_count(0)
+            gates[1].release()
+
+            expect(page.locator("#status")).to_have_text("Done.")
+            expect(text).to_have_text(shown({"name": "Ada", "born": 1815}))
+            expect(card).to_have_attribute("data-complete", "name,born")
+            expect(card.locator(".head")).to_have_text("who: record")
+            row = page.locator("#results tbody tr")
+            expect(row).to_have_count(1)
+            expect(row.locator("td")).to_have_text(["who", "record", shown({"name": "Ada", "born": 1815})])
+            partials = page.locator("#events li[data-type='slot_partial']")
+            expect(partials).to_have_count(3)  # one per piece: none coalesced, none repeated
+            expect(page.locator("#events li[data-type='slot_retracted']")).to_have_count(0)
+        finally:
+            for gate in gates:
+                gate.release()
+
+
+def shown(value: object) -> str:
+    """A value as the page writes it (`JSON.stringify(value, null, 2)`)."""
+    return json.dumps(value, indent=2)
