@@ -28,7 +28,8 @@ test: install
 e2e: install
 	@bash $(LLM) start
 	@trap 'bash $(LLM) stop' EXIT INT TERM; \
-	LLM_API_BASE=$(BASE_URL) $(BIN)/python -m pytest -q -m e2e tests/e2e
+	LLM_API_BASE=$(BASE_URL) $(BIN)/python -m pytest -q --dist loadfile -m "e2e and not alone" tests/e2e
+	LLM_API_BASE=$(BASE_URL) $(BIN)/python -m pytest -q -n 0 -m "e2e and alone" tests/e2e
 
 bench: install
 	$(BIN)/python -m bench

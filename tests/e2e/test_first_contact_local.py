@@ -34,6 +34,7 @@ def test_a_list_answer_has_one_element_per_item(model: Any) -> None:
     assert all("\n" not in i and "," not in i for i in ideas), ideas
 
 
+@pytest.mark.alone  # with another test's request queued on the server's one slot, 3 s pass before a token
 def test_max_seconds_ends_a_runaway_poem(model: Any) -> None:
     """Item 17: a long free-text answer at temperature 1.5 is cut at its deadline, kept, flagged."""
     result = sd.complete("Write a very long poem about the sea. [[poem|temperature=1.5, max_tokens=4096]]", model=model,
