@@ -163,6 +163,23 @@ def reporting_errors() -> Iterator[None]:
         FRONT_END.reset(token)
 
 
+def reported(body: Callable[[], int]) -> int:
+    """`reporting_errors` without typer, for the fast paths (cli/fast_run.py,
+    cli/fast_check.py): run `body`; on failure print the `error:` line; return the exit code."""
+    from ..errors import FRONT_END
+
+    token = FRONT_END.set("cli")  # messages that name an option name sd's flag
+    try:
+        return body()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+        return report(exc)
+    finally:
+        FRONT_END.reset(token)
+
+
 def report(exc: Exception) -> int:
     """Print the one `error:` line of a failed command; return its exit code (typer-free:
     the fast paths of cli/fast_run.py and cli/fast_check.py use it too)."""

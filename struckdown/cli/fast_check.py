@@ -13,7 +13,6 @@ This module imports only the standard library's `sys` and `pathlib`.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,23 +74,17 @@ def parse_check_args(argv: list[str]) -> CheckArgs | None:
 def run_check(args: CheckArgs) -> int:
     """What the typer command `check` does (app.py), with the app's callback and
     `reporting_errors` around it; returns the exit code."""
-    from ..errors import FRONT_END
-    from .errors import EXIT_INTERRUPTED, report
+    from .errors import reported
 
     prepare()
-    token = FRONT_END.set("cli")  # as reporting_errors: messages that name an option name sd's flag
-    try:
+
+    def body() -> int:
         from .check import check_command, mcp_tool_names
 
         listed = mcp_tool_names(args.mcp, args.mcp_config)
         return check_command(args.templates, args.context, args.pairs, args.tools, args.include_paths, listed)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - as reporting_errors: one `error:` line, never a traceback
-        return report(exc)
-    finally:
-        FRONT_END.reset(token)
+
+    return reported(body)
 
 
 def prepare() -> None:

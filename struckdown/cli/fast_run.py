@@ -19,7 +19,6 @@ This module imports nothing beyond what the interpreter has loaded (`sys`, `path
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -73,25 +72,19 @@ def parse_run_args(argv: list[str]) -> dict[str, Any] | None:
 def run_fast(values: dict[str, Any]) -> int:
     """What the typer command `run` does (app.py), with the app's callback and
     `reporting_errors` around it; returns the exit code."""
-    from ..errors import FRONT_END
-    from .errors import EXIT_INTERRUPTED, report
+    from .errors import reported
     from .fast_check import prepare
     from .run_params import FLAG_PARAMS
 
     prepare()
     flags = {name: values.pop(name) for name in FLAG_PARAMS}
-    token = FRONT_END.set("cli")  # as reporting_errors: messages that name an option name sd's flag
-    try:
+
+    def body() -> int:
         from .run_cmd import run_cli
 
         return run_cli(flags=flags, **values)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - as reporting_errors: one `error:` line, never a traceback
-        return report(exc)
-    finally:
-        FRONT_END.reset(token)
+
+    return reported(body)
 
 
 def generate() -> str:
