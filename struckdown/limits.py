@@ -39,6 +39,14 @@ class Limits:
         )
 
     def usage_limits(self) -> Any:
+        """The `UsageLimits` of these limits: made once per `Limits` (a plan's are reused by
+        every run of its slot; pydantic-ai only reads it)."""
+        made = self.__dict__.get("_usage_limits")
+        if made is None:
+            made = self.__dict__["_usage_limits"] = self._make_usage_limits()
+        return made
+
+    def _make_usage_limits(self) -> Any:
         from pydantic_ai.usage import UsageLimits
 
         return UsageLimits(

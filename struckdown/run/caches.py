@@ -65,6 +65,7 @@ class EngineCaches:
         self._prompted_outputs: _ByIdentity[Any] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
         self._metered_models: _ByIdentity[MeteredModel] = _ByIdentity(_MAX_AGENTS, self._lock)
         self._retrying_models: _ByIdentity[RetryingModel] = _ByIdentity(_MAX_AGENTS, self._lock)
+        self._stacks: _ByIdentity[list[Any]] = _ByIdentity(_MAX_AGENTS, self._lock)
 
     def agent_for(self, output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
         """One agent per (output type, model, tool box), reused by every run.
@@ -125,6 +126,15 @@ class EngineCaches:
     def retrying_model(self, model: Any) -> RetryingModel:
         """The retry wrapper of `model` (SPEC §14; one per model, so its agents are reused)."""
         return self._retrying_models.get(model, RetryingModel)
+
+    def model_stack(self, model: Any, cached: bool, build: Callable[[EngineCaches, Any, bool], Any]) -> Any:
+        """`build(self, model, cached)`, the model's stack with or without the cache layer
+        (`wrappers.model_stack`), kept per model."""
+        stacks = self._stacks.get(model, lambda _: [None, None])
+        stack = stacks[cached]
+        if stack is None:
+            stack = stacks[cached] = build(self, model, cached)
+        return stack
 
     def content_output(self, output_type: Any, native: bool) -> Any:
         """The typed answer as JSON content (SPEC §27: its tokens carry logprobs); one per

@@ -93,6 +93,14 @@ def _chars(value: Any) -> int:
     return 0  # an image or document part: the server counts it its own way
 
 
+def has_context_window(model: Any) -> bool:
+    """Whether `model` runs on a server whose context size struckdown asks for (only then is
+    `context_left` worth awaiting: every other model gets None)."""
+    from .prompt_cache import provider_kind
+
+    return provider_kind(model) == "llama.cpp"
+
+
 async def context_left(model: Any, instructions: str | None, history: Sequence[Any], prompt: Any) -> int | None:
     """What the server's context leaves for the answer of this request, or None (no cap).
     A prompt that already fills the context gets no cap: the server's own error says so."""

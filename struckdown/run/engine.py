@@ -80,10 +80,12 @@ class Run:
     _rendered: dict[int, str] = field(default_factory=dict)  # instructions node → its text, once per run
     _taken: dict[int, tuple[Node, ...] | None] = field(default_factory=dict)  # If node → branch taken
     reruns: Reruns = field(default_factory=Reruns.off)  # SPEC §25: with a journal, slots reused (run/rerun.py)
+    _segment_envs: dict[int, SlotEnv] = field(default_factory=dict)  # segment → its slots' env (`_slot_env`)
 
     def __post_init__(self) -> None:
         self.variables = dict(self.context)
-        self.ready = {key: anyio.Event() for key in self.program.keys}
+        # only the answers a later segment waits for get an Event (an anyio.Event costs ~20 µs)
+        self.ready = {key: anyio.Event() for key in _awaited(self.program)}
         self.guards = GuardBoard({seg.index: list(seg.guards) for seg in self.program.segments})
         environment = self.program.environment
         self.renderer = environment.renderer
@@ -234,7 +236,7 @@ class Run:
         for seg in skipped:
             self.guards.skip(seg.guards)
             for key in seg.keys:
-                self.ready[key].set()
+                self._ready(key)
         return [s for s in self.program.segments if s.index <= last]
 
     async def _finish_halted(self, halted: Halted) -> None:
@@ -281,7 +283,7 @@ class Run:
             for key in segment.keys:
                 guard = self.guards.states.get(key)
                 if guard is None or not guard.started or guard.done.is_set():  # a pending verdict: set when stored
-                    self.ready[key].set()
+                    self._ready(key)
         # an unnamed checkpoint is "Checkpoint N" (the Nth checkpoint), as 0.18 named them
         name = segment.name or (f"Checkpoint {segment.index}" if segment.index else None)
         await self.emit(CheckpointReached(segment.index, name))
@@ -382,7 +384,11 @@ class Run:
     def _store(self, result: SlotResult) -> None:
         self.results[result.key] = result
         self.variables[result.key] = result.output
-        event = self.ready.get(result.key)
+        self._ready(result.key)
+
+    def _ready(self, key: str) -> None:
+        """The answer `key` exists (or never will): the segments waiting for it go on."""
+        event = self.ready.get(key)
         if event is not None:
             event.set()
 
@@ -432,8 +438,12 @@ class Run:
         return result
 
     def _slot_env(self, segment: int) -> SlotEnv:
-        """A slot's tools and first token wait for the guards preceding it in its segment."""
-        return replace(self.env, join_guards=partial(self.guards.join, segment, None))
+        """A slot's tools and first token wait for the guards preceding it in its segment
+        (one env per segment, made on its first slot: the run's env is complete by then)."""
+        env = self._segment_envs.get(segment)
+        if env is None:
+            env = self._segment_envs[segment] = replace(self.env, join_guards=partial(self.guards.join, segment, None))
+        return env
 
     def _guard_env(self, segment: int, key: str) -> SlotEnv:
         """A guard neither streams nor waits before its model call (its calls never count
@@ -588,6 +598,14 @@ def events(program: Program, context: Mapping[str, Any] | None, options: RunSett
             await run.main()
 
     return fed(produce, EVENT_BUFFER)
+
+
+def _awaited(program: Program) -> frozenset[str]:
+    """The answers some segment waits for (once per Program)."""
+    awaited = program.memo.get("awaited")
+    if awaited is None:
+        awaited = program.memo["awaited"] = frozenset(key for seg in program.segments for key in seg.waits_for)
+    return awaited  # type: ignore[no-any-return]
 
 
 def _cache(cache: Any, stores: dict[Any, Any]) -> Any:

@@ -112,10 +112,11 @@ class Account:
             if cache.cache_saved is not None:
                 self.cache_saved = (self.cache_saved or 0.0) + cache.cache_saved
 
-    def usage(self) -> Usage:
+    def usage(self, *, tool_calls: int | None = None) -> Usage:
+        """The totals as a `Usage` (`tool_calls`: counted elsewhere, e.g. by the slot's runs)."""
         cost = None if self.unpriced else self.cost
         return Usage(
-            self.requests, self.tool_calls, self.input_tokens, self.output_tokens, cost,
+            self.requests, self.tool_calls if tool_calls is None else tool_calls, self.input_tokens, self.output_tokens, cost,
             self.cache_read_tokens, self.cache_write_tokens, self.cache_saved,
         )
 

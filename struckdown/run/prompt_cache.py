@@ -95,9 +95,24 @@ def with_cache_settings(settings: ModelSettings, ours: Mapping[str, Any]) -> Mod
     return out
 
 
+_KINDS: dict[int, tuple[Any, str | None]] = {}  # id(model) → (the model, pinned; its kind)
+
+
 def provider_kind(model: Any) -> str | None:
     """"anthropic", "openai" (OpenAI's own API), "llama.cpp" (an OpenAI-compatible server
-    elsewhere) or None (a model that takes no cache request: test, function, others)."""
+    elsewhere) or None (a model that takes no cache request: test, function, others).
+    Asked twice a slot request (here and by the context window), so kept per model object."""
+    held = _KINDS.get(id(model))
+    if held is not None and held[0] is model:
+        return held[1]
+    kind = _provider_kind(model)
+    if len(_KINDS) >= 1024:
+        _KINDS.clear()
+    _KINDS[id(model)] = (model, kind)
+    return kind
+
+
+def _provider_kind(model: Any) -> str | None:
     from pydantic_ai.models.wrapper import WrapperModel
 
     while isinstance(model, WrapperModel):

@@ -36,6 +36,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import RunUsage
 
 from ..errors import ConfigurationError, StruckdownError, TemplateRuntimeError
 from ..incremental import SlotFallback
@@ -171,8 +172,6 @@ class SlotAttempts:
     def running(self) -> _Running:
         """Around one attempt's `agent.run`: its retry state, its usage (read even when it
         fails) and, with `parallel_tools=false`, tool calls one at a time."""
-        from pydantic_ai.usage import RunUsage
-
         self.usage = RunUsage()
         return _Running(self, RetryRun(self.slot, self.emit, self.settings, self.model, self.restart))
 

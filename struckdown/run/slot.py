@@ -38,7 +38,7 @@ from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
 from . import answer_approval, confidence
 from .budgets import slot_budget
-from .context_window import context_left
+from .context_window import context_left, has_context_window
 from .deadline import CutRun, cut_at_deadline, slot_seconds, within
 from .ledger import CURRENT_METER
 from .partials import Partials, streams_partials
@@ -170,12 +170,12 @@ def model_settings(
     return settings
 
 
-def _usage(run_usage: Any, hits: int = 0, meter: Any = None) -> Usage:
+def _usage(run_usage: Any, hits: int = 0, meter: Any = None, earlier_tool_calls: int = 0) -> Usage:
     """The slot's bill: what its meter counted (every real request, each retry and fallback
-    attempt included, with its price); requests answered from the response cache cost nothing."""
+    attempt included, with its price), with the tool calls of this run and of the earlier
+    attempts'; requests answered from the response cache cost nothing."""
     if meter is not None:
-        metered: Usage = meter.account.usage()
-        return replace(metered, tool_calls=run_usage.tool_calls)
+        return meter.account.usage(tool_calls=run_usage.tool_calls + earlier_tool_calls)
     return Usage(
         requests=run_usage.requests - hits,
         tool_calls=run_usage.tool_calls,
@@ -202,7 +202,8 @@ async def run_model_slot(
     if resumed_answer is not None:
         return _decided_answer(plan, resolved, spec, *resumed_answer)
     caches = env.environment.engine_caches()
-    mcp = await _mcp_tools(env, key, resolved.control)  # opens the servers' sessions on first use
+    # opens the servers' sessions on first use
+    mcp = await _mcp_tools(env, key, resolved.control) if env.mcp is not None or "mcp" in resolved.control else None
     use_tools = (bool(resolved.control.get("use_tools")) and bool(env.toolbox.tools)) or mcp is not None
     if resolved.control.get("use_tools") and not env.toolbox.tools and mcp is None:
         raise TemplateRuntimeError(
@@ -280,7 +281,8 @@ async def run_model_slot(
                     model, key, instructions=bool(instructions), tools=use_tools,
                     asked=resolved.control.get("prompt_cache"),
                 ))
-            left = await context_left(model, instructions, history, prompt)  # a local server's n_ctx (issue 40)
+            # a local server's n_ctx (issue 40)
+            left = await context_left(model, instructions, history, prompt) if has_context_window(model) else None
             settings = attempts.model_settings(merged, env.settings, family, left)
             measuring = method is not None and escalated_to is None
             if measuring and method is not None and method.logprobs:
@@ -314,10 +316,14 @@ async def run_model_slot(
                         "toolsets": mcp.toolsets if mcp else None, **arguments,
                     }
 
-                    async def request() -> Any:
-                        return await agent.run(**call)
+                    if seconds is None:  # no deadline: no task group, no extra frames
+                        got, late = await agent.run(**call), False
+                    else:
 
-                    got, late = await within(seconds, request)
+                        async def request() -> Any:
+                            return await agent.run(**call)
+
+                        got, late = await within(seconds, request)
                 run: Any = got
                 if late:  # SPEC §14 as for max_tokens: the text so far is the answer, cut
                     assert seconds is not None
@@ -369,12 +375,12 @@ async def run_model_slot(
         hits = cache_run.hits
     if meter is not None:
         meter.finished = True
-    usage = _usage(run.usage, hits, meter)  # the meter saw every request of every attempt
     if meter is None:
+        usage = _usage(run.usage, hits)
         for spent_run in attempts.spent_runs:  # every attempt that got a response is billed
             usage = usage + _usage(spent_run)
-    else:  # the meter counts requests; tool calls are the runs' (earlier attempts' included)
-        usage = replace(usage, tool_calls=usage.tool_calls + sum(r.tool_calls for r in attempts.spent_runs))
+    else:  # the meter saw every request of every attempt; tool calls are the runs' (earlier attempts' included)
+        usage = _usage(run.usage, hits, meter, sum(r.tool_calls for r in attempts.spent_runs))
     if wrap is not None:  # pydantic-ai counts the calls that succeeded; those that ran and failed count too
         usage = replace(usage, tool_calls=usage.tool_calls + wrap.failed)
     if meter is not None and paused_before is not None:

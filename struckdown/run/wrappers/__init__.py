@@ -42,7 +42,12 @@ TOOL_STACK = ("approval", "budget", "single flight", "effect journal", "guard jo
 
 def model_stack(caches: Any, model: Any, *, cached: bool) -> Any:
     """`model` wrapped in the layers of `MODEL_STACK`, innermost first (one wrapper per model
-    and layer, from the Environment's caches, so agents are reused across runs)."""
+    and layer, from the Environment's caches, so agents are reused across runs; the stack
+    itself is kept per model, so a slot run looks it up once)."""
+    return caches.model_stack(model, cached, _build_stack)
+
+
+def _build_stack(caches: Any, model: Any, cached: bool) -> Any:
     served = caches.metered_model(model)
     served = caches.retrying_model(served)
     return caches.cached_model(served) if cached else served
