@@ -605,7 +605,7 @@ def _awaited(program: Program) -> frozenset[str]:
     awaited = program.memo.get("awaited")
     if awaited is None:
         awaited = program.memo["awaited"] = frozenset(key for seg in program.segments for key in seg.waits_for)
-    return awaited  # type: ignore[no-any-return]
+    return awaited
 
 
 def _cache(cache: Any, stores: dict[Any, Any]) -> Any:

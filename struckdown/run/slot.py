@@ -175,7 +175,8 @@ def _usage(run_usage: Any, hits: int = 0, meter: Any = None, earlier_tool_calls:
     attempt included, with its price), with the tool calls of this run and of the earlier
     attempts'; requests answered from the response cache cost nothing."""
     if meter is not None:
-        return meter.account.usage(tool_calls=run_usage.tool_calls + earlier_tool_calls)
+        metered: Usage = meter.account.usage(tool_calls=run_usage.tool_calls + earlier_tool_calls)
+        return metered
     return Usage(
         requests=run_usage.requests - hits,
         tool_calls=run_usage.tool_calls,
