@@ -285,15 +285,22 @@ def check_allowed(program: Any, registry: ActionRegistry) -> None:
     """A built-in `@fetch` / `@search` the host has not allowed is refused when the run
     starts, before any request, at its line:col (not when the run reaches it). An action
     registered under the same name by the host is the host's, and not checked."""
-    from ..syntax.nodes import walk
+    opt_in = program.memo.get("opt_in_actions")  # the template's @fetch/@search, found once per Program
+    if opt_in is None:
+        from ..syntax.nodes import walk
+
+        opt_in = program.memo["opt_in_actions"] = tuple(
+            node for segment in program.segments for node in walk(segment.nodes)
+            if isinstance(node, Action) and node.name in OPT_IN
+        )
+    if not opt_in:
+        return
     from ..syntax.source import SourceMap
     from . import search as action_search
 
     builtins = {"fetch": _fetch, "search": action_search.builtin_search}
-    for segment in program.segments:
-        for node in walk(segment.nodes):
-            if not isinstance(node, Action) or node.name not in OPT_IN or node.name not in registry:
-                continue
+    for node in opt_in:
+        if node.name in registry:
             if registry.get(node.name).func is not builtins[node.name]:
                 continue
             variable, reach = OPT_IN[node.name]

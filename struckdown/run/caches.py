@@ -66,6 +66,7 @@ class EngineCaches:
         self._metered_models: _ByIdentity[MeteredModel] = _ByIdentity(_MAX_AGENTS, self._lock)
         self._retrying_models: _ByIdentity[RetryingModel] = _ByIdentity(_MAX_AGENTS, self._lock)
         self._stacks: _ByIdentity[list[Any]] = _ByIdentity(_MAX_AGENTS, self._lock)
+        self._settings: dict[tuple[int, int, int], tuple[tuple[Any, ...], Any]] = {}
 
     def agent_for(self, output_type: Any, model: Any = None, tools: ToolBox | None = None) -> Agent[Any, Any]:
         """One agent per (output type, model, tool box), reused by every run.
@@ -135,6 +136,23 @@ class EngineCaches:
         if stack is None:
             stack = stacks[cached] = build(self, model, cached)
         return stack
+
+    def attempt_settings(self, plan: Any, model: Any, caller: Any, custom_type: Any, make: Callable[[], Any]) -> Any:
+        """A static slot's model settings on `model` under the caller's `settings=` (and its
+        custom type's registration, when it has one): `make()` once, then the same object
+        (pydantic-ai merges it into new dicts, never changes it)."""
+        key = (id(plan), id(model), id(caller))
+        held = self._settings.get(key)
+        if held is not None:
+            pinned, made = held
+            if pinned[0] is plan and pinned[1] is model and pinned[2] is caller and pinned[3] is custom_type:
+                return made
+        made = make()
+        with self._lock:
+            if len(self._settings) >= _MAX_AGENTS:
+                self._settings.clear()
+            self._settings[key] = ((plan, model, caller, custom_type), made)
+        return made
 
     def content_output(self, output_type: Any, native: bool) -> Any:
         """The typed answer as JSON content (SPEC §27: its tokens carry logprobs); one per

@@ -17,6 +17,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .prompt_cache import provider_kind
+
 #: Characters per token of the prompt estimate (as `sd explain`'s); the margin covers the
 #: chat template's role markers and the tool/output schemas the estimate does not see.
 CHARS_PER_TOKEN = 4
@@ -30,8 +32,6 @@ def _served(model: Any) -> Any:
     """The OpenAI-compatible chat model under any wrappers, or None when it is not one that
     runs on a server of its own (OpenAI's API, Azure, other providers, test models)."""
     from pydantic_ai.models.wrapper import WrapperModel
-
-    from .prompt_cache import provider_kind
 
     if provider_kind(model) != "llama.cpp":
         return None
@@ -96,8 +96,6 @@ def _chars(value: Any) -> int:
 def has_context_window(model: Any) -> bool:
     """Whether `model` runs on a server whose context size struckdown asks for (only then is
     `context_left` worth awaiting: every other model gets None)."""
-    from .prompt_cache import provider_kind
-
     return provider_kind(model) == "llama.cpp"
 
 

@@ -10,6 +10,7 @@ continues.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -17,6 +18,8 @@ from typing import Any
 
 from ..media.scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE
 from ..run_options import OPTIONS, option_value
+
+RETRIES_VARIABLE = "STRUCKDOWN_MAX_RETRIES"  # resilience_settings.Resilience.of reads it for the default
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,60 @@ def build_settings(
     batch: Any = None,
     resume: Any = None,
 ) -> RunSettings:
-    """The call's options over the Environment's defaults, as the engine takes them."""
+    """The call's options over the Environment's defaults, as the engine takes them.
+
+    A call whose options (and the Environment's defaults) are all held as they are, with
+    nothing of its own from the path, gets the settings of the last such call when every
+    option is the same object: a RunSettings is read-only, as the rows of a batch share theirs."""
+    plain = requests is None and mcp is None and provider_batch is None and batch is None and resume is None
+    if plain and _held_as_is(options) and _held_as_is(environment.defaults):
+        # the default number of retries is read from the environment variable per call
+        key = (stream, tuple(options.items()), tuple(environment.defaults.items()), os.environ.get(RETRIES_VARIABLE))
+        last = getattr(environment, "_struckdown_last_settings", None)
+        if last is not None and _same(last[0], key):
+            return last[1]  # type: ignore[no-any-return]
+        made = _build(environment, options, stream=stream)
+        environment._struckdown_last_settings = (key, made)
+        return made
+    return _build(
+        environment, options, stream=stream, requests=requests, mcp=mcp, provider_batch=provider_batch, batch=batch,
+        resume=resume,
+    )
+
+
+#: Options a RunSettings holds as the caller gave them (or turns into new immutable values, or
+#: remembers per object): the others (a tool list, fallback models, tool limits, MCP servers,
+#: a request cap, budgets) are rebuilt per call, so a list changed in place between calls counts.
+_AS_IS = frozenset({
+    "model", "deps", "limits", "on_halt", "settings", "cache", "prompt_cache", "stop_at", "strict_undefined",
+    "tool_timeout", "max_seconds", "max_tool_result", "approve", "prices", "instrument", "image_max_side",
+    "max_images", "retries", "retry_base_delay", "retry_max_delay", "on_truncate", "on_retry", "journal",
+    "rerun_from",
+})
+
+
+def _held_as_is(options: Mapping[str, Any]) -> bool:
+    return all(name in _AS_IS for name in options)
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Same stream flag, and the same option names bound to the very same objects."""
+    if a[0] != b[0] or a[3] != b[3] or len(a[1]) != len(b[1]) or len(a[2]) != len(b[2]):
+        return False
+    return all(x[0] == y[0] and x[1] is y[1] for x, y in zip((*a[1], *a[2]), (*b[1], *b[2])))
+
+
+def _build(
+    environment: Any,
+    options: Mapping[str, Any],
+    *,
+    stream: bool,
+    requests: Any = None,
+    mcp: Any = None,
+    provider_batch: Any = None,
+    batch: Any = None,
+    resume: Any = None,
+) -> RunSettings:
     from ..batch import request_limiter
     from ..models.pricing import Pricing
     from ..observe import tracing_for

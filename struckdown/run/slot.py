@@ -170,6 +170,18 @@ def model_settings(
     return settings
 
 
+def _attempt_settings(
+    env: SlotEnv, plan: SlotPlan, resolved: Resolved, model: Any, attempts: SlotAttempts, family: str,
+    ours: Mapping[str, Any], left: int | None,
+) -> ModelSettings | Callable[[Any], ModelSettings]:
+    """The settings of one attempt on `model`: struckdown's defaults under the caller's under
+    the slot's, the prompt-cache settings beneath those, the attempt's own (output cap, SDK
+    retries off, a forced tool choice)."""
+    defaults = slot_run_defaults(model, env.environment, plan.slot.type_name, env.settings, resolved.settings)
+    merged = with_cache_settings(model_settings(env.settings, resolved.settings, defaults), ours)
+    return attempts.model_settings(merged, env.settings, family, left)
+
+
 def _usage(run_usage: Any, hits: int = 0, meter: Any = None, earlier_tool_calls: int = 0) -> Usage:
     """The slot's bill: what its meter counted (every real request, each retry and fallback
     attempt included, with its price), with the tool calls of this run and of the earlier
@@ -275,16 +287,20 @@ async def run_model_slot(
     meter_token = CURRENT_METER.set(meter)
     try:
         while True:  # one attempt per model: the slot's own, then its fallbacks (SPEC §14)
-            defaults = slot_run_defaults(model, env.environment, plan.slot.type_name, env.settings, resolved.settings)
-            merged = model_settings(env.settings, resolved.settings, defaults)
-            if env.prompt_cache is not None:  # SPEC §24: the provider caches what later requests resend
-                merged = with_cache_settings(merged, env.prompt_cache.settings(
-                    model, key, instructions=bool(instructions), tools=use_tools,
-                    asked=resolved.control.get("prompt_cache"),
-                ))
+            ours: Mapping[str, Any] = {}  # SPEC §24: the provider caches what later requests resend
+            if env.prompt_cache is not None:
+                ours = env.prompt_cache.settings(
+                    model, key, instructions=bool(instructions), tools=use_tools, asked=resolved.control.get("prompt_cache")
+                )
             # a local server's n_ctx (issue 40)
             left = await context_left(model, instructions, history, prompt) if has_context_window(model) else None
-            settings = attempts.model_settings(merged, env.settings, family, left)
+            if plan.dynamic or ours or left is not None:
+                settings = _attempt_settings(env, plan, resolved, model, attempts, family, ours, left)
+            else:  # the same every time this slot runs on this model: made once
+                settings = caches.attempt_settings(
+                    plan, model, env.settings, env.environment.types.custom(plan.slot.type_name),
+                    lambda: _attempt_settings(env, plan, resolved, model, attempts, family, ours, left),
+                )
             measuring = method is not None and escalated_to is None
             if measuring and method is not None and method.logprobs:
                 settings = confidence.with_logprobs(settings)
