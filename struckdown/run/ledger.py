@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -30,6 +30,7 @@ from pydantic_ai.models import StreamedResponse
 
 from ..errors import BudgetExceeded, ConfigurationError
 from ..incremental import ModelResponded
+from ..models import note_served_name
 from ..models.pricing import Pricing, format_cost
 from ..results import Usage
 from ..wording import counted
@@ -300,8 +301,6 @@ class SlotMeter:
     async def responded(self, response: ModelResponse, model: Any, elapsed_ms: float) -> None:
         usage, cost = self.record(response, model)
         name = response.model_name or _name(model)
-        from ..models import note_served_name
-
         note_served_name(model, response.model_name)
         await self.ledger.emit(
             ModelResponded(self.slot, name, usage, cost, elapsed_ms, False, _finish_reason(response))
@@ -366,15 +365,15 @@ class MeteredModel(SlotRunWrapper):
             await meter.responded(response, self.wrapped, (time.perf_counter() - started) * 1000)
         return response
 
+    def serve_stream(self, meter: SlotMeter, request: Request) -> AbstractAsyncContextManager[StreamedResponse]:
+        if meter.ledger.requests is None:
+            return _MeteredStream(self.wrapped, meter, request)  # the common case: no generator around it
+        return self._limited_stream(meter, request)
+
     @asynccontextmanager
-    async def serve_stream(self, meter: SlotMeter, request: Request) -> AsyncIterator[StreamedResponse]:
-        limiter = meter.ledger.requests
-        if limiter is None:
-            async with self._serve_stream(meter, request) as streamed:
-                yield streamed
-        else:
-            async with limiter, self._serve_stream(meter, request) as streamed:
-                yield streamed
+    async def _limited_stream(self, meter: SlotMeter, request: Request) -> AsyncIterator[StreamedResponse]:
+        async with meter.ledger.requests, self._serve_stream(meter, request) as streamed:
+            yield streamed
 
     @asynccontextmanager
     async def _serve_stream(self, meter: SlotMeter, request: Request) -> AsyncIterator[StreamedResponse]:
@@ -393,6 +392,48 @@ class MeteredModel(SlotRunWrapper):
         response = streamed.get()
         if not _suspended(response):
             await meter.responded(response, self.wrapped, (time.perf_counter() - started) * 1000)
+
+
+class _MeteredStream:
+    """`MeteredModel._serve_stream` as a plain async context manager: the same steps, without
+    the generator (a stream's first event waits for every layer to open)."""
+
+    __slots__ = ("model", "meter", "request", "check", "started", "opened", "streamed")
+
+    def __init__(self, model: Any, meter: SlotMeter, request: Request) -> None:
+        self.model, self.meter, self.request = model, meter, request
+        self.streamed: StreamedResponse | None = None
+
+    async def __aenter__(self) -> StreamedResponse:
+        self.check = _status_check(self.request)
+        if not self.check:
+            self.meter.before_request()
+        self.started = time.perf_counter()
+        self.opened = self.request.open(self.model)
+        try:
+            self.streamed = await self.opened.__aenter__()
+        except BaseException:
+            if not self.check:
+                self.meter.record(None, self.model)  # sent, so counted (no tokens came back)
+            raise
+        return self.streamed
+
+    async def __aexit__(self, kind: Any, error: Any, trace: Any) -> bool:
+        try:
+            suppressed = bool(await self.opened.__aexit__(kind, error, trace))
+        except BaseException:
+            if not self.check:
+                self.meter.record(_partial(self.streamed), self.model)
+            raise
+        if kind is not None and not suppressed:
+            if not self.check:
+                self.meter.record(_partial(self.streamed), self.model)
+            return False
+        assert self.streamed is not None
+        response = self.streamed.get()
+        if not _suspended(response):
+            await self.meter.responded(response, self.model, (time.perf_counter() - self.started) * 1000)
+        return suppressed
 
 
 def _suspended(response: Any) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -127,12 +127,38 @@ class RetryingModel(SlotRunWrapper):
         response, _ = await run.attempt(partial(request.send, self.wrapped))
         return response
 
-    @asynccontextmanager
-    async def serve_stream(self, run: RetryRun, request: Request) -> AsyncIterator[StreamedResponse]:
-        open_stream = partial(request.open, self.wrapped)
-        async with AsyncExitStack() as stack:
-            stream, used = await _open(stack, open_stream, run, 0)
-            yield _RetryingStream(stream, open_stream, run, used)
+    def serve_stream(self, run: RetryRun, request: Request) -> StreamContext:
+        return _RetryingOpen(partial(request.open, self.wrapped), run)
+
+
+class _RetryingOpen:
+    """Opens a stream, again after each transient failure while retries are left (as
+    `RetryRun.attempt`), and gives the `_RetryingStream` over it; a plain async context
+    manager (no generator, no exit stack), closing the stream that opened."""
+
+    __slots__ = ("open_stream", "run", "opened")
+
+    def __init__(self, open_stream: Callable[[], StreamContext], run: RetryRun) -> None:
+        self.open_stream, self.run = open_stream, run
+
+    async def __aenter__(self) -> StreamedResponse:
+        used = 0
+        while True:
+            opened = self.open_stream()
+            try:
+                stream = await opened.__aenter__()
+                break
+            except Exception as exc:
+                decision = self.run.decide(exc, used + 1)
+                if decision is None:
+                    raise
+            used += 1
+            await self.run.wait(used, *decision, streamed=False)
+        self.opened = opened
+        return _RetryingStream(stream, self.open_stream, self.run, used)
+
+    async def __aexit__(self, kind: Any, error: Any, trace: Any) -> bool | None:
+        return await self.opened.__aexit__(kind, error, trace)
 
 
 async def _open(

@@ -40,6 +40,21 @@ class Request:
         return model.request_stream(self.messages, self.settings, self.params, self.run_context)
 
 
+def _request_stream(
+    self: SlotRunWrapper,
+    messages: list[ModelMessage],
+    model_settings: ModelSettings | None,
+    model_request_parameters: ModelRequestParameters,
+    run_context: Any = None,
+) -> StreamContext:
+    """`SlotRunWrapper.request_stream`: the wrapped model's stream outside a slot run, else
+    the context manager `serve_stream` gives."""
+    state = self.current.get()
+    if state is None:
+        return self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context)
+    return self.serve_stream(state, Request(messages, model_settings, model_request_parameters, run_context))
+
+
 class SlotRunWrapper(WrapperModel):
     """A model wrapper that follows the slot run in progress (`current`), and passes
     requests through outside one.
@@ -50,7 +65,11 @@ class SlotRunWrapper(WrapperModel):
     As a plain function `request` also escapes the per-class wrappers pydantic-ai puts
     around a model's own `async def request` (special-token restoring, which a wrapper
     model never does, and a file-download budget, which the wrapped model's own request
-    opens afresh); `request_stream` still gets them."""
+    opens afresh). pydantic-ai wraps a class's own `request_stream` in the same two, each a
+    generator context manager (one with an exit stack), when the class is created; for a
+    wrapper both do nothing its wrapped model's `request_stream` does not do again, so the
+    plain function is put back after the class statement (`PLAIN_STREAM`): a stream's first
+    event no longer waits for four more context managers per layer."""
 
     #: The state of the slot run in progress in this task (None: no slot run).
     current: ClassVar[ContextVar[Any]]
@@ -63,17 +82,7 @@ class SlotRunWrapper(WrapperModel):
             return self.wrapped.request(messages, model_settings, model_request_parameters)
         return self.serve(state, Request(messages, model_settings, model_request_parameters))
 
-    def request_stream(  # type: ignore[override]  # any async context manager, not only a generator's
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> StreamContext:
-        state = self.current.get()
-        if state is None:
-            return self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context)
-        return self.serve_stream(state, Request(messages, model_settings, model_request_parameters, run_context))
+    request_stream = _request_stream  # type: ignore[assignment]  # put back below, after pydantic-ai wrapped it
 
     async def serve(self, state: Any, request: Request) -> ModelResponse:
         """Answer `request` inside a slot run whose state is `state`."""
@@ -82,3 +91,9 @@ class SlotRunWrapper(WrapperModel):
     def serve_stream(self, state: Any, request: Request) -> StreamContext:
         """Open the stream of `request` inside a slot run whose state is `state`."""
         raise NotImplementedError
+
+
+#: pydantic-ai's per-class wrapping undone (see `SlotRunWrapper`): the subclasses define no
+#: `request_stream` of their own, so they keep this one.
+SlotRunWrapper.request_stream = _request_stream
+PLAIN_STREAM = _request_stream
