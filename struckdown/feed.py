@@ -15,7 +15,6 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TypeVar
 
 import anyio
-import anyio.lowlevel
 
 T = TypeVar("T")
 
@@ -24,20 +23,9 @@ async def fed(produce: Callable[[Callable[[T], Awaitable[None]]], Awaitable[None
     """The items `produce(send)` sends, as they come; its error, if it fails, after them."""
     send, receive = anyio.create_memory_object_stream[T](max(1, buffer))
 
-    async def deliver(item: T) -> None:
-        """The item to the consumer, then a checkpoint: a waiting consumer takes it before the
-        producer goes on (anyio's `send` checkpoints first, so the consumer saw an item only
-        once the producer next waited: after it had read the rest of a model's burst)."""
-        try:
-            send.send_nowait(item)
-        except anyio.WouldBlock:
-            await send.send(item)  # the buffer is full: a slow consumer holds the producer back
-            return
-        await anyio.lowlevel.checkpoint()
-
     async def main() -> None:
         async with send:
-            await produce(deliver)
+            await produce(send.send)
 
     task = asyncio.create_task(main())
     try:
