@@ -42,14 +42,14 @@ CHECK_PACKAGES = {"lark", "struckdown"}
 
 #: `sd run --model test`: the parser (text of bare `{{ name }}`s renders without Jinja),
 #: pydantic (slot types), pydantic-ai-slim and what it imports itself (httpx, OTel's API
-#: through logfire-api, genai-prices' code, griffe), rich for the display. Not typer (its
-#: flags are read by cli/fast_run.py), nor Dask, MCP, OTel's SDK, openai, scikit-learn,
+#: through logfire-api, genai-prices' code, griffe). Not rich (to a pipe the display writes
+#: plain lines: cli/display.py), nor typer (its flags are read by cli/fast_run.py), nor Dask, MCP, OTel's SDK, openai, scikit-learn,
 #: Pillow, nor the web stack. (genai-prices' data is loaded by pydantic-ai itself, by every
 #: `Model` it constructs.)
 RUN_PACKAGES = CHECK_PACKAGES | {
     "annotated_types", "pydantic", "pydantic_core", "typing_extensions", "typing_inspection",
     "anyio", "genai_prices", "griffe", "h11", "httpcore2", "httpx2", "idna", "logfire_api", "opentelemetry",
-    "pydantic_ai", "pydantic_graph", "rich", "sniffio", "truststore",
+    "pydantic_ai", "pydantic_graph", "sniffio", "truststore",
 }
 NEVER = {
     "dask", "distributed", "numpy", "mcp", "openai", "sklearn", "PIL", "starlette", "uvicorn", "fastapi",
@@ -100,4 +100,4 @@ def test_sd_run_with_the_test_model_imports_no_optional_part(tmp_path: Path) -> 
     assert json.loads(stdout) == {"greeting": "success (no tool calls)"}
     assert grown(modules, RUN_PACKAGES) == set(), "sd run imports more than its list"
     assert NEVER & set(modules) == set()
-    assert not {"typer", "click", "shellingham", "jinja2"} & third_party(modules)
+    assert not {"typer", "click", "shellingham", "jinja2", "rich"} & third_party(modules)
