@@ -44,8 +44,8 @@ CHECK_PACKAGES = {"lark", "struckdown"}
 #: pydantic (slot types), pydantic-ai-slim and what it imports itself (httpx, OTel's API
 #: through logfire-api, genai-prices' code, griffe). Not rich (to a pipe the display writes
 #: plain lines: cli/display.py), nor typer (its flags are read by cli/fast_run.py), nor Dask, MCP, OTel's SDK, openai, scikit-learn,
-#: Pillow, nor the web stack. (genai-prices' data is loaded by pydantic-ai itself, by every
-#: `Model` it constructs.)
+#: Pillow, nor the web stack, nor genai-prices' data (pydantic-ai loads it in every `Model`
+#: it constructs; for the test model it is deferred: models/deferred_prices.py).
 RUN_PACKAGES = CHECK_PACKAGES | {
     "annotated_types", "pydantic", "pydantic_core", "typing_extensions", "typing_inspection",
     "anyio", "genai_prices", "griffe", "h11", "httpcore2", "httpx2", "idna", "logfire_api", "opentelemetry",
@@ -100,4 +100,5 @@ def test_sd_run_with_the_test_model_imports_no_optional_part(tmp_path: Path) -> 
     assert json.loads(stdout) == {"greeting": "success (no tool calls)"}
     assert grown(modules, RUN_PACKAGES) == set(), "sd run imports more than its list"
     assert NEVER & set(modules) == set()
+    assert "genai_prices.data" not in modules
     assert not {"typer", "click", "shellingham", "jinja2", "rich"} & third_party(modules)
