@@ -23,8 +23,6 @@ not stored (the error comes from parsing, every time).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -83,6 +81,9 @@ def parse(source: str, *, template_path: str | None, include_paths: Sequence[str
 
 
 def _key(source: str, path: str | None, roots: Sequence[str]) -> str:
+    import hashlib
+    import json
+
     from .. import __version__
 
     base = "" if path is not None and os.path.isabs(path) else os.getcwd()
@@ -136,6 +137,8 @@ def decode(data: Any) -> Any:
 
 # -- the files ---------------------------------------------------------------------------
 def _load(file: Path) -> Template | None:
+    import json
+
     try:
         template = decode(json.loads(file.read_bytes()))
     except (OSError, ValueError, RecursionError):
@@ -160,6 +163,8 @@ def _includes_changed(template: Template) -> bool:
 
 
 def _store(file: Path, template: Template) -> None:
+    import json
+
     try:
         data = encode(template)
     except (_Unstorable, RecursionError):
