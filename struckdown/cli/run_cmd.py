@@ -13,7 +13,7 @@ from typing import Any
 from ..fileio import check_writable
 from . import approval_cmd, loading
 from .costs import RunRecorder, otel
-from .display import Line, RunDisplay, answer_order, run_console, stats_line
+from .display import Line, RunDisplay, answer_order, as_rich, run_console, stats_line
 from .errors import EXIT_HALTED, EXIT_OK, CliError, interrupts_end_the_process
 from .io import dumps, load_context, write_json
 from .keywords import run_keywords
@@ -186,4 +186,4 @@ def failed_summary(display: RunDisplay, recorder: RunRecorder, elapsed_s: float)
     """A failed run still shows what it spent (every request it made)."""
     if recorder.partial is not None:
         display.console.file.flush()
-        display.console.print(Line(f"failed · {stats_line(recorder.partial, elapsed_s)}", style="dim"))
+        display.console.print(as_rich(Line(f"failed · {stats_line(recorder.partial, elapsed_s)}", style="dim")))
