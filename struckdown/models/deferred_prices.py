@@ -45,7 +45,7 @@ class DeferredSnapshot(DataSnapshot):
         from genai_prices.data import providers
 
         with _lock:
-            if data_snapshot._custom_snapshot is self:  # noqa: SLF001 - the module's own state
+            if _installed() is self:
                 data_snapshot.set_custom_snapshot(None)
         return providers
 
@@ -63,5 +63,11 @@ class DeferredSnapshot(DataSnapshot):
 def defer() -> None:
     """Install a `DeferredSnapshot` unless a snapshot is installed or the data is loaded."""
     with _lock:
-        if data_snapshot._custom_snapshot is None and "genai_prices.data" not in sys.modules:  # noqa: SLF001
+        if _installed() is None and "genai_prices.data" not in sys.modules:
             data_snapshot.set_custom_snapshot(DeferredSnapshot())
+
+
+def _installed() -> Any:
+    """The snapshot installed in genai-prices (a module global of data_snapshot.py); a
+    version without that global gets nothing deferred (`...` is never None)."""
+    return getattr(data_snapshot, "_custom_snapshot", ...)

@@ -11,9 +11,10 @@ editing the template would), never run code.
 A file is found by a hash of what the parse depends on: the text, the template path as
 given (positions name it), the include search paths, the working directory when the path
 is relative, struckdown's version and the size and mtime of the grammar and of every
-module of this package (an edited parser never meets a stale entry). An entry that
-inlined includes is used only while every included file keeps its mtime, as the
-in-memory cache of Environment.parse checks. A file that cannot be read, is not valid
+module of this package (an edited parser never meets a stale entry). A template that
+`<include>`s files is not stored: which file an include finds depends on the folders and
+files there are, which no key tells (the in-memory cache of Environment.parse, which
+lives one process, checks only the included files' mtimes). A file that cannot be read, is not valid
 JSON or names an unknown class is a miss, never an error; writes go to a temporary file
 renamed into place (concurrent writers leave one whole file); failing to write is
 ignored. At most `MAX_ENTRIES` files are kept: the least recently used go first. Failed parses are
@@ -143,7 +144,7 @@ def _load(file: Path) -> Template | None:
         template = decode(json.loads(file.read_bytes()))
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(template, Template) or _includes_changed(template):
+    if not isinstance(template, Template) or template.included_files:
         return None
     try:
         os.utime(file)  # used now: the last to be pruned
@@ -152,19 +153,11 @@ def _load(file: Path) -> Template | None:
     return template
 
 
-def _includes_changed(template: Template) -> bool:
-    for name, mtime in template.included_files:
-        try:
-            if os.stat(name).st_mtime_ns != mtime:
-                return True
-        except OSError:
-            return True
-    return False
-
-
 def _store(file: Path, template: Template) -> None:
     import json
 
+    if template.included_files:  # see the module's text
+        return
     try:
         data = encode(template)
     except (_Unstorable, RecursionError):
