@@ -165,7 +165,9 @@ def _store(file: Path, template: Template) -> None:
     text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
     if encode(decode(json.loads(text))) != data:  # only what reads back exactly is kept
         return
-    temporary = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    import threading
+
+    temporary = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         temporary.write_text(text, encoding="ascii")
