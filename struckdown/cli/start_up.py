@@ -6,7 +6,11 @@ counting allocations, walks them again and again while they are made and finds a
 nothing to free: a tenth of the command's CPU (`python -c "import pydantic_ai"` spends
 as much of its own on it). So `sd run` pauses it (`pause`) until the run's first event
 (`settle`, from run_cmd.py): by then the engine, the model and the parsed template
-exist. `settle` moves everything made so far out of the collector's view for good
+exist. The first event of a slot that streams comes as its request starts; without
+streaming, with its first answer or tool call; actions before the first slot run inside
+the pause. (Settling before the run starts, once the engine is imported, costs 0.05×
+more: building the model, the agent and the slot's output schema then run with the
+collector on.) `settle` moves everything made so far out of the collector's view for good
 (`gc.freeze`, as `sd batch` and Dask workers do; the few cycles of garbage start-up left
 stay in memory until the process ends) and turns it on again, so the run's own garbage is
 collected as usual, and every later collection skips the start-up heap. `end` turns it
