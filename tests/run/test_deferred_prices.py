@@ -99,8 +99,10 @@ def answer(messages, info):
                          usage=RequestUsage(input_tokens=1000, output_tokens=200))
 
 priced = sd.complete("A [[a]]", model=FunctionModel(answer, model_name="gpt-4o-mini"), cache=False)
+from pydantic_ai._genai_prices import lookup_context_window
 print(json.dumps({"dry": dry.to_dict(), "dry_usage": dry.usage.to_dict(), "window": window,
-                  "loaded_after_dry_run": loaded_after_dry_run, "cost": priced.usage.cost}))
+                  "loaded_after_dry_run": loaded_after_dry_run, "cost": priced.usage.cost,
+                  "real_window": lookup_context_window("gpt-4o-mini", provider_name="openai")}))
 """
 
 
@@ -120,3 +122,5 @@ def test_a_dry_run_loads_no_price_data_and_a_priced_model_after_it_gets_its_pric
     usage = RequestUsage(input_tokens=1000, output_tokens=200)
     expected = float(calc_price(usage, "gpt-4o-mini", provider_id="openai").total_price)
     assert deferred["cost"] == loaded["cost"] == pytest.approx(expected) and expected > 0
+    window = deferred["real_window"]
+    assert window == loaded["real_window"] and isinstance(window, int) and window > 0  # a known model's context
