@@ -100,13 +100,28 @@ def tracing_for(instrument: Any) -> Tracing | None:
     return Tracing(instrument)
 
 
-@contextmanager
-def _nothing(*args: Any) -> Iterator[Callable[[Any], None]]:
-    yield _ignore
-
-
 def _ignore(result: Any) -> None:
     return None
+
+
+class _Nothing:
+    """The span of a run without tracing: a shared, stateless context manager (no generator
+    per slot) giving `_ignore`."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Callable[[Any], None]:
+        return _ignore
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_NOTHING = _Nothing()
+
+
+def _nothing(*args: Any) -> _Nothing:
+    return _NOTHING
 
 
 def run_span(tracing: Tracing | None, program: Any) -> Any:

@@ -9,8 +9,7 @@ closing the generator, cancelling the consumer or a guard trip reaches all of it
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -212,21 +211,11 @@ class Run:
         """The slot (or action) an error came from."""
         return error_slot(error)
 
-    @contextmanager
-    def blaming(self, slot: str) -> Iterator[None]:
+    def blaming(self, slot: str) -> _Blaming:
         """struckdown's own errors leaving a slot name it in `.slot`. Any other error (from
         the model library, a provider SDK, the caller's model function) passes through
         as it is, with only a PEP 678 note naming the slot (`slot_note`)."""
-        try:
-            yield
-        except StruckdownError as exc:
-            if exc.slot is None:
-                exc.slot = slot
-            raise
-        except Exception as exc:
-            if slot_of_note(exc) is None:
-                exc.add_note(slot_note(slot))
-            raise
+        return _Blaming(slot)
 
     def _segments_to_run(self) -> list[Segment]:
         if self.options.stop_at is None:
@@ -271,10 +260,12 @@ class Run:
             if self.approval.blocks(segment.waits_for):
                 raise SegmentPaused  # an answer it reads waits for approval decisions
             conversation = self._inherited(segment)
-            with anyio.CancelScope() as scope:
-                if self.options.stop_at in segment.keys:
-                    self._stop_scope, self._stop_segment = scope, segment.index  # cancelled after that slot
+            if self.options.stop_at is None or self.options.stop_at not in segment.keys:
                 await self._walk(segment.nodes, conversation, segment.index)
+            else:
+                with anyio.CancelScope() as scope:
+                    self._stop_scope, self._stop_segment = scope, segment.index  # cancelled after that slot
+                    await self._walk(segment.nodes, conversation, segment.index)
         except SegmentPaused:
             self.approval.block(segment.keys, self.results)  # the rest of the run goes on beside it
             return
@@ -565,6 +556,26 @@ class Run:
         for node, _ in members:
             if node.key in answers:
                 self._after(node.key)
+
+
+class _Blaming:
+    """`Run.blaming`'s context manager (a class: entered once per slot, no generator)."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: str) -> None:
+        self.slot = slot
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, trace: Any) -> None:
+        if isinstance(exc, StruckdownError):
+            if exc.slot is None:
+                exc.slot = self.slot
+        elif isinstance(exc, Exception) and slot_of_note(exc) is None:
+            exc.add_note(slot_note(self.slot))
+        return None  # the error goes on as it is
 
 
 async def run_to_result(program: Program, context: Mapping[str, Any] | None, options: RunSettings) -> Result:
