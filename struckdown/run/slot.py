@@ -102,9 +102,19 @@ def evaluate_option(renderer: Renderer, expression: str, variables: Mapping[str,
         ) from exc
 
 
+_STATIC: dict[int, tuple[SlotPlan, Resolved]] = {}  # id(plan) → (the plan, pinned; its options as they are)
+
+
 def resolve_plan(plan: SlotPlan, variables: Mapping[str, Any], renderer: Renderer) -> Resolved:
-    if not plan.dynamic:
-        return Resolved(tuple(str(p) for p in plan.positional), plan.type_options, plan.settings, plan.control)
+    if not plan.dynamic:  # nothing to evaluate: the same Resolved every run
+        held = _STATIC.get(id(plan))
+        if held is not None and held[0] is plan:
+            return held[1]
+        static = Resolved(tuple(str(p) for p in plan.positional), plan.type_options, plan.settings, plan.control)
+        if len(_STATIC) >= 4096:
+            _STATIC.clear()
+        _STATIC[id(plan)] = (plan, static)
+        return static
 
     def value(v: Any) -> Any:
         if isinstance(v, JinjaValue):
@@ -138,10 +148,10 @@ def resolve_plan(plan: SlotPlan, variables: Mapping[str, Any], renderer: Rendere
 
 def output_for(plan: SlotPlan, resolved: Resolved, types: TypeRegistry) -> OutputSpec:
     """The plan's prebuilt output type, or (options that waited for `{{ }}`) one built now."""
-    from ..types import TypeBuildError
-
     if plan.spec is not None:
         return plan.spec
+    from ..types import TypeBuildError
+
     request = TypeRequest(
         plan.slot.type_name,
         resolved.positional if plan.slot.type_name in ("pick", "score") or resolved.positional else (),
