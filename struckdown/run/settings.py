@@ -94,11 +94,12 @@ def build_settings(
 #: Options a RunSettings holds as the caller gave them (or turns into new immutable values, or
 #: remembers per object): the others (a tool list, fallback models, tool limits, MCP servers,
 #: a request cap, budgets) are rebuilt per call, so a list changed in place between calls counts.
+#: `deps=`, `approve=` and `on_retry=` are left out too: the kept settings would keep the
+#: caller's objects alive after their call.
 _AS_IS = frozenset({
-    "model", "deps", "limits", "on_halt", "settings", "cache", "prompt_cache", "stop_at", "strict_undefined",
-    "tool_timeout", "max_seconds", "max_tool_result", "approve", "prices", "instrument", "image_max_side",
-    "max_images", "retries", "retry_base_delay", "retry_max_delay", "on_truncate", "on_retry", "journal",
-    "rerun_from",
+    "model", "limits", "on_halt", "settings", "cache", "prompt_cache", "stop_at", "strict_undefined",
+    "tool_timeout", "max_seconds", "max_tool_result", "prices", "instrument", "image_max_side",
+    "max_images", "retries", "retry_base_delay", "retry_max_delay", "on_truncate", "journal", "rerun_from",
 })
 
 

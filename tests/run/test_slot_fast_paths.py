@@ -85,6 +85,10 @@ def test_run_settings_are_reused_only_for_the_same_option_objects(monkeypatch: p
     with_tools = env.run_settings({"model": model, "tools": tools}, stream=False)
     tools.append(tool)  # changed in place: the next call sees it
     assert len(env.run_settings({"model": model, "tools": tools}, stream=False).tools) == 2 != len(with_tools.tools)
+    deps = object()
+    assert env.run_settings({"model": model, "deps": deps}, stream=False) is not env.run_settings(
+        {"model": model, "deps": deps}, stream=False
+    )  # the caller's deps are not kept after their call
     again = env.run_settings({"model": model}, stream=False)
     monkeypatch.setenv("STRUCKDOWN_MAX_RETRIES", "7")
     changed = env.run_settings({"model": model}, stream=False)
