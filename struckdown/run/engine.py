@@ -9,7 +9,7 @@ closing the generator, cancelling the consumer or a guard trip reaches all of it
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -31,7 +31,6 @@ from ..errors import (
     slot_note,
     slot_of_note,
 )
-from ..feed import fed
 from ..incremental import (
     CheckpointReached,
     ProcessingComplete,
@@ -39,9 +38,8 @@ from ..incremental import (
     SlotCompleted,
     SlotRetracted,
 )
-from ..media.scope import media_scope
 from ..models import resolve_model
-from ..observe import run_span, slot_span
+from ..observe import slot_span
 from ..plan import Program, Segment
 from ..results import Result, SlotResult
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
@@ -57,9 +55,6 @@ from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tool_checks import check_tool_names
 from .tools import ModelCallHook
-
-#: Events a run may have produced ahead of a slow consumer before it waits for it.
-EVENT_BUFFER = 256
 
 
 @dataclass
@@ -576,39 +571,6 @@ class _Blaming:
         elif isinstance(exc, Exception) and slot_of_note(exc) is None:
             exc.add_note(slot_note(self.slot))
         return None  # the error goes on as it is
-
-
-async def run_to_result(program: Program, context: Mapping[str, Any] | None, options: RunSettings) -> Result:
-    """The same engine as `events()`, consumed in place: no stream, no extra task."""
-    final: list[Result] = []
-
-    async def keep_result(event: Any) -> None:
-        if isinstance(event, ProcessingComplete):
-            final.append(event.result)
-
-    run = Run(program, dict(context or {}), options, keep_result)
-    with media_scope(options.image_max_side, options.max_images), run_span(options.tracing, program):
-        await run.main()
-    paused = final[0].paused
-    if isinstance(paused, BaseException):
-        raise paused  # SPEC §12: complete() raises Paused; the incremental API yields it
-    return final[0]
-
-
-def events(program: Program, context: Mapping[str, Any] | None, options: RunSettings) -> AsyncGenerator[Any, None]:
-    """The event stream of one run, through a bounded stream (a slow consumer holds
-    the run back instead of letting events pile up). Closing it cancels everything
-    the run started.
-
-    Everything inside the run is anyio (task groups, cancel scopes, events); the run
-    itself is the one task the stream owns (`feed.fed`)."""
-
-    async def produce(send: Callable[[Any], Awaitable[None]]) -> None:
-        run = Run(program, dict(context or {}), options, send)
-        with run_span(options.tracing, program), media_scope(options.image_max_side, options.max_images):
-            await run.main()
-
-    return fed(produce, EVENT_BUFFER)
 
 
 def _awaited(program: Program) -> frozenset[str]:

@@ -6,28 +6,18 @@ import functools
 import json
 import operator
 import time
-from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai import RunContext
 from pydantic_ai.messages import (
-    FunctionToolCallEvent,
     ModelMessage,
-    PartDeltaEvent,
-    PartStartEvent,
-    TextPart,
-    TextPartDelta,
-    ThinkingPart,
-    ThinkingPartDelta,
-    ToolCallPart,
 )
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
 from ..approval_state import PausedSlot
 from ..errors import TemplateRuntimeError, exception_text
-from ..incremental import SlotRetracted, SlotStreamStart, ThinkingDelta, TokenDelta
 from ..limits import Limits, clamp_limits
 from ..media.turns import prepare_prompt, redact
 from ..models import model_label, slot_run_defaults
@@ -44,6 +34,7 @@ from .ledger import CURRENT_METER
 from .partials import Partials, streams_partials
 from .prompt_cache import with_cache_settings
 from .resilience import SlotAttempts, is_truncated, model_name, slot_error
+from .text_stream import TextStream
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 from .wrappers import model_stack
 from .wrappers.cached import CURRENT_CACHE_RUN, CacheRun, store_answer
@@ -271,7 +262,7 @@ async def run_model_slot(
     seconds = slot_seconds(env.max_seconds, resolved.control.get("max_seconds"), key)
     # with a deadline a free-text answer streams even unseen: what came before it is the answer
     streamer = (
-        _Streamer(env, key, buffer_text=use_tools, quiet=not env.stream)
+        TextStream(env, key, buffer_text=use_tools, quiet=not env.stream)
         if spec.is_text and (env.stream or seconds is not None)
         else None
     )
@@ -545,75 +536,6 @@ def _limits(env: SlotEnv, plan: SlotPlan, resolved: Resolved) -> Limits:
             clamp_limits(env.limits, control.get("max_iter"), control.get("max_calls"), plan.key)
         return plan.limits
     return clamp_limits(env.limits, control.get("max_iter"), control.get("max_calls"), plan.key)
-
-
-class _Streamer:
-    """Turns pydantic-ai stream events into TokenDelta/ThinkingDelta events.
-
-    The first token waits for pending guards (a join point). In a tool slot the
-    text of each response is held until the response proves final (no tool call
-    follows), so only the final answer streams.
-    """
-
-    def __init__(self, env: SlotEnv, slot: str, *, buffer_text: bool, quiet: bool = False) -> None:
-        self.env, self.slot, self.buffer_text = env, slot, buffer_text
-        self.quiet = quiet  # only collects the text (a deadline's answer), emits nothing
-        self.accumulated = ""
-        self.held: list[str] = []
-        self.started = False
-
-    async def handle(self, ctx: RunContext[Any], events: AsyncIterable[Any]) -> None:
-        async for event in events:
-            if isinstance(event, PartStartEvent):
-                if isinstance(event.part, TextPart):
-                    await self._text(event.part.content)
-                elif isinstance(event.part, ThinkingPart) and event.part.content:
-                    await self.env.emit(ThinkingDelta(self.slot, event.part.content))
-                elif isinstance(event.part, ToolCallPart):
-                    self.held.clear()
-            elif isinstance(event, PartDeltaEvent):
-                if isinstance(event.delta, TextPartDelta):
-                    await self._text(event.delta.content_delta)
-                elif isinstance(event.delta, ThinkingPartDelta) and event.delta.content_delta:
-                    await self.env.emit(ThinkingDelta(self.slot, event.delta.content_delta))
-            elif isinstance(event, FunctionToolCallEvent):
-                self.held.clear()
-        await self.flush()
-
-    async def _text(self, delta: str) -> None:
-        if not delta:
-            return
-        if self.buffer_text:
-            self.held.append(delta)
-        else:
-            await self._emit(delta)
-
-    async def retract(self, reason: str) -> None:
-        """A failed attempt's text is void (SPEC §14): retract what went out; the next
-        attempt streams from an empty `accumulated`."""
-        self.held.clear()
-        if self.started:
-            self.started = False
-            self.accumulated = ""
-            self.env.streaming_now.discard(self.slot)
-            await self.env.emit(SlotRetracted(self.slot, reason))
-
-    async def flush(self) -> None:
-        held, self.held = self.held, []
-        for delta in held:
-            await self._emit(delta)
-
-    async def _emit(self, delta: str) -> None:
-        if self.quiet:
-            self.accumulated += delta
-            return
-        if not self.started:
-            await self.env.join_guards()
-            self.started = True
-            self.env.streaming_now.add(self.slot)
-            await self.env.emit(SlotStreamStart(self.slot))
-        self.accumulated += delta
-        await self.env.emit(TokenDelta(self.slot, delta, self.accumulated))
 
 
 def _cache_run(cache: Any, model: Any, spec: OutputSpec) -> CacheRun:
