@@ -13,6 +13,10 @@ every struckdown module on every start while pydantic-ai's .pyc files exist. To 
 like with like, the subprocesses write and read bytecode under a private
 PYTHONPYCACHEPREFIX (in the temp directory, never in the source tree); the warm-up
 round fills it.
+
+`sd run` is measured in its steady state: the warm-up round parses the template (kept in
+the cache folder, struckdown/syntax/stored.py) and stores the test model's answer, so the
+measured rounds read both (docs/performance.md has a template never seen too).
 """
 
 from __future__ import annotations

@@ -154,9 +154,9 @@ class Environment:
     def _build(self, source: str, path: str | None, roots: tuple[str, ...]) -> Program:
         from .check import check_template
         from .plan import plan_program
-        from .syntax import parse_template
+        from .syntax import stored
 
-        template = parse_template(source, template_path=path, include_paths=roots)
+        template = stored.parse(source, template_path=path, include_paths=roots)  # parse_template, or from disk
         check_template(template, self)
         return plan_program(template, self)
 

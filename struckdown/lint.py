@@ -7,6 +7,7 @@ given), guards with nothing to judge or placed after what they should judge,
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,6 +186,7 @@ class Linter:
     def slot_options(self, tools_given: bool) -> None:
         for slot in self.program.slots():
             plan = self.program.plans[slot]
+            self._choice_like_required(slot, plan)
             if plan.control.get("use_tools") is True and not tools_given:
                 self.add(
                     slot.pos,
@@ -202,3 +204,19 @@ class Linter:
                             f"slot {slot.key!r} asks for {option}={asked} above the default ceiling {used}; "
                             f"{used} will be used",
                         )
+
+    def _choice_like_required(self, slot: Any, plan: Any) -> None:
+        """`[[pick:x|a, b, requird]]`: a choice that is a slip of `required` is taken as a
+        choice (a choice may be any word), so it gets a warning, not an error."""
+        from .types.table import POSITIONAL_TYPES  # pick, score, decide: their words are choices
+
+        if slot.type_name not in POSITIONAL_TYPES:
+            return
+        for choice in plan.positional:
+            if isinstance(choice, str) and choice != "required" and difflib.get_close_matches(choice, ["required"], cutoff=0.8):
+                self.add(
+                    slot.pos,
+                    "warning",
+                    f"slot {slot.key!r}: the choice {choice!r} looks like a slip of 'required'",
+                    f"write 'required' to make the slot required; a choice {choice!r} is kept as written",
+                )

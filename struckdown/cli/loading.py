@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +14,27 @@ from .io import read_template
 
 
 def load_program(path: Path, include_paths: Sequence[Path] = ()) -> Any:
-    """Read and compile a template; a TemplateSyntaxError propagates (exit code 2)."""
+    """Read and compile a template; a TemplateSyntaxError propagates (exit code 2). The
+    parsed template is kept in the cache folder (syntax/stored.py): parsing it again
+    needs no parser."""
     from ..environment import default_environment
 
     text = read_template(path)
     load_beside(path)
-    return default_environment().parse(text, template_path=path, include_paths=include_paths)
+    with kept_parsed_templates():
+        return default_environment().parse(text, template_path=path, include_paths=include_paths)
 
 
 _LOADED: set[Path] = set()
+
+
+def kept_parsed_templates() -> AbstractContextManager[None]:
+    """The commands keep parsed templates in `<cache folder>/templates` (not with
+    STRUCKDOWN_CACHE=0, which keeps nothing there)."""
+    from ..cache import cache_disabled, default_cache_dir
+    from ..syntax import stored
+
+    return stored.kept_in(None if cache_disabled() else default_cache_dir() / "templates")
 
 
 def load_beside(template: Path | None) -> None:

@@ -15,8 +15,7 @@ def lsp_command() -> int:
         from ..editor.server import serve
     except ImportError as exc:
         raise CliError(f"sd lsp needs pygls: pip install 'struckdown[lsp]' ({exc})", code=1) from None
-    serve()
-    return 0
+    return serve()
 
 
 def command() -> None:

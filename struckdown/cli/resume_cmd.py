@@ -20,7 +20,7 @@ from typing import Any
 
 from .approval_cmd import decisions_from_flags, read_state_file, report_pause, write_pause
 from .costs import otel
-from .display import RunDisplay, make_console
+from .display import RunDisplay, run_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, write_json
 from .keywords import run_keywords
@@ -63,7 +63,7 @@ def resume_command(request: ResumeRequest) -> int:
         ApprovalRequest(r["id"], r["slot"], r["tool_name"], dict(r["arguments"]), r.get("outcome"))
         for r in state["requests"]
     ]
-    console = make_console(sys.stderr if request.as_json else sys.stdout)
+    console = run_console(sys.stderr if request.as_json else sys.stdout)
     display = RunDisplay(console, {}, ())
     decisions = decisions_from_flags(request, requests, display)
     names = default_environment().engine_caches().toolbox(tuple(tools)).names

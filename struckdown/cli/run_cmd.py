@@ -13,7 +13,7 @@ from typing import Any
 from ..fileio import check_writable
 from . import approval_cmd, loading
 from .costs import RunRecorder, otel
-from .display import RunDisplay, answer_order, make_console, stats_line
+from .display import Line, RunDisplay, answer_order, as_rich, run_console, stats_line
 from .errors import EXIT_HALTED, EXIT_OK, CliError, interrupts_end_the_process
 from .io import dumps, load_context, write_json
 from .keywords import run_keywords
@@ -78,7 +78,7 @@ def run_command(request: RunRequest) -> int:
     if program.slots():
         show_config_models(program, model)
     # --json keeps stdout for the answers alone; the live display moves to stderr.
-    console = make_console(sys.stderr if request.as_json else sys.stdout)
+    console = run_console(sys.stderr if request.as_json else sys.stdout)
     guards = {slot.key: program.plans[slot].when for slot in program.slots() if slot.is_guard}
     display = RunDisplay(console, guards, program.keys, answer_order(program))
     approve = approval_cmd.decider(request.approve, request.pause_to, display)
@@ -136,6 +136,7 @@ async def _drive(
     approve: Any = None, recorder: RunRecorder | None = None, **keywords: Any,
 ) -> Any:
     from ..api import complete_incremental_async
+    from .start_up import settle
 
     result = None
 
@@ -152,6 +153,7 @@ async def _drive(
             approve=approve,
             **keywords,
         ):
+            settle()  # start-up is over (start_up.py)
             display.handle(event)
             if recorder is not None:
                 recorder.see(event)
@@ -183,7 +185,5 @@ def run_record(result: Any) -> dict[str, Any]:
 def failed_summary(display: RunDisplay, recorder: RunRecorder, elapsed_s: float) -> None:
     """A failed run still shows what it spent (every request it made)."""
     if recorder.partial is not None:
-        from rich.text import Text
-
         display.console.file.flush()
-        display.console.print(Text(f"failed · {stats_line(recorder.partial, elapsed_s)}", style="dim"))
+        display.console.print(as_rich(Line(f"failed · {stats_line(recorder.partial, elapsed_s)}", style="dim")))

@@ -62,6 +62,7 @@ class StruckdownServer(LanguageServer):
         self.settings = features.Workspace()
         self.cache: dict[str, tuple[tuple[Any, ...], features.Analysis]] = {}
         self.analyses = 0  # how many times a text was analysed (the cache missed)
+        self.exit_code = 0  # `sd lsp`'s: 1 after an `exit` without `shutdown` (the LSP spec)
         self.debounce = Debouncer(delay, lambda uri: publish(self, uri), timers or asyncio.get_running_loop)
 
     def analysis(self, uri: str) -> tuple[TextDocument, features.Analysis]:
@@ -94,8 +95,10 @@ class StruckdownServer(LanguageServer):
             asyncio.run(serve_stream(stdin or sys.stdin.buffer, dispatcher, stop))
         except BrokenPipeError:
             logging.getLogger("struckdown.lsp").error("the client closed the connection")
-        except (KeyboardInterrupt, SystemExit):
+        except KeyboardInterrupt:
             pass
+        except SystemExit as stop_code:  # pygls's `exit` handler: 1 when no `shutdown` came first
+            self.exit_code = stop_code.code if isinstance(stop_code.code, int) else 0
         finally:
             self.shutdown()  # type: ignore[no-untyped-call]
 
@@ -283,12 +286,15 @@ def create(timers: Callable[[], Timers] | None = None, delay: float = DELAY_MS /
     return ls
 
 
-def serve() -> None:
-    """`sd lsp`: errors go to stderr too, which editors show as the server's output."""
+def serve() -> int:
+    """`sd lsp`: errors go to stderr too, which editors show as the server's output. The
+    exit code: 0, or 1 after an `exit` that no `shutdown` came before."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("struckdown lsp: %(levelname)s: %(message)s"))
     log = logging.getLogger("struckdown.lsp")
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
-    create().start_io()
+    server = create()
+    server.start_io()
+    return server.exit_code

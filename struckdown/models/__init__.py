@@ -334,9 +334,12 @@ def _from_factory(reference: str, stamp: int | None = None) -> Any:
 
 
 def _test_model() -> Any:
-    """`"test"`: pydantic-ai's TestModel answering every type with a valid sample (a dry run)."""
+    """`"test"`: pydantic-ai's TestModel answering every type with a valid sample (a dry run).
+    genai-prices' data is not loaded for it (deferred_prices.py): a dry run needs no price."""
     from ..types.samples import SampleModel
+    from .deferred_prices import defer
 
+    defer()
     return SampleModel()
 
 

@@ -13,6 +13,7 @@ back as a retry before the call) and runs sync tools in a worker thread; with a
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -64,7 +65,7 @@ class BadModelOutput(StruckdownError, UnexpectedModelBehavior):
         if reason is None:
             reason = "" if isinstance(error, str) else validation_problem(error)
         super().__init__(
-            f"slot {slot!r}: model {model} gave no usable answer: {detail}"
+            f"slot {slot!r}: model {model} gave no usable answer{_in_words(detail)}"
             + (f" (last problem: {reason})" if reason else "")
             + ". Hint: make the question clearer about the form of the answer, try a stronger model, "
             "or loosen the slot's options"
@@ -77,6 +78,18 @@ class BadModelOutput(StruckdownError, UnexpectedModelBehavior):
 
     def __reduce__(self) -> tuple[Any, ...]:  # pydantic-ai's base pickles (message, body): ours is `args`
         return (type(self), self.args)
+
+
+def _in_words(detail: str) -> str:
+    """pydantic-ai's "Exceeded maximum output retries (2)" as what happened: " in 3 tries";
+    any other detail as ": <detail>"."""
+    retries = _RETRIES.fullmatch(detail)
+    if retries is None:
+        return f": {detail}"
+    return f" in {int(retries.group(1)) + 1} tries"
+
+
+_RETRIES = re.compile(r"Exceeded maximum (?:output )?retries \((\d+)\)")
 
 
 def readonly(tool: T) -> T:

@@ -216,7 +216,7 @@ def test_run_and_batch_pass_the_cache_flag_to_the_library(
 def test_terminal_gets_the_live_display(tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from rich.console import Console
 
-    monkeypatch.setattr("struckdown.cli.run_cmd.make_console", lambda stream: Console(file=stream, force_terminal=True))
+    monkeypatch.setattr("struckdown.cli.run_cmd.run_console", lambda stream: Console(file=stream, force_terminal=True))
     use_model(scripted(echo))
     template = write(tmp_path / "t.sd", "Check {{ x }} [[halt:g]]\nOne two three [[a]]\n")
     result = sd("run", template, "-c", "x=1")
@@ -508,7 +508,7 @@ def test_the_live_region_shows_a_typed_answer_growing_then_the_answer(
 
     ticks = iter(range(1000))
     monkeypatch.setattr(partials.CLOCK, "now", lambda: float(next(ticks)))  # no partial coalesced
-    monkeypatch.setattr("struckdown.cli.run_cmd.make_console", lambda stream: Console(file=stream, force_terminal=True))
+    monkeypatch.setattr("struckdown.cli.run_cmd.run_console", lambda stream: Console(file=stream, force_terminal=True))
     frames: list[str] = []
     original = RunDisplay._on_slot_partial
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -131,3 +133,16 @@ def test_batch_max_cost_summary_names_rows_not_run_one_way_and_counts_agree(tmp_
     )
     assert "failed" not in again.stderr
     assert "4 ok, 6 not run: budget spent (--resume runs them) (2 done earlier, from the journal)" in again.stderr
+
+
+def test_a_failed_run_on_a_terminal_shows_what_it_spent(
+    tmp_path: Path, use_model: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    monkeypatch.setattr("struckdown.cli.run_cmd.run_console", lambda stream: Console(file=stream, force_terminal=True))
+    use_model(model(fail_on="Second"))
+    result = sd("run", write(tmp_path / "t.sd", "First [[a]]\n\nSecond [[b]]"), "--no-stream", "--no-cache")
+    assert result.exit_code == 1
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", result.stdout)
+    assert "failed · 1 answer · 2 requests" in plain and "Line object" not in plain

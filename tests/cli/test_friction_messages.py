@@ -169,6 +169,21 @@ def test_a_typo_of_required_gets_a_hint_towards_it(tmp_path: Path) -> None:
     ]
 
 
+def test_a_pick_choice_that_is_a_slip_of_required_is_kept_and_warned(tmp_path: Path) -> None:
+    template = "[[pick:x|red, blue, requird]]\n[[pick:y|red, required]]\n[[score:z|low, high, requred]]\n"
+    found = check_source(template, tmp_path / "t.sd", None, tools_given=False)
+    assert [(d.line, d.column, d.severity, d.message, d.hint) for d in found] == [
+        (1, 1, "warning", "slot 'x': the choice 'requird' looks like a slip of 'required'",
+         "write 'required' to make the slot required; a choice 'requird' is kept as written"),
+        (3, 1, "warning", "slot 'z': the choice 'requred' looks like a slip of 'required'",
+         "write 'required' to make the slot required; a choice 'requred' is kept as written"),
+    ]
+    result = sd("check", write(tmp_path / "t.sd", template))
+    assert (result.exit_code, result.stdout.splitlines()[0]) == (
+        0, f"{tmp_path / 't.sd'}:1:1: warning: slot 'x': the choice 'requird' looks like a slip of 'required'"
+    )
+
+
 @pytest.mark.parametrize(
     ("template", "line", "column", "hint"),
     [

@@ -62,7 +62,7 @@ def test_live_display_shows_control_characters_as_escapes(
 ) -> None:
     from rich.console import Console
 
-    monkeypatch.setattr("struckdown.cli.run_cmd.make_console", lambda stream: Console(file=stream, force_terminal=True))
+    monkeypatch.setattr("struckdown.cli.run_cmd.run_console", lambda stream: Console(file=stream, force_terminal=True))
     use_model(scripted(hostile))
     result = sd("run", template)
     assert result.exit_code == 0

@@ -40,16 +40,18 @@ HELP_MODULES = {"struckdown", "struckdown.cli", "struckdown.cli.fast_help", "str
 #: is imported without the `regex` module it would load (syntax/parser.py).
 CHECK_PACKAGES = {"lark", "struckdown"}
 
-#: `sd run --model test`: the parser (text of bare `{{ name }}`s renders without Jinja),
+#: `sd run --model test`: the parser the first time (later the parsed template is read from
+#: the cache folder: syntax/stored.py; text of bare `{{ name }}`s renders without Jinja),
 #: pydantic (slot types), pydantic-ai-slim and what it imports itself (httpx, OTel's API
-#: through logfire-api, genai-prices' code, griffe), rich for the display. Not typer (its
-#: flags are read by cli/fast_run.py), nor Dask, MCP, OTel's SDK, openai, scikit-learn,
-#: Pillow, nor the web stack. (genai-prices' data is loaded by pydantic-ai itself, by every
-#: `Model` it constructs.)
+#: through logfire-api, genai-prices' code, griffe). Not rich (to a pipe the display writes
+#: plain lines: cli/display.py), nor typer (its flags are read by cli/fast_run.py), nor Dask,
+#: MCP, OTel's SDK, openai, scikit-learn, Pillow, nor the web stack, nor genai-prices' data
+#: (pydantic-ai loads it in every `Model` it constructs; for the test model it is deferred:
+#: models/deferred_prices.py).
 RUN_PACKAGES = CHECK_PACKAGES | {
     "annotated_types", "pydantic", "pydantic_core", "typing_extensions", "typing_inspection",
     "anyio", "genai_prices", "griffe", "h11", "httpcore2", "httpx2", "idna", "logfire_api", "opentelemetry",
-    "pydantic_ai", "pydantic_graph", "rich", "sniffio", "truststore",
+    "pydantic_ai", "pydantic_graph", "sniffio", "truststore",
 }
 NEVER = {
     "dask", "distributed", "numpy", "mcp", "openai", "sklearn", "PIL", "starlette", "uvicorn", "fastapi",
@@ -99,5 +101,10 @@ def test_sd_run_with_the_test_model_imports_no_optional_part(tmp_path: Path) -> 
     modules, stdout = modules_of(tmp_path, "run", str(template), "--model", "test", "-c", "name=Ann", "--json")
     assert json.loads(stdout) == {"greeting": "success (no tool calls)"}
     assert grown(modules, RUN_PACKAGES) == set(), "sd run imports more than its list"
+    assert "lark" in third_party(modules)  # the first run parses the template
+    again, stdout = modules_of(tmp_path, "run", str(template), "--model", "test", "-c", "name=Ann", "--json")
+    assert json.loads(stdout) == {"greeting": "success (no tool calls)"}
+    assert third_party(again) == third_party(modules) - {"lark"}  # the parsed template is kept (syntax/stored.py)
     assert NEVER & set(modules) == set()
-    assert not {"typer", "click", "shellingham", "jinja2"} & third_party(modules)
+    assert "genai_prices.data" not in modules
+    assert not {"typer", "click", "shellingham", "jinja2", "rich"} & third_party(modules)

@@ -204,7 +204,7 @@ def test_a_runtime_error_shows_its_class_model_and_hint(tmp_path: Path, use_mode
     result = sd("run", template)
     assert result.exit_code == 1
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert line.startswith("error: BadModelOutput: slot 'n': model scripted gave no usable answer: ")
+    assert line.startswith("error: BadModelOutput: slot 'n': model scripted gave no usable answer in 3 tries (last problem: ")
     assert "Hint: make the question clearer" in line
 
 

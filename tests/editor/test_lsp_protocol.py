@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.lsp_pipes import SD, InProcess, Subprocess, Wire, frame
+from tests.support.lsp_pipes import SD, TIMEOUT, InProcess, Subprocess, Wire, frame
 
 TEXT = "Which colour?\n[[pick:colour|red, blue]]\n"
 HOVER_AT = {"line": 1, "character": 4}
@@ -233,6 +233,18 @@ def test_sd_lsp_answers_bad_frames_and_invalid_params_and_exits_cleanly(tmp_path
     assert code == 0
     assert "Content-Length 'abc' is not a byte count" in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.editor
+def test_sd_lsp_exits_1_after_exit_without_shutdown() -> None:
+    """The LSP spec: the server exits with 1 when `exit` comes before any `shutdown`."""
+    server = Subprocess()
+    server.initialize()
+    server.notify("exit", None)
+    server.to_server.close()
+    code = server.process.wait(TIMEOUT)
+    assert server.process.stderr is not None
+    assert (code, server.process.stderr.read().decode()) == (1, "")
 
 
 NODE_DIR = Path(__file__).resolve().parent / "node"

@@ -93,10 +93,10 @@ def test_errors_name_a_function_model_by_its_model_name() -> None:
 
     with pytest.raises(sd.BadModelOutput) as named:
         sd.complete("How many? [[int:n]]", model=FunctionModel(broken, model_name="my-bot"))
-    assert str(named.value).startswith("slot 'n': model my-bot gave no usable answer: ")
+    assert str(named.value).startswith("slot 'n': model my-bot gave no usable answer in 3 tries (last problem: ")
     with pytest.raises(sd.BadModelOutput) as unnamed:
         sd.complete("How many? [[int:n]]", model=FunctionModel(broken))
-    assert str(unnamed.value).startswith("slot 'n': model function:broken gave no usable answer: ")
+    assert str(unnamed.value).startswith("slot 'n': model function:broken gave no usable answer in 3 tries (last problem: ")
 
 
 # -- item 12: BadModelOutput keeps whole words and no URLs ------------------------------------------
@@ -114,7 +114,7 @@ def test_bad_model_output_quotes_the_answer_in_whole_words_without_pydantic_urls
     with pytest.raises(sd.BadModelOutput) as info:
         sd.complete("How many? [[int:n]]", model=Script(wordy).model("wordy"))
     assert str(info.value) == (
-        "slot 'n': model wordy gave no usable answer: Exceeded maximum output retries (2) (last problem: Input should "
+        "slot 'n': model wordy gave no usable answer in 3 tries (last problem: Input should "
         "be a valid integer, unable to parse string as an integer (the answer was 'I think the answer is probably "
         "somewhere around forty-two…')). Hint: make the question clearer about the form of the answer, try a stronger "
         "model, or loosen the slot's options"

@@ -379,7 +379,7 @@ function showResults(e) {
   for (const [key, slot] of Object.entries(e.slots || {})) {
     const row = el("tr", { "data-key": key },
       el("td", { class: "key", text: key }), el("td", { class: "type", text: slot.type }),
-      el("td", { class: "value", text: JSON.stringify(slot.output, null, 2) }));
+      el("td", { class: "value", text: pretty(slot.output) }));  // text as text, as `sd run` prints it
     body.append(row);
   }
   const u = e.usage || {};
