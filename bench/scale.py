@@ -19,6 +19,12 @@ sampled twice a second, between the first and the last finished row), which does
 not depend on how many cores other work left us. On 2 cores that are
 also running other jobs, two workers cannot get twice the CPU; the CPU per row says
 what they would give on idle cores.
+
+`python -m bench.scale --row-cost ROWS [--repeat N] [--tree NAME=CHECKOUT ...]` measures
+only the CPU per row of `sd batch` next to bare `agent.run` (docs/performance.md, "The
+cost of a row"): each tree's `sd batch` and the bare run in fresh processes, interleaved,
+median of N; `--tree` adds another checkout's `sd batch` (e.g. `git archive main`
+unpacked in /tmp) to compare before and after in one run.
 """
 
 from __future__ import annotations
