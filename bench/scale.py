@@ -19,6 +19,12 @@ sampled twice a second, between the first and the last finished row), which does
 not depend on how many cores other work left us. On 2 cores that are
 also running other jobs, two workers cannot get twice the CPU; the CPU per row says
 what they would give on idle cores.
+
+`python -m bench.scale --row-cost ROWS [--repeat N] [--tree NAME=CHECKOUT ...]` measures
+only the CPU per row of `sd batch` next to bare `agent.run` (docs/performance.md, "The
+cost of a row"): each tree's `sd batch` and the bare run in fresh processes, interleaved,
+median of N; `--tree` adds another checkout's `sd batch` (e.g. `git archive main`
+unpacked in /tmp) to compare before and after in one run.
 """
 
 from __future__ import annotations
@@ -148,10 +154,11 @@ def _cpu_of_tree(pid: int) -> float:
     return total
 
 
-def sd_batch(workdir: Path, rows: int, *extra: str, bare: bool = False) -> dict[str, Any]:
+def sd_batch(workdir: Path, rows: int, *extra: str, bare: bool = False, root: Path = ROOT) -> dict[str, Any]:
     """One `sd batch` over `rows` rows in a fresh process (with `bare`, bare pydantic-ai
     over the same rows): its report, plus its wall time and the CPU its process tree
-    used per row while rows finished."""
+    used per row while rows finished. `root`: the source tree the child imports
+    (struckdown and bench from there: another checkout measures its own code)."""
     inputs = workdir / f"in{rows}.jsonl"
     if not inputs.exists():
         with inputs.open("w", encoding="utf-8") as handle:
@@ -164,7 +171,7 @@ def sd_batch(workdir: Path, rows: int, *extra: str, bare: bool = False) -> dict[
     report = workdir / "report.json"
     report.unlink(missing_ok=True)
     args = ["batch", str(template), str(inputs), "-o", str(out), "--model", MODEL, "--no-cache", "-j", str(JOBS)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     command = ["--bare-child", str(report), "--", str(inputs)] if bare else ["--child", str(report), "--", *args, *extra]
     started = time.perf_counter()
     # stderr to a file, not a pipe: a pipe nobody reads until the end fills up (sd batch
@@ -172,7 +179,7 @@ def sd_batch(workdir: Path, rows: int, *extra: str, bare: bool = False) -> dict[
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as errors:
         process = subprocess.Popen(
             [sys.executable, "-m", "bench.scale", *command],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors, text=True,
+            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=errors, text=True,
         )  # fmt: skip
         samples: list[tuple[float, float]] = []  # (perf_counter, CPU of the tree): comparable across processes
         while process.poll() is None:
@@ -368,12 +375,44 @@ def _worker_rows(workdir: Path, worker_rows: int) -> list[Row]:
     return out
 
 
+def row_cost(rows: int = 4_000, repeats: int = 3, trees: dict[str, Path] | None = None) -> list[Row]:
+    """CPU per row of `sd batch` (each tree in `trees`, by default this one) next to bare
+    `agent.run` over the same rows, interleaved (A B bare, then bare B A, ...), median of
+    `repeats`: the row-cost line of docs/performance.md, quick to repeat
+    (`python -m bench.scale --row-cost 4000 --tree before=/tmp/old-checkout`)."""
+    trees = trees or {"this tree": ROOT}
+    names = [*trees, "bare"]
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory(prefix="sd-bench-rowcost-") as tmp:
+        workdir = Path(tmp)
+        for round_ in range(repeats):
+            for name in names if round_ % 2 == 0 else names[::-1]:
+                data = sd_batch(workdir, rows, bare=True) if name == "bare" else sd_batch(workdir, rows, root=trees[name])
+                cpu[name].append(data["cpu_ms_per_row"])
+                print(f"  {name}: {data['cpu_ms_per_row']:.2f} ms/row ({_load()})", file=sys.stderr, flush=True)
+    bare = median(cpu["bare"])
+    return [
+        Row(
+            case=f"h. sd batch CPU per row vs bare agent.run ({name}, {rows:,} rows, -j {JOBS})",
+            measured=f"{median(cpu[name]):.2f} ms", floor=f"{bare:.2f} ms bare agent.run",
+            ratio=median(cpu[name]) / bare, target="<= 1.20x", passed=median(cpu[name]) / bare <= 1.20,
+            note=f"median of {repeats}: {' '.join(f'{v:.2f}' for v in cpu[name])} ms; "
+            f"bare {' '.join(f'{v:.2f}' for v in cpu['bare'])} ms",
+        )  # fmt: skip
+        for name in trees
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--child", type=Path, help="run `sd ARGS` here and write the report to this file")
     parser.add_argument("--bare-child", type=Path, help="run bare pydantic-ai over the rows of the JSONL file ARGS[0]")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--part", action="append", choices=PARTS, help="measure only this part (repeatable)")
+    parser.add_argument("--row-cost", type=int, metavar="ROWS", help="only CPU per row of sd batch vs bare agent.run")
+    parser.add_argument("--repeat", type=int, default=3, help="--row-cost: runs of each (median)")
+    parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
+                        help="--row-cost: measure the sd batch of this checkout too (repeatable)")
     parser.add_argument("args", nargs="*")
     options = parser.parse_args()
     if options.child is not None:
@@ -384,6 +423,10 @@ def main() -> None:
         return
     from .common import print_table
 
+    if options.row_cost:
+        trees = {"this tree": ROOT} | dict((n, Path(p).resolve()) for n, _, p in (t.partition("=") for t in options.tree))
+        print_table(row_cost(options.row_cost, options.repeat, trees), title="sd batch: the cost of a row")
+        return
     print_table(asyncio.run(run(options.quick, tuple(options.part or PARTS))), title="scale")
 
 

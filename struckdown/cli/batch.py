@@ -33,7 +33,7 @@ from .batch_rows import Hashes as _Hashes
 from .batch_rows import InOrder as _InOrder
 from .batch_rows import Pending as _Pending
 from .batch_rows import Tally as _Tally
-from .batch_runners import dask_runner, freeze_start_up, local_runner
+from .batch_runners import dask_runner, freeze_start_up, local_runner, thaw
 from .costs import otel
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError
@@ -269,7 +269,7 @@ class BatchRun:
         except KeyboardInterrupt:
             raise CliError(self.interrupted_note(), EXIT_INTERRUPTED) from None
         finally:
-            gc.unfreeze()
+            thaw()
             if self.journal is not None:
                 self.close_journal(failing=sys.exc_info()[1] is not None)
         if request.output is not None and self.journal is not None:

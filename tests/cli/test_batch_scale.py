@@ -166,3 +166,34 @@ def test_inputs_that_change_while_the_batch_runs_are_an_error_and_lose_nothing(
     assert again.exit_code == 0, again.output
     assert "3 of 4 rows done" in again.stderr and "1 row whose input or job" in again.stderr
     assert [r["text"] for r in read_jsonl(out)] == ["x", "y", "x", "x"]
+
+
+def test_rows_run_with_a_raised_young_collection_threshold_restored_after(
+    tmp_path: Path, template: Path, use_model: Any
+) -> None:
+    """While the rows run the collector's first threshold is `ROWS_GC_THRESHOLD` (young
+    collections walk every row in flight); after the batch, ended well or by an error,
+    the thresholds are the caller's again."""
+    from struckdown.cli.batch_runners import ROWS_GC_THRESHOLD
+
+    seen: list[tuple[int, int, int]] = []
+
+    def answer(prompt: str, info: Any) -> str:
+        seen.append(gc.get_threshold())
+        if row_of(prompt) == 2:
+            raise RuntimeError("row 2 fails")
+        return f"answer {row_of(prompt)}"
+
+    use_model(scripted(answer))
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": "x"} for i in range(4)])
+    before = gc.get_threshold()
+    gc.set_threshold(900, 11, 12)
+    try:
+        result = sd("batch", template, inputs, "-o", tmp_path / "out.jsonl", "-j", "2")
+        after = gc.get_threshold()
+    finally:
+        gc.set_threshold(*before)
+    assert result.exit_code == 1, result.output
+    assert seen == [(ROWS_GC_THRESHOLD, 11, 12)] * 4
+    assert after == (900, 11, 12)
+    assert [row.get("_error") is not None for row in read_jsonl(tmp_path / "out.jsonl")] == [False, False, True, False]
