@@ -37,6 +37,7 @@ CASES: dict[str, tuple[str, Callable[[bool], Awaitable[list[Row]]]]] = {
     "l": ("long conversation", conversation.run),
     "p": ("provider batch", provider_batch.run),
     "q": ("provider prompt caching: explain --cache vs what the responses report", prompt_cache.run),
+    "r": ("sd batch: CPU per row vs bare agent.run", scale.row_cost_case),
     "s": ("typed answers that stream: first SlotPartial", partials.run),
     "v": ("eval: sd.evaluate vs the same rows as a batch", evals.run),
     "w": ("html_to_text on hostile pages", html_text.run),

@@ -24,8 +24,8 @@ TOLERANCE = 0.20
 #: accounting of a short process moves by ~10 ms between runs (0.029x to 0.046x for
 #: `sd --help` in one quiet session), far more than 20 % of 0.03x.
 ABSOLUTE_SLACK = 0.015
-#: The cases `.ci/run` checks (`python -m bench --check --quick`): about a minute.
-QUICK_CASES = ("a", "c", "e")
+#: The cases `.ci/run` checks (`python -m bench --check --quick`): about two minutes.
+QUICK_CASES = ("a", "c", "e", "r")
 
 _RATIO = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*[x×]\s*$")
 

@@ -393,14 +393,19 @@ def row_cost(rows: int = 4_000, repeats: int = 3, trees: dict[str, Path] | None 
     bare = median(cpu["bare"])
     return [
         Row(
-            case=f"h. sd batch CPU per row vs bare agent.run ({name}, {rows:,} rows, -j {JOBS})",
+            case=f"r. sd batch CPU per row vs bare agent.run ({name}, -j {JOBS})",
             measured=f"{median(cpu[name]):.2f} ms", floor=f"{bare:.2f} ms bare agent.run",
             ratio=median(cpu[name]) / bare, target="<= 1.20x", passed=median(cpu[name]) / bare <= 1.20,
-            note=f"median of {repeats}: {' '.join(f'{v:.2f}' for v in cpu[name])} ms; "
+            note=f"{rows:,} rows, median of {repeats}: {' '.join(f'{v:.2f}' for v in cpu[name])} ms; "
             f"bare {' '.join(f'{v:.2f}' for v in cpu['bare'])} ms",
         )  # fmt: skip
         for name in trees
     ]
+
+
+async def row_cost_case(quick: bool = False) -> list[Row]:
+    """Case r of `python -m bench` (SPEC §28's per-row target; `--check --quick` in CI)."""
+    return row_cost(1_500 if quick else 4_000, 3 if quick else 5)
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ def row(case: str, ratio: float | None, target: str = "<= 1.10x") -> Row:
 def test_the_recorded_table_holds_the_rows_ci_checks() -> None:
     recorded = recorded_ratios(PERFORMANCE_MD)
     for case in ("e. sd --help (CPU)", "e. sd check (CPU)", "e. sd run --model test (CPU)",
-                 "a. per-slot overhead, 10 free-text slots", "a. per-slot overhead, 10 typed int slots"):
+                 "a. per-slot overhead, 10 free-text slots", "a. per-slot overhead, 10 typed int slots",
+                 "r. sd batch CPU per row vs bare agent.run (this tree, -j 64)"):
         assert case in recorded, case
 
 
