@@ -59,23 +59,15 @@ class RunSettings:
     rerun_from: str | None = None  # SPEC §25: this slot and every slot after it run again (run/rerun.py)
 
 
-def build_settings(
-    environment: Any,
-    options: Mapping[str, Any],
-    *,
-    stream: bool,
-    requests: Any = None,
-    mcp: Any = None,
-    provider_batch: Any = None,
-    batch: Any = None,
-    resume: Any = None,
-) -> RunSettings:
-    """The call's options over the Environment's defaults, as the engine takes them.
+def build_settings(environment: Any, options: Mapping[str, Any], *, stream: bool, **path: Any) -> RunSettings:
+    """The call's options over the Environment's defaults, as the engine takes them
+    (`path`: what the entry path adds, `_build`'s keywords: requests, mcp, provider_batch,
+    batch, resume).
 
     A call whose options (and the Environment's defaults) are all held as they are, with
     nothing of its own from the path, gets the settings of the last such call when every
     option is the same object: a RunSettings is read-only, as the rows of a batch share theirs."""
-    plain = requests is None and mcp is None and provider_batch is None and batch is None and resume is None
+    plain = all(value is None for value in path.values())
     if plain and _held_as_is(options) and _held_as_is(environment.defaults):
         # the default number of retries is read from the environment variable per call
         key = (stream, tuple(options.items()), tuple(environment.defaults.items()), os.environ.get(RETRIES_VARIABLE))
@@ -85,10 +77,7 @@ def build_settings(
         made = _build(environment, options, stream=stream)
         environment._struckdown_last_settings = (key, made)
         return made
-    return _build(
-        environment, options, stream=stream, requests=requests, mcp=mcp, provider_batch=provider_batch, batch=batch,
-        resume=resume,
-    )
+    return _build(environment, options, stream=stream, **path)
 
 
 #: Options a RunSettings holds as the caller gave them (or turns into new immutable values, or
