@@ -375,12 +375,12 @@ def _worker_rows(workdir: Path, worker_rows: int) -> list[Row]:
     return out
 
 
-def row_cost(rows: int = 4_000, repeats: int = 3, trees: dict[str, Path] | None = None) -> list[Row]:
-    """CPU per row of `sd batch` (each tree in `trees`, by default this one) next to bare
+def row_cost(rows: int = 4_000, repeats: int = 3, others: dict[str, Path] | None = None) -> list[Row]:
+    """CPU per row of `sd batch` (this tree and each checkout in `others`) next to bare
     `agent.run` over the same rows, interleaved (A B bare, then bare B A, ...), median of
     `repeats`: the row-cost line of docs/performance.md, quick to repeat
     (`python -m bench.scale --row-cost 4000 --tree before=/tmp/old-checkout`)."""
-    trees = trees or {"this tree": ROOT}
+    trees = {"this tree": ROOT, **(others or {})}
     names = [*trees, "bare"]
     cpu: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="sd-bench-rowcost-") as tmp:
@@ -429,8 +429,8 @@ def main() -> None:
     from .common import print_table
 
     if options.row_cost:
-        trees = {"this tree": ROOT} | dict((n, Path(p).resolve()) for n, _, p in (t.partition("=") for t in options.tree))
-        print_table(row_cost(options.row_cost, options.repeat, trees), title="sd batch: the cost of a row")
+        others = {n: Path(p).resolve() for n, _, p in (t.partition("=") for t in options.tree)}
+        print_table(row_cost(options.row_cost, options.repeat, others), title="sd batch: the cost of a row")
         return
     print_table(asyncio.run(run(options.quick, tuple(options.part or PARTS))), title="scale")
 

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
 import anyio
-
-if TYPE_CHECKING:
-    from anyio.streams.memory import MemoryObjectReceiveStream
 
 T = TypeVar("T")
 
@@ -40,9 +37,13 @@ async def fed(produce: Callable[[Callable[[T], Awaitable[None]]], Awaitable[None
                 # makes one an item): a consumer that takes one item a loop iteration lets
                 # the stream fill, and the producer's tasks wait on it (a batch then runs
                 # fewer rows at once, at more CPU a row: docs/performance.md)
-                while (more := _waiting(receive)) is not _NOTHING:
-                    yield more
-                    del more
+                while True:
+                    try:
+                        item = receive.receive_nowait()
+                    except (anyio.WouldBlock, anyio.EndOfStream):  # none yet, or the end: `async for` sees which
+                        break
+                    yield item
+                    del item
         await task
     finally:
         if task.done() and not task.cancelled():
@@ -57,15 +58,3 @@ async def fed(produce: Callable[[Callable[[T], Awaitable[None]]], Awaitable[None
             # the consumer left after the error arrived as an item (the engine sends it as an
             # event, then raises): taken here, so asyncio prints no "Task exception was never retrieved"
             task.exception()
-
-
-_NOTHING = object()
-
-
-def _waiting(receive: MemoryObjectReceiveStream[Any]) -> Any:
-    """The next item already in the stream, or `_NOTHING` (none yet, or the stream ended:
-    the `async for` sees which)."""
-    try:
-        return receive.receive_nowait()
-    except (anyio.WouldBlock, anyio.EndOfStream):
-        return _NOTHING
