@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import collections
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -49,11 +50,14 @@ DEFAULT_MAX_MB = 500
 DB_NAME = "responses.sqlite3"
 EXIT_FLUSH_S = 5.0  # at interpreter exit, wait at most this long for queued writes
 
-#: Message fields that change between identical conversations.
-VOLATILE_FIELDS = frozenset({
-    "timestamp", "run_id", "conversation_id", "tool_call_id", "provider_response_id", "usage", "id",
+#: Message fields that identify one run, response or call rather than what was said.
+RUN_IDENTITIES = frozenset({
+    "run_id", "conversation_id", "tool_call_id", "provider_response_id", "id",
     "provider_details", "metadata", "failed_attempts", "history_digest", "workspace_ref",
 })  # fmt: skip
+#: A message field whose declared type names one of these records when or how much, never
+#: what: timestamps, durations, token usage. New ones are found by `volatile_fields`.
+_VOLATILE_TYPE_WORDS = ("datetime", "timedelta", "RequestUsage")
 #: Settings that change how a request travels, not what it answers.
 TRANSPORT_SETTINGS = frozenset({"timeout", "request_timeout", "first_event_timeout", "max_retries"})
 
@@ -99,6 +103,32 @@ def default_max_bytes() -> int:
     return max(1, int(mb * 1024 * 1024))
 
 
+@functools.cache
+def volatile_fields() -> frozenset[str]:
+    """Every message field that changes between identical conversations.
+
+    The run identities above, and each field of pydantic-ai's message and part dataclasses
+    whose type is a time, a duration or a usage record, read off the classes themselves:
+    a field pydantic-ai adds later (2.78 added `request_timestamp` and `duration`) is
+    dropped without being named here.
+    """
+    from pydantic_ai import messages as pm
+
+    found = set(RUN_IDENTITIES)
+    for value in vars(pm).values():
+        if isinstance(value, type) and dataclasses.is_dataclass(value):
+            for field in dataclasses.fields(value):
+                if any(word in str(field.type) for word in _VOLATILE_TYPE_WORDS):
+                    found.add(field.name)
+    return frozenset(found)
+
+
+def _is_message(value: dict[str, Any]) -> bool:
+    """A dumped message or part (their `kind` / `part_kind`), not a tool's arguments or a
+    structured answer, whose keys (`id`, `timestamp`) are what was said."""
+    return "part_kind" in value or value.get("kind") in ("request", "response")
+
+
 def normalise_messages(messages: list[Any]) -> list[Any]:
     """JSON form of a pydantic-ai message list without its volatile fields.
 
@@ -140,16 +170,20 @@ def _fieldwise(value: Any) -> Any:
     if kind is list or kind is tuple:
         return [_fieldwise(v) for v in value]
     if kind is dict and all(type(k) is str for k in value):
-        return {k: _fieldwise(v) for k, v in value.items() if k not in VOLATILE_FIELDS}
+        return {k: _fieldwise(v) for k, v in value.items()}
     if kind.__module__ == "pydantic_ai.messages" and kind.__name__ in _FIELDWISE and dataclasses.is_dataclass(value):
+        volatile = volatile_fields()
         return {f.name: _fieldwise(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if f.name not in VOLATILE_FIELDS}
+                if f.name not in volatile}
     raise _NotFieldwise
 
 
 def _strip(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in VOLATILE_FIELDS}
+        if not _is_message(value):
+            return {k: _strip(v) for k, v in value.items()}
+        volatile = volatile_fields()
+        return {k: _strip(v) for k, v in value.items() if k not in volatile}
     if isinstance(value, list | tuple):
         return [_strip(v) for v in value]
     return value

@@ -222,12 +222,28 @@ def _raised_by_model_adapter(exc: BaseException) -> bool:
     return last is not None and f"pydantic_ai{os.sep}models{os.sep}" in last
 
 
+def _is_empty_response(exc: BaseException) -> bool:
+    """Whether `exc` is pydantic-ai's way of saying the endpoint answered with no choice at all.
+
+    Before 2.78 its adapters read `response.choices[0]` and raised IndexError; 2.78 raises
+    `ModelEmptyResponseError` (an `UnexpectedModelBehavior` and a `ModelAPIError`); some
+    adapters raise a plain `ModelAPIError` whose message says "no choices".
+    """
+    if isinstance(exc, IndexError):
+        return _raised_by_model_adapter(exc)
+    if type(exc).__module__ != "pydantic_ai.exceptions":
+        return False
+    from pydantic_ai import exceptions as pe
+
+    empty = getattr(pe, "ModelEmptyResponseError", None)
+    if empty is not None and isinstance(exc, empty):
+        return True
+    return isinstance(exc, pe.ModelAPIError) and "no choices" in str(getattr(exc, "message", ""))
+
+
 def _map_one(exc: BaseException, label: str) -> ModelError | None:
     if isinstance(exc, ModelError):
         return exc
-    if isinstance(exc, IndexError) and _raised_by_model_adapter(exc):
-        # pydantic-ai reads `response.choices[0]` of a completion whose list is empty
-        return ModelError(label, "the response holds no choices", what="the provider sent no answer", hint=_EMPTY_HINT)
     if "surrogates not allowed" in str(exc) and (
         isinstance(exc, UnicodeEncodeError) or type(exc).__name__ == "PydanticSerializationError"
     ):  # the request cannot be encoded as UTF-8 JSON: nothing was sent
@@ -243,6 +259,8 @@ def _map_one(exc: BaseException, label: str) -> ModelError | None:
         sent = _not_a_completion(exc, label)
         if sent is not None:
             return sent
+    if _is_empty_response(exc):
+        return ModelError(label, "the response holds no choices", what="the provider sent no answer", hint=_EMPTY_HINT)
     if isinstance(exc, pe.ModelHTTPError):
         return _from_status(exc.status_code, exc, _body_text(exc.body) or exc.message, label)
     if isinstance(exc, pe.ModelRequestTimeout | pe.ModelConnectionError):

@@ -64,7 +64,32 @@ def test_empty_choices_is_a_model_error_through_the_api(empty_server: str) -> No
     assert error.model == f"served at {empty_server}"  # where it runs (LLM_API_BASE names no model: issue 40 item 19)
     assert "the provider sent no answer: the response holds no choices" in str(error)
     assert "empty `choices` list" in error.hint
-    assert isinstance(error.__cause__, IndexError)
+    # pydantic-ai before 2.78 read `choices[0]` (IndexError); 2.78 raises ModelEmptyResponseError
+    assert type(error.__cause__).__name__ in {"IndexError", "ModelEmptyResponseError"}
+
+
+@pytest.mark.parametrize("raised", ["index", "empty", "plain"])
+def test_every_way_pydantic_ai_says_no_choices_is_the_same_model_error(raised: str) -> None:
+    from pydantic_ai import exceptions as pe
+
+    from struckdown.models.errors import is_transient, map_model_error
+
+    made: BaseException
+    if raised == "index":  # pydantic-ai < 2.78, raised inside its adapters
+        from pydantic_ai.models.openai import _chat_model
+
+        try:
+            exec(compile("[][0]", _chat_model.__file__, "exec"))
+        except IndexError as exc:
+            made = exc
+    elif raised == "empty":
+        made = pe.ModelEmptyResponseError("m", "Empty response from openai chat completions endpoint: no choices")
+    else:  # adapters that still raise a plain ModelAPIError for `null` choices
+        made = pe.ModelAPIError("m", "Invalid response from OpenRouter chat completions endpoint: no choices")
+    mapped = map_model_error(made, "openai-chat:m")
+    assert mapped is not None and type(mapped) is ModelError
+    assert str(mapped).startswith("model openai-chat:m: the provider sent no answer: the response holds no choices. Hint: ")
+    assert "check that the server is running" not in str(mapped) and is_transient(mapped)
 
 
 def test_empty_choices_is_one_clear_line_in_the_cli(empty_server: str, tmp_path: Path) -> None:

@@ -133,6 +133,39 @@ def test_key_accepts_already_dumped_messages() -> None:
 
 
 
+def test_a_tools_arguments_and_answers_keep_their_id_and_timestamp_keys() -> None:
+    """Only messages and parts lose their volatile fields: `{"id": 2}` and `{"id": 3}` as a
+    tool's arguments are different requests and must not share a cached answer."""
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+
+    def asked(args: dict[str, Any]) -> str:
+        return key(messages=[*conversation()[:1], ModelResponse(parts=[ToolCallPart("lookup", args, tool_call_id="c")])])
+
+    assert asked({"id": 2}) != asked({"id": 3})
+    assert asked({"timestamp": "2026-01-01"}) != asked({"timestamp": "2026-01-02"})
+    assert asked({"id": 2}) == asked({"id": 2})
+
+
+def test_volatile_fields_are_read_off_pydantic_ais_message_types() -> None:
+    """Every time, duration or usage field of a message or part is dropped, including those
+    added after struckdown named its own list (2.78's `request_timestamp`, `duration`)."""
+    import dataclasses
+    import datetime
+
+    from pydantic_ai import messages as pm
+
+    from struckdown.cache import volatile_fields
+
+    timed = {
+        field.name
+        for cls in vars(pm).values() if isinstance(cls, type) and dataclasses.is_dataclass(cls)
+        for field in dataclasses.fields(cls)
+        if any(t.__name__ in str(field.type) for t in (datetime.datetime, datetime.timedelta))
+    }
+    assert {"timestamp"} <= timed <= volatile_fields()
+    assert {"content", "args", "tool_name", "parts", "instructions", "model_name"}.isdisjoint(volatile_fields())
+
+
 def _messages_of_every_kind() -> list[list[Any]]:
     """Conversations of plain parts (read field by field) and of parts pydantic must dump."""
     import datetime
