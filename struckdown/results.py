@@ -131,6 +131,8 @@ class SlotResult:
     cached: bool = False
     tool_calls: tuple[ToolCall, ...] = ()
     truncated: bool = False  # the answer's last response stopped at its token limit (SPEC §14)
+    # SPEC §34: how the answer ended: "stop", "length" (its token limit) or "loop" (cut at a loop)
+    finish: str = "stop"
     fallback_used: str | None = None  # the fallback model that answered (its pydantic-ai model_name)
     confidence: float | None = None  # SPEC §27: the answer's confidence, 0-1 (confidence=logprobs|vote:N)
     escalated_to: str | None = None  # the model a less confident answer was asked again on
@@ -208,6 +210,7 @@ class SlotResult:
             "elapsed_ms": round(self.elapsed_ms, 3),
             "cached": self.cached,
             "truncated": self.truncated,
+            "finish": self.finish,
             "fallback_used": self.fallback_used,
             "confidence": self.confidence,
             "escalated_to": self.escalated_to,
@@ -227,7 +230,7 @@ class SlotResult:
 
 _SLOT_FIELDS = (
     "key", "type", "output", "messages", "usage", "elapsed_ms", "cached", "tool_calls", "truncated", "fallback_used",
-    "confidence", "escalated_to",
+    "confidence", "escalated_to", "finish",
 )
 
 

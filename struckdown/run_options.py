@@ -79,6 +79,7 @@ class RunOptions(TypedDict, total=False):
     on_retry: Callable[[Any], Any] | None  # called with every SlotRetry and SlotFallback event (also in complete())
     journal: PathLike | None  # SPEC §25: the effect journal (a path): each tool effect exactly once
     rerun_from: str | None  # SPEC §25: with journal=, this slot and every slot after it run again (no reuse)
+    loop_guard: bool  # SPEC §34: a free-text answer that loops is stopped and asked again once (default True)
 
 
 #: What a batch executor's workers take besides (struckdown/distributed/shipping.py).
@@ -233,6 +234,7 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
     _O("on_retry", "retries", environment=False, ships="no"),
     _O("journal", "journal", environment=False, flags=("--journal",), ships="path", recorded=True, check=_journal),
     _O("rerun_from", "rerun", environment=False, flags=("--rerun-from",), recorded=True, check=_slot_name("rerun_from")),
+    _O("loop_guard", "loop guard", default=True, flags=("--no-loop-guard",), recorded=True, check=_flag("loop_guard")),
 )}
 
 #: The keywords every entry point takes (others are a TypeError at the call; see compat.py).

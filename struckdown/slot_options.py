@@ -247,6 +247,10 @@ SLOT_OPTIONS: Mapping[str, SlotOption] = {o.name: o for o in (
     _S("prompt_cache", "control", _boolean,
        "`prompt_cache=false`: this slot's requests ask the provider for no prompt caching "
        "(`true` asks even when the run's `prompt_cache=False`).", _BOOL),
+    # SPEC §34 (docs/local-llm.md#the-loop-guard): read by run/loop_retry.py
+    _S("loop_guard", "control", _boolean,
+       "`loop_guard=false`: a free-text answer that repeats itself is not stopped (on by default: it is "
+       "stopped, asked once more with a repetition penalty, and cut before the loop if it loops again).", _BOOL),
     # SPEC §27 (confidence): read by run/confidence.py
     _S("confidence", "control", check_confidence,
        "`logprobs` (the answer's probability from token logprobs) or `vote:N` (the share of N answers "
@@ -308,7 +312,7 @@ def valid_keys(type_name: str, type_options: frozenset[str]) -> list[str]:
     keys = [*MODEL_SETTINGS, "required", *sorted(type_options)]
     keys += [
         "use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget",
-        "fallback", "on_truncate", "tool_choice", "parallel_tools", "max_seconds", "prompt_cache",
+        "fallback", "on_truncate", "tool_choice", "parallel_tools", "max_seconds", "prompt_cache", "loop_guard",
     ]
     if type_name == "halt":
         keys.append("when")

@@ -36,6 +36,8 @@ def run_keywords(flags: Mapping[str, Any], *, instrument: Any = None, tools: Any
             out["include_paths"] = tuple(value)
         elif name == "no_prompt_cache":
             out["prompt_cache"] = False
+        elif name == "no_loop_guard":
+            out["loop_guard"] = False
         elif name == "otel":
             out["instrument"] = instrument if instrument is not None else True
         elif name == "prices":

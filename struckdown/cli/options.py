@@ -74,6 +74,9 @@ RUN_FLAGS: Mapping[str, Flag] = {
     "no_prompt_cache": Flag("prompt_cache", Annotated[bool, typer.Option(
         "--no-prompt-cache", help="Ask the provider for no prompt caching (docs/caching.md)."
     )], False),
+    "no_loop_guard": Flag("loop_guard", Annotated[bool, typer.Option(
+        "--no-loop-guard", help="Do not stop free-text answers that repeat themselves (docs/local-llm.md)."
+    )], False),
     "stop_at": Flag("stop_at", Annotated[
         Optional[str], typer.Option("--stop-at", metavar="KEY", help="End the run after this slot.", show_default=False)
     ]),
@@ -211,7 +214,7 @@ RUN_FLAGS: Mapping[str, Flag] = {
 RUN_COMMAND_FLAGS = (
     "model", "tools", "no_cache", "no_prompt_cache", "retries", "max_tokens", "seed", "thinking", "fallback",
     "tool_timeout", "max_seconds", "on_truncate", "include_path", "strict", "mcp", "mcp_config", "prices", "max_cost",
-    "otel",
+    "otel", "no_loop_guard",
 )
 
 

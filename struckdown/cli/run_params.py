@@ -34,6 +34,7 @@ PARAMS: dict[str, tuple[str, str, Any]] = {
     'prices': ('value', 'path', None),
     'max_cost': ('value', 'other', None),
     'otel': ('flag', 'bool', False),
+    'no_loop_guard': ('flag', 'bool', False),
     'stop_at': ('value', 'str', None),
     'journal': ('value', 'path', None),
     'rerun_from': ('value', 'str', None),
@@ -74,18 +75,20 @@ OPTS: dict[str, tuple[str, Any]] = {
     '--prices': ('prices', None),
     '--max-cost': ('max_cost', None),
     '--otel': ('otel', True),
+    '--no-loop-guard': ('no_loop_guard', True),
     '--stop-at': ('stop_at', None),
     '--journal': ('journal', None),
     '--rerun-from': ('rerun_from', None),
 }
 #: the parameters `@run_flags` gathers into `flags=`.
-FLAG_PARAMS: tuple[str, ...] = ('model', 'tools', 'no_cache', 'no_prompt_cache', 'retries', 'max_tokens', 'seed', 'thinking', 'fallback', 'tool_timeout', 'max_seconds', 'on_truncate', 'include_path', 'strict', 'mcp', 'mcp_config', 'prices', 'max_cost', 'otel', 'stop_at', 'journal', 'rerun_from')
+FLAG_PARAMS: tuple[str, ...] = ('model', 'tools', 'no_cache', 'no_prompt_cache', 'retries', 'max_tokens', 'seed', 'thinking', 'fallback', 'tool_timeout', 'max_seconds', 'on_truncate', 'include_path', 'strict', 'mcp', 'mcp_config', 'prices', 'max_cost', 'otel', 'no_loop_guard', 'stop_at', 'journal', 'rerun_from')
 #: every RUN_FLAGS parameter -> the run option it sets (cli/keywords.py reads it without typer).
 OPTION_OF: dict[str, str] = {
     'model': 'model',
     'tools': 'tools',
     'no_cache': 'cache',
     'no_prompt_cache': 'prompt_cache',
+    'no_loop_guard': 'loop_guard',
     'stop_at': 'stop_at',
     'retries': 'retries',
     'max_tokens': 'settings',

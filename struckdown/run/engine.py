@@ -137,6 +137,7 @@ class Run:
             resilience=self.options.resilience,
             resolve_fallback=partial(resolve_model, store=environment.models),
             prompt_cache=plan_prompt_cache(self.program, self.options.prompt_cache),
+            loop_guard=self.options.loop_guard,
         )
         self.approval = ApprovalRun(
             decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,

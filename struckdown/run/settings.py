@@ -57,6 +57,7 @@ class RunSettings:
     spent: Any = None  # a resumed run: the Usage its earlier part spent (counts against run_limits and max_cost)
     journal: Any = None  # SPEC §25: the effect journal's path (run/effects.py), or None
     rerun_from: str | None = None  # SPEC §25: this slot and every slot after it run again (run/rerun.py)
+    loop_guard: bool = True  # SPEC §34: a free-text answer that loops is stopped (run/loop_retry.py)
 
 
 def build_settings(environment: Any, options: Mapping[str, Any], *, stream: bool, **path: Any) -> RunSettings:
@@ -89,6 +90,7 @@ _AS_IS = frozenset({
     "model", "limits", "on_halt", "settings", "cache", "prompt_cache", "stop_at", "strict_undefined",
     "tool_timeout", "max_seconds", "max_tool_result", "prices", "instrument", "image_max_side",
     "max_images", "retries", "retry_base_delay", "retry_max_delay", "on_truncate", "journal", "rerun_from",
+    "loop_guard",
 })
 
 
@@ -163,6 +165,7 @@ def _build(
         spent=spent,
         journal=value("journal"),
         rerun_from=value("rerun_from"),
+        loop_guard=bool(value("loop_guard")),
     )
 
 

@@ -31,6 +31,7 @@ from .budgets import slot_budget
 from .context_window import context_left, has_context_window
 from .deadline import CutRun, cut_at_deadline, slot_seconds, within
 from .ledger import CURRENT_METER
+from .loop_retry import finish_of, guarded_run, loop_watch
 from .partials import Partials, streams_partials
 from .prompt_cache import with_cache_settings
 from .resilience import SlotAttempts, is_truncated, model_name, slot_error
@@ -70,6 +71,7 @@ class SlotEnv:
     resolve_fallback: Callable[[Any], Any] = lambda model: model  # a fallback model (or its name) → a Model
     prompt_cache: Any = None  # run/prompt_cache.PromptCachePlan: what requests ask the provider to cache
     effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
+    loop_guard: bool = True  # SPEC §34: free-text answers that loop are stopped (run/loop_retry.py)
 
 
 @dataclass(frozen=True)
@@ -260,12 +262,15 @@ async def run_model_slot(
     if gate is not None and gate.may_pause:  # its run may end with DeferredToolRequests
         output_type = caches.deferrable(output_type)
     seconds = slot_seconds(env.max_seconds, resolved.control.get("max_seconds"), key)
-    # with a deadline a free-text answer streams even unseen: what came before it is the answer
+    watch = loop_watch(env.loop_guard, key, spec.is_text, resolved.control, use_tools)  # SPEC §34
+    # with a deadline (or the loop guard) a free-text answer streams even unseen: what came before it is the answer
     streamer = (
-        TextStream(env, key, buffer_text=use_tools, quiet=not env.stream)
-        if spec.is_text and (env.stream or seconds is not None)
+        TextStream(env, key, buffer_text=use_tools, quiet=not env.stream, guard=watch.detector if watch else None)
+        if spec.is_text and (env.stream or seconds is not None or watch is not None)
         else None
     )
+    if watch is not None:
+        watch.streamer = streamer
     partials = Partials(env, key, spec) if env.stream and streams_partials(spec) else None  # SPEC §26
     model = env.resolve_model(resolved.settings.get("model"))
     attempts = SlotAttempts.start(
@@ -328,18 +333,19 @@ async def run_model_slot(
                         "instructions": instructions, "deps": env.deps, "model_settings": settings,
                         "usage_limits": limits.usage_limits(),
                         "event_stream_handler": (
-                            (streamer.handle if _streams(model) else None) if streamer else
+                            (streamer.handle if _streams(model, env.stream or seconds is not None) else None)
+                            if streamer else
                             partials.handle if partials else None
                         ),
                         "toolsets": mcp.toolsets if mcp else None, **arguments,
                     }
 
                     if seconds is None:  # no deadline: no task group, no extra frames
-                        got, late = await agent.run(**call), False
+                        got, late = await guarded_run(watch, attempts, agent, call), False
                     else:
 
                         async def request() -> Any:
-                            return await agent.run(**call)
+                            return await guarded_run(watch, attempts, agent, call)
 
                         got, late = await within(seconds, request)
                 run: Any = got
@@ -347,6 +353,8 @@ async def run_model_slot(
                     assert seconds is not None
                     run = cut_at_deadline(attempts, spec, seconds, streamer, message_history, user_prompt, model)
                     cache_run = None  # a cut answer is never stored
+                elif watch is not None and watch.looped:
+                    cache_run = None  # nor one cut at a loop
                 cut = attempts.truncated_error(run, typed=not spec.is_text)
                 if cut is not None:
                     raise cut
@@ -421,6 +429,7 @@ async def run_model_slot(
         cached=hits > 0,
         tool_calls=tuple(wrap.calls) if wrap else (),
         truncated=is_truncated(messages),
+        finish=finish_of(watch, is_truncated(messages)),
         fallback_used=attempts.fallback_used,
         confidence=measured,
         escalated_to=escalated_to,
@@ -497,14 +506,16 @@ async def _mcp_tools(env: SlotEnv, slot: str, control: Mapping[str, Any]) -> Any
     return await tools_for_slot(env.mcp, slot, control)
 
 
-def _streams(model: Any) -> bool:
+def _streams(model: Any, seen: bool = True) -> bool:
     """Whether the slot's request may stream; a model that cannot (a FunctionModel without a
-    `stream_function`) gets a plain request and one warning per model, and its whole answer
-    is shown when it arrives."""
+    `stream_function`) gets a plain request and one warning per model (when the stream is
+    `seen`, not only watched by the loop guard), and its whole answer is shown when it arrives."""
     from ..models import can_stream, model_label
 
     if can_stream(model):
         return True
+    if not seen:
+        return False
     from ..notices import warn
 
     warn(f"model {model_label(model)} cannot stream (a FunctionModel without stream_function=): its answers arrive whole")

@@ -51,6 +51,7 @@ def _samples(tmp_path: Path) -> dict[str, tuple[list[str], str, Any]]:
         "strict": (["--strict"], "strict_undefined", True),
         "no_cache": (["--no-cache"], "cache", False),
         "no_prompt_cache": (["--no-prompt-cache"], "prompt_cache", False),
+        "no_loop_guard": (["--no-loop-guard"], "loop_guard", False),
         "max_cost": (["--max-cost", "2.5"], "max_cost", 2.5),
         "prices": (["--prices", str(prices)], "prices", {"test": {"input": 1, "output": 2}}),
         "mcp": (["--mcp", str(server)], "mcp", [str(server)]),
@@ -170,7 +171,7 @@ def test_every_option_travels_to_dask_workers_or_is_refused_by_name(name: str) -
         "max_cost": 1.0, "prices": {"test": {"input": 1, "output": 1}}, "tool_limits": {"t": 1}, "instrument": False,
         "image_max_side": 512, "max_images": 3, "retries": 2, "retry_base_delay": 0.5, "retry_max_delay": 2.0,
         "fallback": ["test"], "on_truncate": "error", "on_retry": print, "prompt_cache": False,
-        "journal": "run.journal", "rerun_from": "a",
+        "journal": "run.journal", "rerun_from": "a", "loop_guard": False,
     }
     assert set(samples) == set(OPTIONS)
     if OPTIONS[name].ships == "no":

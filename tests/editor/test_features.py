@@ -93,7 +93,7 @@ def test_options_of_the_slots_type_complete_after_the_pipe_with_docs(tmp_path: P
     assert [c.label for c in items] == [
         "temperature", "max_tokens", "seed", "top_p", "model", "thinking", "required", "max", "min",
         "use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget",
-        "fallback", "on_truncate", "tool_choice", "parallel_tools", "max_seconds", "prompt_cache",
+        "fallback", "on_truncate", "tool_choice", "parallel_tools", "max_seconds", "prompt_cache", "loop_guard",
     ]
     low = next(c for c in items if c.label == "min")
     assert (low.insert_text, low.detail, low.documentation) == (
@@ -105,7 +105,7 @@ def test_options_already_given_are_not_offered_again(tmp_path: Path) -> None:
     assert labels(analyzed(tmp_path, "Q [[reply|temperature=0.2, max_tokens=9, ")) == [
         "seed", "top_p", "model", "thinking", "required", "max_length", "min_length", "pattern",
         "use_tools", "max_iter", "max_calls", "tool_timeout", "mcp", "approve", "budget",
-        "fallback", "on_truncate", "tool_choice", "parallel_tools", "max_seconds", "prompt_cache",
+        "fallback", "on_truncate", "tool_choice", "parallel_tools", "max_seconds", "prompt_cache", "loop_guard",
     ]
 
 

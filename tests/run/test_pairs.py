@@ -124,6 +124,18 @@ def _rerun_recorded(result: Any, ctx: Ctx) -> None:
     assert "again" in {line["answer"] for line in answers}
 
 
+POEM = "Here is a poem.\n" + "Whispers of the sea,\n" * 200  # a free-text answer that loops (SPEC §34)
+
+
+def _loop_cut(result: Any, ctx: Ctx) -> None:
+    """The loop guard: stopped, asked once more with a penalty, cut before the loop."""
+    slot = result.results["poem"]
+    assert slot.finish == "loop" and slot.output == "Here is a poem.\nWhispers of the sea,"
+    asked = [c.info.model_settings or {} for c in ctx.script.calls if c.last_user.startswith("Write a poem")]
+    penalties = [s.get("frequency_penalty") for s in asked]  # (a batch's rows interleave)
+    assert penalties.count(0.5) == penalties.count(None) >= 1 and set(penalties) == {None, 0.5}
+
+
 def _cost_known(result: Any, ctx: Ctx) -> None:
     assert result.usage.cost is not None and result.usage.cost > 0
 
@@ -197,6 +209,7 @@ RECIPES: dict[str, Recipe] = {
         text="Ship order J1. [[shipped|use_tools=true]]\n", tools=_ship,
         options=lambda ctx: {"journal": ctx.journal}, check=_journaled,
     ),
+    "loop guard": Recipe(text="Write a poem. [[poem]]\n", options=lambda ctx: {"loop_guard": True}, check=_loop_cut),
     "rerun": Recipe(
         text="Once more. [[again]]\n", options=lambda ctx: {"journal": ctx.journal, "rerun_from": "again"},
         check=_rerun_recorded,
@@ -220,6 +233,8 @@ def _answer(ctx: Ctx) -> Callable[[Call], Any]:
             raise ModelHTTPError(503, "scripted", {"error": {"message": "overloaded"}})
         if "Fallback please" in call.last_user:
             raise ModelHTTPError(400, "scripted", {"error": {"message": "this model cannot answer that"}})
+        if call.last_user.startswith("Write a poem"):
+            return POEM
         if "abusive" in call.last_user:
             return {"reason": "a polite request", "triggered": False}
         called = {text.partition("(")[0] for role, text in call.turns if role == "call"}

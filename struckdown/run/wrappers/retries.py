@@ -79,6 +79,7 @@ class RetryRun:
     settings: Resilience
     model: Any  # the model of this attempt (named in mapped errors)
     restart: Callable[[str], Awaitable[None]] | None = None  # retracts what a failed attempt streamed
+    stop_stream: bool = False  # SPEC §34: the loop guard ends the stream here (run/loop_retry.py)
 
     def decide(self, exc: BaseException, retry: int) -> tuple[float, str] | None:
         """(delay, description) when the failure is worth retry number `retry`, else None."""
@@ -200,6 +201,8 @@ class _RetryingStream(StreamedResponse):
                             self._first_chunk_monotonic = time.perf_counter()
                         streamed = True
                         yield event
+                        if self._run.stop_stream:  # the answer ends here, as if the model had stopped
+                            return
                     return
                 except Exception as exc:
                     decision = self._run.decide(exc, self._used + 1)
