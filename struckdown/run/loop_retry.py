@@ -6,8 +6,9 @@ the answer ends there as if the model had stopped, and the HTTP response is clos
 penalty in the provider's own setting (`penalty_settings`); if that answer loops too, the
 slot keeps the text before the loop (`finish == "loop"`, a notice) and the run goes on.
 An agent slot (`use_tools=true`) is not asked again, since its tools would run again: it
-keeps the text before the loop at once. A request that could not stream (a model without
-streaming, a provider batch's whole answer) is checked when it arrives.
+keeps the text before the loop at once. A request that does not stream (`complete()`,
+`stream=False`, a batch row, a model without streaming) is checked when its answer
+arrives: the same re-ask and cut, but the loop has run to the output cap first.
 """
 
 from __future__ import annotations

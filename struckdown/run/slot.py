@@ -263,10 +263,10 @@ async def run_model_slot(
         output_type = caches.deferrable(output_type)
     seconds = slot_seconds(env.max_seconds, resolved.control.get("max_seconds"), key)
     watch = loop_watch(env.loop_guard, key, spec.is_text, resolved.control, use_tools)  # SPEC §34
-    # with a deadline (or the loop guard) a free-text answer streams even unseen: what came before it is the answer
+    # with a deadline a free-text answer streams even unseen: what came before it is the answer
     streamer = (
         TextStream(env, key, buffer_text=use_tools, quiet=not env.stream, guard=watch.detector if watch else None)
-        if spec.is_text and (env.stream or seconds is not None or watch is not None)
+        if spec.is_text and (env.stream or seconds is not None)
         else None
     )
     if watch is not None:
@@ -333,8 +333,7 @@ async def run_model_slot(
                         "instructions": instructions, "deps": env.deps, "model_settings": settings,
                         "usage_limits": limits.usage_limits(),
                         "event_stream_handler": (
-                            (streamer.handle if _streams(model, env.stream or seconds is not None) else None)
-                            if streamer else
+                            (streamer.handle if _streams(model) else None) if streamer else
                             partials.handle if partials else None
                         ),
                         "toolsets": mcp.toolsets if mcp else None, **arguments,
@@ -506,16 +505,14 @@ async def _mcp_tools(env: SlotEnv, slot: str, control: Mapping[str, Any]) -> Any
     return await tools_for_slot(env.mcp, slot, control)
 
 
-def _streams(model: Any, seen: bool = True) -> bool:
+def _streams(model: Any) -> bool:
     """Whether the slot's request may stream; a model that cannot (a FunctionModel without a
-    `stream_function`) gets a plain request and one warning per model (when the stream is
-    `seen`, not only watched by the loop guard), and its whole answer is shown when it arrives."""
+    `stream_function`) gets a plain request and one warning per model, and its whole answer
+    is shown when it arrives."""
     from ..models import can_stream, model_label
 
     if can_stream(model):
         return True
-    if not seen:
-        return False
     from ..notices import warn
 
     warn(f"model {model_label(model)} cannot stream (a FunctionModel without stream_function=): its answers arrive whole")

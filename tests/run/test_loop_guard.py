@@ -165,10 +165,20 @@ class Looper:
 
 
 def run_warned(*args: Any, **kwargs: Any) -> tuple[sd.Result, list[str]]:
+    """`complete()`: whole answers, checked when they arrive."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = sd.complete(*args, **kwargs)
     return result, [str(w.message) for w in caught]
+
+
+def stream_warned(*args: Any, **kwargs: Any) -> tuple[sd.Result, list[str]]:
+    """`complete_incremental()`: streamed answers, watched as they stream."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        events = list(sd.complete_incremental(*args, **kwargs))
+    assert events[-1].type == "processing_complete", events[-1]
+    return events[-1].result, [str(w.message) for w in caught]
 
 
 NOTICE = ("slot 'poem': the answer looped (repeated: 'Whispers of the sea,') and again when asked once more "
@@ -177,15 +187,23 @@ NOTICE = ("slot 'poem': the answer looped (repeated: 'Whispers of the sea,') and
 
 def test_a_line_repeated_forever_is_stopped_asked_again_with_a_penalty_and_cut_before_the_loop() -> None:
     model = Looper((POEM_START, LINE))
-    result, notices = run_warned("Write a poem about the sea. [[poem]]", model=model.model())
+    result, notices = stream_warned("Write a poem about the sea. [[poem]]", model=model.model())
     slot = result.results["poem"]
     assert slot.output == POEM_START + LINE.strip() and slot.finish == "loop" and not slot.truncated
     assert notices == [NOTICE]
     assert len(model.settings) == 2  # one re-ask, no more
     assert "frequency_penalty" not in model.settings[0] and model.settings[1]["frequency_penalty"] == 0.5
     assert {k: v for k, v in model.settings[1].items() if k != "frequency_penalty"} == model.settings[0]
-    assert all(chars / 4 <= 256 for chars in model.streamed)  # stopped within 256 tokens of the loop's start
+    assert len(model.streamed) == 2 and all(chars / 4 <= 256 for chars in model.streamed)  # within 256 tokens
     assert slot.usage.requests == 2 and result.usage.requests == 2
+
+
+def test_complete_checks_the_whole_answer_when_it_arrives() -> None:
+    model = Looper((POEM_START, LINE))
+    result, notices = run_warned("Write a poem about the sea. [[poem]]", model=model.model())
+    assert result["poem"] == POEM_START + LINE.strip() and result.results["poem"].finish == "loop"
+    assert notices == [NOTICE] and model.streamed == []  # nothing streamed: the answers came whole
+    assert "frequency_penalty" not in model.settings[0] and model.settings[1]["frequency_penalty"] == 0.5
 
 
 def test_a_reask_that_does_not_loop_is_the_answer() -> None:
@@ -210,17 +228,18 @@ def test_streamed_events_retract_the_looping_text_and_show_what_the_answer_keeps
 
 def test_a_paragraph_repeated_with_small_changes_is_caught_on_the_slot() -> None:
     model = Looper(("Summary of the workflow:\n\n", changed_paragraph))  # type: ignore[arg-type]
-    result, notices = run_warned("Summarise the workflow. [[summary]]", model=model.model())
+    result, notices = stream_warned("Summarise the workflow. [[summary]]", model=model.model())
     slot = result.results["summary"]
     assert slot.finish == "loop" and slot.output == ("Summary of the workflow:\n\n" + changed_paragraph(0)).strip()
     assert len(notices) == 1 and "repeated with small changes" in notices[0]
-    assert all(chars / 4 <= 256 for chars in model.streamed)
+    assert len(model.streamed) == 2 and all(chars / 4 <= 256 for chars in model.streamed)
 
 
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
 @pytest.mark.parametrize("kind", sorted(LONG_ANSWERS))
-def test_a_long_answer_that_does_not_repeat_is_never_cut(kind: str) -> None:
+def test_a_long_answer_that_does_not_repeat_is_never_cut(kind: str, streamed: bool) -> None:
     model = Looper((LONG_ANSWERS[kind], None))
-    result, notices = run_warned("Write. [[text]]", model=model.model())
+    result, notices = (stream_warned if streamed else run_warned)("Write. [[text]]", model=model.model())
     assert result["text"] == LONG_ANSWERS[kind] and result.results["text"].finish == "stop"
     assert notices == [] and len(model.settings) == 1
 
@@ -236,10 +255,9 @@ def test_batch_rows_are_guarded_too() -> None:
 
 def test_a_model_that_cannot_stream_is_checked_when_its_answer_arrives() -> None:
     model = Looper((POEM_START, LINE))
-    result, notices = run_warned("Write a poem about the sea. [[poem]]", model=model.model(streams=False))
+    result, notices = stream_warned("Write a poem about the sea. [[poem]]", model=model.model(streams=False))
     assert result["poem"] == POEM_START + LINE.strip() and result.results["poem"].finish == "loop"
-    assert notices == [NOTICE]  # and no "cannot stream" warning: complete() does not show a stream
-    assert model.settings[1]["frequency_penalty"] == 0.5
+    assert NOTICE in notices and model.settings[1]["frequency_penalty"] == 0.5 and model.streamed == []
 
 
 @pytest.mark.parametrize("where", ["slot", "run"])
@@ -254,7 +272,7 @@ def test_loop_guard_false_keeps_the_whole_answer(where: str) -> None:
 
 def test_the_slot_option_wins_over_the_run_option() -> None:
     model = Looper((POEM_START, LINE))
-    result, _ = run_warned("Poem. [[poem|loop_guard=true]]", model=model.model(), loop_guard=False)
+    result, _ = stream_warned("Poem. [[poem|loop_guard=true]]", model=model.model(), loop_guard=False)
     assert result.results["poem"].finish == "loop"
 
 
@@ -287,7 +305,7 @@ def test_an_agent_slot_is_cut_at_once_without_running_its_tools_again() -> None:
             yield "Sunny in Paris today,\n"
 
     model = FunctionModel(stream_function=stream, model_name="agent")
-    result, notices = run_warned("Weather? [[w|use_tools=true]]", model=model, tools=[lookup])
+    result, notices = stream_warned("Weather? [[w|use_tools=true]]", model=model, tools=[lookup])
     assert result["w"] == "It is sunny.\nSunny in Paris today," and result.results["w"].finish == "loop"
     assert ran == ["Paris"] and len(settings) == 2
     assert notices == ["slot 'w': the answer looped (repeated: 'Sunny in Paris today,'); "
@@ -296,8 +314,8 @@ def test_an_agent_slot_is_cut_at_once_without_running_its_tools_again() -> None:
 
 # -- the penalty in each provider's own setting, on the wire ------------------------------
 class LoopingServer:
-    """An OpenAI-compatible server (in-process transport) whose streamed answer repeats one
-    line 400 times; every request body is kept."""
+    """An OpenAI-compatible server (in-process transport) whose answer (streamed or whole)
+    repeats one line 400 times; every request body is kept."""
 
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
@@ -307,8 +325,15 @@ class LoopingServer:
             return httpx2.Response(404)
         body = json.loads(request.content)
         self.bodies.append(body)
-        head = {"id": "c", "created": 0, "model": body["model"], "object": "chat.completion.chunk"}
         pieces = [POEM_START] + [LINE] * 400
+        if not body.get("stream"):
+            return httpx2.Response(200, json={
+                "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(pieces)},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2400, "total_tokens": 2410},
+            })
+        head = {"id": "c", "created": 0, "model": body["model"], "object": "chat.completion.chunk"}
         events = [{**head, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
         events.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
@@ -322,12 +347,14 @@ class LoopingServer:
         return OpenAIChatModel("m", provider=OpenAIProvider(base_url=base_url, api_key="k", http_client=client))
 
 
-def test_llama_cpp_is_asked_again_with_its_own_repeat_penalty_and_dry() -> None:
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+def test_llama_cpp_is_asked_again_with_its_own_repeat_penalty_and_dry(streamed: bool) -> None:
     server = LoopingServer()
-    result, notices = run_warned("Write a poem. [[poem]]", model=server.model("http://127.0.0.1:8765/v1"), cache=False)
+    run = stream_warned if streamed else run_warned
+    result, notices = run("Write a poem. [[poem]]", model=server.model("http://127.0.0.1:8765/v1"), cache=False)
     assert result.results["poem"].finish == "loop" and len(server.bodies) == 2
     first, second = server.bodies
-    assert first["stream"] is True  # complete() streams a free-text request to watch it
+    assert bool(first.get("stream")) is streamed
     assert not {"repeat_penalty", "dry_multiplier", "frequency_penalty"} & set(first)
     assert (second["repeat_penalty"], second["repeat_last_n"], second["dry_multiplier"]) == (1.15, 256, 0.8)
     assert "frequency_penalty" not in second

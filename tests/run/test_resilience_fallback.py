@@ -281,7 +281,7 @@ def runaway(seen: list[Any]) -> FunctionModel:
             value = value_for(schema["properties"]["response"], schema.get("$defs"))
             return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"response": value})])
         return ModelResponse(
-            parts=[TextPart("word " * min(cap or 10**6, 50))], finish_reason="length", usage=RequestUsage(output_tokens=cap or 0)
+            parts=[TextPart(" ".join(f"word{n}" for n in range(min(cap or 10**6, 50))))], finish_reason="length", usage=RequestUsage(output_tokens=cap or 0)
         )
 
     return FunctionModel(respond)
