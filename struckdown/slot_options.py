@@ -277,7 +277,7 @@ TOOL_CHOICES = ("auto", "required", "none")
 
 #: The default output cap of one request (`max_tokens`) by the slot's type family, when
 #: neither the slot, the call, the Environment nor the model object sets one (issue 23).
-DEFAULT_MAX_TOKENS: Mapping[str, int] = {"text": 4096, "structured": 4096, "value": 1024}
+DEFAULT_MAX_TOKENS: Mapping[str, int] = {"text": 1024, "structured": 4096, "value": 1024}
 #: The default cap when the slot or the call turns thinking on: reasoning tokens count too.
 THINKING_MAX_TOKENS = 16384
 #: Types whose answer is one short value (a list of them is "structured").

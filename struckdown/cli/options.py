@@ -94,8 +94,8 @@ RUN_FLAGS: Mapping[str, Flag] = {
         Optional[int],
         typer.Option(
             "--max-tokens", min=1,
-            help="Output cap of every request (a slot's own max_tokens= wins). Default: 4096 for text and structured "
-            "answers, 1024 for single values, 16384 with thinking.",
+            help="Output cap of every request (a slot's own max_tokens= wins). Default: 1024 for free text and single "
+            "values, 4096 for structured answers, 16384 with thinking.",
             show_default=False,
         ),
     ]),

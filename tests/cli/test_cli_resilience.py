@@ -86,7 +86,7 @@ def test_the_default_cap_reaches_the_model_from_the_cli(tmp_path: Path, use_mode
 
     use_model(scripted(reply))
     assert sd("run", template(tmp_path, "A [[a]] B [[int:b]]\n"), "--no-cache").exit_code == 0
-    assert seen == [4096, 1024]
+    assert seen == [1024, 1024]
 
 
 def test_batch_counts_retries_and_fallbacks_in_its_progress(tmp_path: Path, use_model: Any) -> None:
@@ -123,6 +123,6 @@ def test_explain_shows_the_resilience_options_and_the_output_cap(tmp_path: Path)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.replace("│", " ").split())
     assert "resilience: fallback=test, on_truncate=error" in text
-    assert "output cap: 4,096 tokens per request (the default for text answers" in text
+    assert "output cap: 1,024 tokens per request (the default for text answers" in text
     assert "output cap: 1,024 tokens per request (the default for value answers" in text
     assert text.count("output cap:") == 2  # slot c sets its own

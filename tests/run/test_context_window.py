@@ -70,7 +70,7 @@ def test_the_default_cap_is_what_the_context_leaves_after_the_prompt_and_props_i
     # prompt (1,000), the first answer (100) and "Again." (2)
     assert server.caps() == [2048 - 1000 - 64, 2048 - 1000 - 100 - 2 - 64]
     sd.complete("Hi. [[greeting]]", model=server.model(), cache=False)  # another object, the same model
-    assert server.caps()[2] == 2048 - 1 - 64
+    assert server.caps()[2] == 1024  # free text's default: less than the 2048 - 1 - 64 the context leaves
     assert server.gets == ["http://127.0.0.1:8765/props"]  # once per model, at the server's root
 
 
@@ -97,20 +97,20 @@ def test_a_server_that_does_not_say_keeps_the_default_cap(props: Any) -> None:
     server = Server(props)
     sd.complete("Hi. [[greeting]]", model=server.model(), cache=False)
     sd.complete("Hi. [[greeting]]", model=server.model(), cache=False)
-    assert server.caps() == [4096, 4096]
+    assert server.caps() == [1024, 1024]
     assert len(server.gets) == 1  # the failure is remembered too: no second /props per slot
 
 
 def test_a_prompt_that_fills_the_context_is_sent_with_the_default_cap_for_the_server_to_refuse() -> None:
     server = Server(LLAMA_PROPS)
     sd.complete("p" * 8000 + " [[a]]", model=server.model(), cache=False)
-    assert server.caps() == [4096]
+    assert server.caps() == [1024]
 
 
 def test_openais_own_api_and_other_models_are_never_asked() -> None:
     server = Server(LLAMA_PROPS)
     sd.complete("Hi. [[greeting]]", model=server.model("https://api.openai.com/v1", "gpt-4o"), cache=False)
-    assert server.gets == [] and server.caps() == [4096]
+    assert server.gets == [] and server.caps() == [1024]
     assert sd.complete("Hi. [[greeting]]", model="test")["greeting"]
 
 
@@ -118,5 +118,5 @@ def test_each_base_url_is_asked_for_its_own_context() -> None:
     small, large = Server({"default_generation_settings": {"n_ctx": 512}}), Server(LLAMA_PROPS)
     sd.complete("Hi. [[a]]", model=small.model("http://127.0.0.1:9001/v1"), cache=False)
     sd.complete("Hi. [[a]]", model=large.model("http://127.0.0.1:9002/v1"), cache=False)
-    assert (small.caps(), large.caps()) == ([512 - 1 - 64], [2048 - 1 - 64])
+    assert (small.caps(), large.caps()) == ([512 - 1 - 64], [1024])  # (free text's default is smaller)
     assert (small.gets, large.gets) == (["http://127.0.0.1:9001/props"], ["http://127.0.0.1:9002/props"])

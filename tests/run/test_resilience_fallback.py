@@ -263,7 +263,7 @@ def test_a_cut_tool_call_is_a_truncated_error() -> None:
     def answer(call: Call) -> Any:
         return ModelResponse(parts=[ToolCallPart("lookup", '{"word": "ca')], finish_reason="length")
 
-    with pytest.raises(sd.TruncatedError, match=r"output token limit: a tool call cut short cannot be used \(max_tokens: 4096\)\. Hint"):
+    with pytest.raises(sd.TruncatedError, match=r"output token limit: a tool call cut short cannot be used \(max_tokens: 1024\)\. Hint"):
         sd.complete("Go [[a|use_tools=true]]", model=Script(answer).model(), tools=[lambda word: word])
 
 
@@ -290,15 +290,15 @@ def runaway(seen: list[Any]) -> FunctionModel:
 def test_a_model_that_never_stops_is_cut_at_the_default_cap_and_flagged() -> None:
     seen: list[Any] = []
     result = sd.complete("Tell me everything [[a]]", model=runaway(seen))
-    assert seen == [4096]
+    assert seen == [1024]
     slot = result.results["a"]
-    assert slot.truncated is True and slot.usage.output_tokens == 4096
+    assert slot.truncated is True and slot.usage.output_tokens == 1024
 
 
 def test_the_default_cap_is_sized_per_type_family() -> None:
     seen: list[Any] = []
     sd.complete("A [[a]] B [[int:b]] C [[pick:c|x, y]] D [[json:d]] E [[int*:e]] F [[halt:f|when=false]]", model=runaway(seen))
-    assert seen == [4096, 1024, 1024, 4096, 4096, 1024]
+    assert seen == [1024, 1024, 1024, 4096, 4096, 1024]
     seen.clear()
     sd.complete("A [[int:b|thinking=low]]", model=runaway(seen))
     assert seen == [16384]  # reasoning tokens count too
