@@ -95,10 +95,17 @@ _EXPORTS = {
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
+_DEPRECATED = frozenset({"LLM"})  # 0.x names that still import, with a DeprecationWarning
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
+    if module is None and name in _DEPRECATED:  # importable, with a DeprecationWarning each time
+        from .compat_names import DEPRECATED
+        from .notices import warn
+
+        warn(DEPRECATED[name], DeprecationWarning)
+        return getattr(import_module(".compat_names", __name__), name)
     if module is None:
         raise AttributeError(f"module 'struckdown' has no attribute {name!r}")
     value = getattr(import_module(f".{module}", __name__), name)

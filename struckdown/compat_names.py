@@ -298,3 +298,32 @@ class CostSummary:
         if self.cached_call_count:
             line += f"\n  This run: ${self.fresh_cost:.4f} ({self.fresh_call_count} fresh, {self.cached_call_count} cached)"
         return line
+
+
+# -- LLM: 0.x's model object --------------------------------------------------------------------
+
+
+class LLM(str):
+    """0.x's `LLM(model_name)`, deprecated: a model string, so `complete(..., model=LLM("gpt-4o"))`
+    runs as `model="gpt-4o"` (with `credentials=` as before). No name: STRUCKDOWN_MODEL /
+    DEFAULT_LLM, else 0.x's default `gpt-4.1-mini`. `model_type="decision"` changes nothing
+    (`decide` is answered by the run's model); `model_ref` is kept, unread."""
+
+    model_name: str
+    model_type: str
+    model_ref: str | None
+
+    def __new__(cls, model_name: str | None = None, model_type: str = "llm", model_ref: str | None = None) -> LLM:
+        import os
+
+        name = model_name or os.environ.get("STRUCKDOWN_MODEL") or os.environ.get("DEFAULT_LLM") or "gpt-4.1-mini"
+        self = super().__new__(cls, name)
+        self.model_name, self.model_type, self.model_ref = name, model_type, model_ref
+        return self
+
+    def __repr__(self) -> str:
+        return f"LLM(model_name={self.model_name!r})"
+
+
+#: names importable for 0.x code with a DeprecationWarning (struckdown/__init__.py)
+DEPRECATED = {"LLM": 'LLM is deprecated: pass model="provider:name" (a string) to complete()'}
