@@ -6,6 +6,7 @@ The public names are loaded on first use (PEP 562), so `import struckdown` and
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +105,8 @@ def __getattr__(name: str) -> Any:
         from .compat_names import DEPRECATED
         from .notices import warn
 
-        warn(DEPRECATED[name], DeprecationWarning)
+        if "importlib" not in sys._getframe(1).f_code.co_filename:  # not `from … import`'s own hasattr probe
+            warn(DEPRECATED[name], DeprecationWarning)
         return getattr(import_module(".compat_names", __name__), name)
     if module is None:
         raise AttributeError(f"module 'struckdown' has no attribute {name!r}")
