@@ -173,7 +173,7 @@ class CheckpointReached(_Event):
     name: str | None
 
     @property
-    def segment_index(self) -> int:  # type: ignore[override]
+    def segment_index(self) -> int:
         """0.x's name of `segment` (read-only)."""
         return self.segment
 

@@ -14,12 +14,16 @@
 
 `optional: true` is `required: false`; `ge`/`le` are `min`/`max`, `minlength`/
 `maxlength` and `regex` are accepted as in slot options, `enum` is `choices`, and
-the field types `text`, `array`, `dict`/`object` are `str`, `list`, `json`.
-A field of the extending type replaces the parent's field of that name.
+the field types `text`, `array`, `dict`/`object` are `str`, `list`, `json`;
+`list[str]` is `{type: list, items: str}`, and a field type (or list item) naming
+another 0.x type loaded before (or in the same folder) is a nested object of that type.
+A field of the extending type replaces the parent's field of that name; `str()` of an
+answer names its class, as in 0.x (`Hero(alias='Ann', powers=['flight'])`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -83,7 +87,18 @@ def read_0x(data: Mapping[str, Any], known: MutableMapping[str, dict[str, Any]])
     return name, definition, settings
 
 
+def _list_of(kind: Any) -> str | None:
+    """The item type of 0.x's `list[X]` / `List[X]` field type, else None."""
+    if isinstance(kind, str):
+        found = re.fullmatch(r"\s*(?:list|List)\s*\[\s*(\w+)\s*\]\s*", kind)
+        if found:
+            return _TYPE_ALIASES.get(found.group(1), found.group(1))
+    return None
+
+
 def _field(name: Any, spec: Any) -> Any:
+    if isinstance(spec, str) and _list_of(spec) is not None:
+        return {"type": "list", "items": _list_of(spec)}
     if not isinstance(spec, dict):
         return {"type": _TYPE_ALIASES.get(spec, spec)} if isinstance(spec, str) else spec
     out: dict[str, Any] = {}
@@ -93,7 +108,11 @@ def _field(name: Any, spec: Any) -> Any:
                 raise TypeBuildError(f"field {name!r}: optional must be true or false")
             out.setdefault("required", not value)
         elif key == "type":
-            out["type"] = _TYPE_ALIASES.get(value, value)
+            listed = _list_of(value)
+            if listed is not None:  # 0.x's `list[str]`, `List[hero]`
+                out["type"], out["items"] = "list", listed
+            else:
+                out["type"] = _TYPE_ALIASES.get(value, value)
         elif key == "items":
             out["items"] = _TYPE_ALIASES.get(value, value)
         else:
