@@ -134,7 +134,7 @@ def test_inputs_json_jsonl_text_files_and_stdin(tmp_path: Path, use_model: Any) 
     assert result.exit_code == 0
     rows = [json.loads(line) for line in result.stdout.splitlines()]  # default: JSONL on stdout
     assert [r["answer"] for r in rows] == ["j1", "j2", "l1", "text file", "s1"]
-    assert rows[3] == {"input": "text file", "content": "text file", "source": str(tmp_path / "c.txt"), "filename": "c.txt",
+    assert rows[3] == {"input": "text file", "content": "text file", "source": str(tmp_path / "c.txt"), "filename": str(tmp_path / "c.txt"),
                        "basename": "c", "answer": "text file"}  # 0.18's columns of a text input
 
 
