@@ -17,6 +17,7 @@
 the field types `text`, `array`, `dict`/`object` are `str`, `list`, `json`;
 `list[str]` is `{type: list, items: str}`, and a field type (or list item) naming
 another 0.x type loaded before (or in the same folder) is a nested object of that type.
+Without a `temperature` in `llm_config:` the type runs at 0.7, 0.x's default.
 A field of the extending type replaces the parent's field of that name; `str()` of an
 answer names its class, as in 0.x (`Hero(alias='Ann', powers=['flight'])`).
 """
@@ -32,6 +33,8 @@ from .spec import TypeBuildError
 _TOP_KEYS = frozenset({"name", "description", "extends", "llm_config", "fields"})
 _FIELD_RENAMES = {"ge": "min", "le": "max", "minlength": "min_length", "maxlength": "max_length",
                   "regex": "pattern", "enum": "choices"}
+#: 0.x's temperature for a YAML type whose llm_config names none (its LLMConfig's default)
+_DEFAULT_TEMPERATURE = 0.7
 _TYPE_ALIASES = {"text": "str", "array": "list", "dict": "json", "object": "json"}
 
 
@@ -75,7 +78,7 @@ def read_0x(data: Mapping[str, Any], known: MutableMapping[str, dict[str, Any]])
     from pydantic import ValidationError
 
     try:
-        settings = LLMConfig(**config).settings()
+        settings = {"temperature": _DEFAULT_TEMPERATURE, **LLMConfig(**config).settings()}
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(p) for p in problem["loc"])
