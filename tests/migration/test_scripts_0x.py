@@ -14,6 +14,7 @@ cap (`max_completion_tokens`) and llama.cpp's `cache_prompt`, which today sends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import runpy
 import shlex
@@ -139,7 +140,7 @@ def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeOpen
 @pytest.fixture
 def registered() -> Iterator[None]:
     yield
-    if default_environment().actions.get("order_status") is not None:
+    with contextlib.suppress(KeyError):
         default_environment().actions.unregister("order_status")
 
 
