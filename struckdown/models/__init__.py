@@ -4,8 +4,8 @@ Resolution order for a string: `"test"` → `TestModel` (its `SampleModel` form)
 (an importable module that is not a pydantic-ai provider) → the Model the factory
 returns; an alias from
 `struckdown.toml` / `[tool.struckdown]`; with `LLM_API_BASE` set, a bare name, an
-`openai:`/`openai-chat:` name, a name of a provider 0.18 sent to its proxy (`anthropic:`,
-`google:`, `google-gla:`, `mistral:`, `groq:`; the prefix dropped) or a name whose prefix
+`openai:`/`openai-chat:` name, an `anthropic:` or `google:` (`google-gla:`, …) name as 0.18
+sent them to its proxy (the prefix dropped) or a name whose prefix
 is no pydantic-ai provider (`qwen3:8b`) → the chat-completions endpoint at that URL; a bare name without it →
 the OpenAI chat model of that name (`gpt-4.1-mini`, as in 0.x); anything else →
 `pydantic_ai.models.infer_model` (which reads the provider's own key variables).
@@ -56,7 +56,7 @@ _OPENAI_COMPATIBLE = frozenset({
     "vercel", "heroku", "moonshotai", "cerebras", "nebius", "ovhcloud", "alibaba", "sambanova", "grok", "xai",
 })
 #: Providers 0.18 also sent to its LLM_API_BASE proxy (a LiteLLM-style gateway), the prefix dropped
-_PROXIED_0X = frozenset({"anthropic", "google", "google-gla", "google-vertex", "gemini", "mistral", "groq"})
+_PROXIED_0X = frozenset({"anthropic", "google", "google-gla", "google-vertex", "gemini"})
 #: struckdown's extra that installs each provider's SDK (`pip install 'struckdown[anthropic]'`).
 PROVIDER_EXTRAS: Mapping[str, str] = {
     "anthropic": "anthropic", "google": "google", "google-gla": "google", "google-vertex": "google",
@@ -185,8 +185,8 @@ def _from_string(name: str, env: Mapping[str, str], store: ModelStore, *, aliase
     prefix, _, rest = name.partition(":")
     proxied = prefix in _OPENAI_COMPATIBLE or prefix in _PROXIED_0X
     if base and (":" not in name or proxied or not is_provider(prefix)):
-        # a bare name, an OpenAI-compatible provider's or a provider 0.18 sent to its proxy
-        # (anthropic:, google:), or a server's own `name:tag` (qwen3:8b) goes to the endpoint;
+        # a bare name, an OpenAI-compatible provider's or an anthropic:/google: one (0.18 sent
+        # them to its proxy), or a server's own `name:tag` (qwen3:8b) goes to the endpoint;
         # a provider prefix is dropped
         served = rest if ":" in name and proxied else name
         return openai_compatible(served, base, env.get("LLM_API_KEY"), env=env, store=store)
