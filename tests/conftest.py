@@ -165,7 +165,7 @@ def instant_retry_waits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _state_key_file(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Paused states are signed with a per-user key file (struckdown.state_signing): the
+    """Paused states are signed with a per-user key file (struckdown.approval.signing): the
     tests' is a temporary one, never the user's ~/.config/struckdown/state.key. Set in
     os.environ, so `sd` processes the tests start use it too."""
     import os

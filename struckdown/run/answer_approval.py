@@ -13,7 +13,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..approval_state import ANSWER_TOOL, ApprovalRequest, PausedSlot, answer_decided
+from ..approval.state import ANSWER_TOOL, ApprovalRequest, PausedSlot, answer_decided
 from ..codec import jsonable
 from ..errors import TemplateRuntimeError
 from ..incremental import ApprovalDecided, ApprovalRequested

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic_ai import Tool
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
-from ..approval_state import (
+from ..approval.state import (
     ANSWER_TOOL,
     ApprovalRequest,
     Decision,
@@ -244,7 +244,7 @@ class ApprovalRun:
         """A slot (or keyed action) that finished before the pause, as it was."""
         if self.resume is None or key not in self.resume.finished:
             return None
-        from ..approval_state import restore_slot
+        from ..approval.state import restore_slot
 
         return restore_slot(self.resume.finished[key], spec)
 

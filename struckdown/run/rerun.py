@@ -196,7 +196,7 @@ class Reruns:
         stored = self.journal.stored_answer(at) if at is not None else None
         if stored is None:
             return pending, None
-        from ..approval_state import restore_slot
+        from ..approval.state import restore_slot
         from ..results import Usage
 
         try:
@@ -213,7 +213,7 @@ class Reruns:
         self.ran.append(pending.slot)
         if pending.key is None:
             return
-        from ..approval_state import slot_json
+        from ..approval.state import slot_json
 
         self.journal.answer(self.row, pending.slot, pending.key, slot_json(result))
 

@@ -16,7 +16,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
-from ..approval_state import PausedSlot
+from ..approval.state import PausedSlot
 from ..errors import TemplateRuntimeError, exception_text
 from ..limits import Limits, clamp_limits
 from ..media.turns import prepare_prompt, redact
