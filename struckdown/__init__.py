@@ -60,8 +60,8 @@ _EXPORTS = {
     "resume_incremental_async": "api",
     "Paused": "errors",
     "ApprovalRequest": "approval.state",
-    "needs_approval": "run.approval",
-    "effect": "run.effects",
+    "needs_approval": "run.approval.calls",
+    "effect": "run.durable.effects",
     "Image": "media",
     "File": "media",
     "attach": "media",
@@ -234,8 +234,8 @@ if TYPE_CHECKING:
     from .results import SlotResult as SlotResult
     from .results import ToolCall as ToolCall
     from .results import Usage as Usage
-    from .run.approval import needs_approval as needs_approval
-    from .run.effects import effect as effect
+    from .run.approval.calls import needs_approval as needs_approval
+    from .run.durable.effects import effect as effect
     from .run.tools import BadModelOutput as BadModelOutput
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
     from .run.tools import readonly as readonly

@@ -205,7 +205,7 @@ def _slot_to_json(result: SlotResult) -> dict[str, Any]:
 
 
 def slot_json(result: SlotResult) -> str:
-    """A finished slot as one JSON text (the journal's answer lines, run/rerun.py), in one
+    """A finished slot as one JSON text (the journal's answer lines, run/durable/rerun.py), in one
     pass of pydantic's serializer (messages as pydantic-ai's codec writes them: bytes in
     base64). `restore_slot` reads it back."""
     from pydantic_core import to_json
