@@ -309,7 +309,7 @@ def slot_error(exc: BaseException, slot: str, model: Any) -> StruckdownError | N
 
 # -- tool choice: checked before any model call -----------------------------------
 def unknown_tool_message(slot: str, choice: str, tool_names: Sequence[str]) -> str:
-    from ..check import close_match
+    from ..errors import close_match
 
     known = list(tool_names)
     where = close_match(choice, known, "tools") if known else "no tools were given"

@@ -7,8 +7,8 @@ import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "struckdown"
-#: What syntax/ may import from struckdown: itself and the error classes.
-SYNTAX_MAY_IMPORT = {"struckdown.errors"}
+#: What syntax/ may import from struckdown: itself, the error classes and the version.
+SYNTAX_MAY_IMPORT = {"struckdown.errors", "struckdown._version"}
 
 
 def _modules() -> dict[str, Path]:
