@@ -58,7 +58,7 @@ ApproveOpt = Annotated[
 
 def _version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from .._version import __version__
 
         typer.echo(f"struckdown {__version__}")
         raise typer.Exit()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import check_writable
-from . import approval_cmd, loading
+from . import approval_cmd
 from .costs import RunRecorder, otel
 from .display import Line, RunDisplay, answer_order, as_rich, run_console, stats_line
 from .errors import EXIT_HALTED, EXIT_OK, CliError, interrupts_end_the_process
@@ -75,7 +75,7 @@ def run_command(request: RunRequest) -> int:
         raise CliError("--rerun-from re-runs part of a journaled run: give --journal FILE too")
     if request.output is not None:
         check_writable(request.output)  # before any paid request
-    model = loading.resolve_cli_model(request.flags.get("model"))  # via the module: tests patch it
+    model = request.flags.get("model")
     if program.slots():
         show_config_models(program, model)
     # --json keeps stdout for the answers alone; the live display moves to stderr.

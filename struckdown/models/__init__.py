@@ -34,8 +34,8 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..tools.files import factory_reference, file_stamp
 from .config import EndpointAlias, load_config
+from .factory import factory_reference, file_stamp
 from .store import ModelStore
 
 MISSING_MODEL = (
@@ -325,7 +325,7 @@ def _strip_provider(name: str) -> str:
 def _from_factory(reference: str, stamp: int | None = None) -> Any:
     """`package.module:factory` → the Model it returns (called once per process, and
     again when the module's file changes: `stamp` is its mtime now)."""
-    from ..tools.files import import_fresh
+    from .factory import import_fresh
 
     try:
         factory = import_fresh(reference, stamp)

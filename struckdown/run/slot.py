@@ -548,7 +548,7 @@ def _limits(env: SlotEnv, plan: SlotPlan, resolved: Resolved) -> Limits:
 
 
 def _cache_run(cache: Any, model: Any, spec: OutputSpec) -> CacheRun:
-    from .. import __version__
+    from .._version import __version__
     from ..models import endpoint_of, model_label
 
     return CacheRun(cache, endpoint_of(model), model_label(model), spec.answer_schema, __version__)

@@ -275,7 +275,7 @@ def test_resume_reruns_rows_when_the_job_changed(tmp_path: Path, monkeypatch: py
             raise RuntimeError("first run fails row 1")  # so the journal stays for --resume
         return f"answer {row}"
 
-    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: scripted(counting, name=name))
+    monkeypatch.setattr("struckdown.models._from_string", lambda name, *args, **kwargs: scripted(counting, name=name))
     (tmp_path / "part.sd").write_text("Row {{ id }}: {{ text }}\n", encoding="utf-8")
     template = tmp_path / "t.sd"
     template.write_text('<include src="part.sd"/> [[answer]]\n', encoding="utf-8")
@@ -336,7 +336,7 @@ def test_resume_reruns_rows_when_a_config_alias_points_somewhere_new(
 
     config = tmp_path / "struckdown.toml"
     # the model the alias leads to (the real resolution reads the config file too)
-    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: scripted(counting, name=config.read_text()))
+    monkeypatch.setattr("struckdown.models._from_string", lambda *args, **kwargs: scripted(counting, name=config.read_text()))
     monkeypatch.chdir(tmp_path)
     config.write_text('[models]\nfast = "openai-chat:gpt-4o-mini"\n', encoding="utf-8")
     template = tmp_path / "t.sd"
