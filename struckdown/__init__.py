@@ -6,10 +6,11 @@ The public names are loaded on first use (PEP 562), so `import struckdown` and
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 _EXPORTS = {
     "complete": "api",
@@ -48,9 +49,9 @@ _EXPORTS = {
     "SlotResult": "results",
     "ToolCall": "results",
     "Usage": "results",
-    "readonly": "run.tools",
-    "sequential": "run.tools",
-    "Safe": "safe",
+    "readonly": "tools",
+    "sequential": "tools",
+    "Safe": "compat.safe",
     "ProviderBatch": "batch.provider",
     "BatchCounts": "batch.provider",
     "MCPServerError": "errors",
@@ -59,31 +60,31 @@ _EXPORTS = {
     "resume_async": "api",
     "resume_incremental_async": "api",
     "Paused": "errors",
-    "ApprovalRequest": "approval_state",
-    "needs_approval": "run.approval",
-    "effect": "run.effects",
+    "ApprovalRequest": "approval.state",
+    "needs_approval": "tools",
+    "effect": "tools",
     "Image": "media",
     "File": "media",
     "attach": "media",
     "MediaError": "errors",
     # struckdown 0.x's names (SPEC §11)
-    "StruckdownResult": "compat",
-    "TemplateError": "compat",
-    "LLMError": "compat",
+    "StruckdownResult": "compat.calls",
+    "TemplateError": "compat.calls",
+    "LLMError": "compat.calls",
     "OnHalt": "run_options",
     "LLMCredentials": "models",
     "make_search": "actions.search",
     "evaluate": "eval",
     "EvalReport": "eval",
-    "ACTION_LOOKUP": "compat_names",
-    "Actions": "compat_names",
-    "CostSummary": "compat_names",
-    "LLMConfig": "compat_names",
-    "ParsedOptions": "compat_names",
-    "escape_context_dict": "compat_names",
-    "escape_struckdown_syntax": "compat_names",
-    "mark_struckdown_safe": "compat_names",
-    "parse_options": "compat_names",
+    "ACTION_LOOKUP": "api",
+    "Actions": "api",
+    "CostSummary": "compat.names",
+    "LLMConfig": "compat.names",
+    "ParsedOptions": "compat.names",
+    "escape_context_dict": "compat.names",
+    "escape_struckdown_syntax": "compat.names",
+    "mark_struckdown_safe": "compat.names",
+    "parse_options": "compat.names",
     "CheckpointReached": "incremental",
     "IncrementalEvent": "incremental",
     "ProcessingComplete": "incremental",
@@ -95,10 +96,18 @@ _EXPORTS = {
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
+_DEPRECATED = frozenset({"LLM"})  # 0.x names that still import, with a DeprecationWarning
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
+    if module is None and name in _DEPRECATED:  # importable, with a DeprecationWarning each time
+        from .compat.names import DEPRECATED
+        from .notices import warn
+
+        if "importlib" not in sys._getframe(1).f_code.co_filename:  # not `from … import`'s own hasattr probe
+            warn(DEPRECATED[name], DeprecationWarning)
+        return getattr(import_module(".compat.names", __name__), name)
     if module is None:
         raise AttributeError(f"module 'struckdown' has no attribute {name!r}")
     value = getattr(import_module(f".{module}", __name__), name)
@@ -112,6 +121,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .actions.search import make_search as make_search
+    from .api import ACTION_LOOKUP as ACTION_LOOKUP
+    from .api import Actions as Actions
     from .api import (
         complete as complete,
     )
@@ -148,21 +159,20 @@ if TYPE_CHECKING:
     from .api import resume as resume
     from .api import resume_async as resume_async
     from .api import resume_incremental_async as resume_incremental_async
-    from .approval_state import ApprovalRequest as ApprovalRequest
+    from .approval.state import ApprovalRequest as ApprovalRequest
     from .batch.provider import BatchCounts as BatchCounts
     from .batch.provider import ProviderBatch as ProviderBatch
-    from .compat import LLMError as LLMError
-    from .compat import StruckdownResult as StruckdownResult
-    from .compat import TemplateError as TemplateError
-    from .compat_names import ACTION_LOOKUP as ACTION_LOOKUP
-    from .compat_names import Actions as Actions
-    from .compat_names import CostSummary as CostSummary
-    from .compat_names import LLMConfig as LLMConfig
-    from .compat_names import ParsedOptions as ParsedOptions
-    from .compat_names import escape_context_dict as escape_context_dict
-    from .compat_names import escape_struckdown_syntax as escape_struckdown_syntax
-    from .compat_names import mark_struckdown_safe as mark_struckdown_safe
-    from .compat_names import parse_options as parse_options
+    from .compat.calls import LLMError as LLMError
+    from .compat.calls import StruckdownResult as StruckdownResult
+    from .compat.calls import TemplateError as TemplateError
+    from .compat.names import CostSummary as CostSummary
+    from .compat.names import LLMConfig as LLMConfig
+    from .compat.names import ParsedOptions as ParsedOptions
+    from .compat.names import escape_context_dict as escape_context_dict
+    from .compat.names import escape_struckdown_syntax as escape_struckdown_syntax
+    from .compat.names import mark_struckdown_safe as mark_struckdown_safe
+    from .compat.names import parse_options as parse_options
+    from .compat.safe import Safe as Safe
     from .environment import Environment as Environment
     from .environment import default_environment as default_environment
     from .errors import (
@@ -233,12 +243,11 @@ if TYPE_CHECKING:
     from .results import SlotResult as SlotResult
     from .results import ToolCall as ToolCall
     from .results import Usage as Usage
-    from .run.approval import needs_approval as needs_approval
-    from .run.effects import effect as effect
     from .run.tools import BadModelOutput as BadModelOutput
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
-    from .run.tools import readonly as readonly
-    from .run.tools import sequential as sequential
     from .run_options import OnHalt as OnHalt
-    from .safe import Safe as Safe
+    from .tools import effect as effect
+    from .tools import needs_approval as needs_approval
+    from .tools import readonly as readonly
+    from .tools import sequential as sequential
     from .tools.mcp import MCPSessions as MCPSessions

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..batch.journal import journal_path
-from ..run.effects import effects_path
-from . import loading
+from ..run.durable.effects import effects_path
 from .errors import CliError, interrupts_end_the_process
 from .keywords import run_keywords
 from .loading import load_tools
@@ -55,13 +54,12 @@ def thaw() -> None:
 
 def _model(name: str | None, program: Any) -> Any:
     """Resolve once, up front: a missing model is one error, not one per row."""
-    model = loading.resolve_cli_model(name)  # via the module: tests patch it
     if not program.slots():
-        return model
-    show_config_models(program, model)
+        return name
+    show_config_models(program, name)
     from ..environment import default_environment
 
-    return default_environment().resolve_model(model)
+    return default_environment().resolve_model(name)
 
 
 def local_runner(job: Any, request: Any, program: Any) -> Any:
@@ -118,7 +116,7 @@ def dask_runner(job: Any, request: Any, program: Any) -> Any:
     kwargs["model"] = request.model
     kwargs.pop("include_paths", None)  # the job carries them
     options = job.run_options()
-    if request.output is not None:  # SPEC §25: each worker writes its shard beside it (run/effect_shards.py)
+    if request.output is not None:  # SPEC §25: each worker writes its shard beside it (run/durable/shards.py)
         options["journal"] = effects_path(journal_path(request.output))
     try:
         from ..distributed import ship_kwargs

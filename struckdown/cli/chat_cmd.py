@@ -16,7 +16,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .compat_options import TypeFileOpt
+from .compat.options import TypeFileOpt
 from .errors import CliError, reporting_errors
 from .options import RUN_COMMAND_FLAGS, run_flags
 
@@ -77,8 +77,8 @@ def command(
         Optional[Path], typer.Option("--history", help="A conversation file for [[@history]].", show_default=False)
     ] = None,
     output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", help="Write {answers, usage, halted} to this JSON file.",
-                                     show_default=False)
+        Optional[Path], typer.Option("--output", "-o", help="Write the answers ({slot: answer}, as 0.x did) to this "
+                                     "JSON file (sd run -o writes {answers, usage, halted}).", show_default=False)
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the answers as JSON on stdout.")] = False,
     stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream tokens as they arrive.")] = True,
@@ -108,8 +108,8 @@ def command(
 ) -> None:
     """Chat with a model: an inline prompt ("Tell me a joke [[joke]]"), a template on stdin, or a template file."""
     with reporting_errors(), contextlib.ExitStack() as stack:
-        from .chat_0x import context_pairs, refuse
-        from .compat_options import load_type_files
+        from .compat.chat import context_pairs, refuse
+        from .compat.options import load_type_files
         from .run_cmd import RunRequest, run_command
 
         load_type_files(type_files)
@@ -136,6 +136,7 @@ def command(
                 output=output,
                 as_json=as_json,
                 stream=stream,
+                answers_only=True,
             )
         )
     raise typer.Exit(code)

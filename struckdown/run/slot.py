@@ -16,7 +16,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
-from ..approval_state import PausedSlot
+from ..approval.state import PausedSlot
 from ..errors import TemplateRuntimeError, exception_text
 from ..limits import Limits, clamp_limits
 from ..media.turns import prepare_prompt, redact
@@ -26,7 +26,9 @@ from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
-from . import answer_approval, confidence
+from . import confidence, prompted
+from .approval import answers as answer_approval
+from .attempts import SlotAttempts, is_truncated, model_name, slot_error
 from .budgets import slot_budget
 from .context_window import context_left, has_context_window
 from .deadline import CutRun, cut_at_deadline, slot_seconds, within
@@ -34,7 +36,6 @@ from .ledger import CURRENT_METER
 from .loop_retry import finish_of, guarded_run, loop_watch
 from .partials import Partials, streams_partials
 from .prompt_cache import with_cache_settings
-from .resilience import SlotAttempts, is_truncated, model_name, slot_error
 from .text_stream import TextStream
 from .tools import CURRENT_WRAP, ToolBox, ToolWrap
 from .wrappers import model_stack
@@ -289,6 +290,7 @@ async def run_model_slot(
     measured: float | None = None
     escalated_to: str | None = None
     decided: tuple[Any, ...] = ()  # escalate=approve: (the person's answer,)
+    no_tools: set[int] = set()  # ids of the models that refused tool calling in this slot (run/prompted.py)
     token = CURRENT_WRAP.set(wrap)
     meter_token = CURRENT_METER.set(meter)
     try:
@@ -316,6 +318,7 @@ async def run_model_slot(
             served_by = model_stack(caches, model, cached=cached)  # run/wrappers: the order, written once
             cache_token = CURRENT_CACHE_RUN.set(cache_run)
             message_history, text_prompt = attempts.request(history, prompt)
+            asked_type: Any = None
             user_prompt = prepare_prompt(message_history, text_prompt)  # images placed in the question: content parts
             try:
                 with attempts.running() as run_usage:
@@ -328,6 +331,8 @@ async def run_model_slot(
                     asked_type = output_type
                     if measuring and method is not None and method.logprobs:
                         asked_type = caches.content_output(output_type, confidence.native_json(model))
+                    elif not spec.is_text and not use_tools and (id(model) in no_tools or prompted.known_to_refuse(model)):
+                        asked_type = caches.content_output(output_type, False)  # the server has no tools
                     agent = caches.agent_for(asked_type, served_by, env.toolbox if use_tools else None)
                     call: dict[str, Any] = {
                         "instructions": instructions, "deps": env.deps, "model_settings": settings,
@@ -358,6 +363,10 @@ async def run_model_slot(
                 if cut is not None:
                     raise cut
             except Exception as exc:
+                if asked_type is output_type and not spec.is_text and not use_tools and prompted.refuses_tools(exc):
+                    no_tools.add(id(model))  # SPEC §37: ask again, the schema in the prompt (PromptedOutput)
+                    prompted.remember(model)
+                    continue
                 error = slot_error(exc, key, model)
                 if error is None:
                     raise
@@ -547,7 +556,7 @@ def _limits(env: SlotEnv, plan: SlotPlan, resolved: Resolved) -> Limits:
 
 
 def _cache_run(cache: Any, model: Any, spec: OutputSpec) -> CacheRun:
-    from .. import __version__
+    from .._version import __version__
     from ..models import endpoint_of, model_label
 
     return CacheRun(cache, endpoint_of(model), model_label(model), spec.answer_schema, __version__)
