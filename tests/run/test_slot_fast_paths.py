@@ -37,7 +37,7 @@ def test_a_static_slot_sends_the_same_settings_every_run_and_follows_the_caller(
     first = _settings(script)
     env.complete(program, model=model)
     assert _settings(script)[2:] == first
-    assert first[0]["temperature"] == 0.7 and first[0]["max_retries"] == 0 and first[0]["max_tokens"] == 4096
+    assert first[0]["temperature"] == 0.7 and first[0]["max_retries"] == 0 and first[0]["max_tokens"] == 1024
     env.complete(program, model=model, settings={"temperature": 0.2, "max_tokens": 50})
     assert [s["temperature"] for s in _settings(script)[4:]] == [0.2, 0.2]
     assert [s["max_tokens"] for s in _settings(script)[4:]] == [50, 50]
