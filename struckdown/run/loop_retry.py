@@ -2,7 +2,8 @@
 
 The stream reader (text_stream.py) feeds the answer to a `LoopDetector` and, as soon as
 it sees a loop, ends the stream (`RetryRun.stop_stream`, read by the model stack's stream:
-the answer ends there as if the model had stopped, and the HTTP response is closed). `guarded_run` then asks once more with a repetition
+the answer ends there as if the model had stopped, and the HTTP response is closed).
+`guarded_run` then asks once more with a repetition
 penalty in the provider's own setting (`penalty_settings`); if that answer loops too, the
 slot keeps the text before the loop (`finish == "loop"`, a notice) and the run goes on.
 An agent slot (`use_tools=true`) is not asked again, since its tools would run again: it
