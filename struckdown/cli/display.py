@@ -407,6 +407,9 @@ class RunDisplay:
         self._line(line)
 
     def _truncation_note(self, event: Any) -> None:
+        if getattr(event.result, "finish", None) == "loop":  # SPEC §34: docs/local-llm.md#the-loop-guard
+            self._line(Line(f"{event.slot}: cut before a loop (the answer repeated itself, also when asked once more; "
+                            "--no-loop-guard keeps it whole)", style="yellow"))  # fmt: skip
         if getattr(event, "truncated", False):
             self._line(Line(f"{event.slot}: cut off at its limit (raise max_tokens= or --max-tokens; "
                             "max_seconds= or --max-seconds)", style="yellow"))  # fmt: skip

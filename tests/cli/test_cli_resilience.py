@@ -77,6 +77,25 @@ def test_run_max_tokens_caps_every_request_and_a_cut_answer_is_flagged(tmp_path:
     assert "a: cut off at its limit (raise max_tokens= or --max-tokens; max_seconds= or --max-seconds)" in result.output.splitlines()
 
 
+def test_an_answer_cut_before_a_loop_is_said_and_no_loop_guard_keeps_it(tmp_path: Path, use_model: Any) -> None:
+    """SPEC §34: sd run says a slot was cut before a loop; --no-loop-guard keeps the answer whole."""
+    penalties: list[Any] = []
+
+    def reply(prompt: str, info: AgentInfo) -> Any:
+        penalties.append((info.model_settings or {}).get("frequency_penalty"))
+        return "A poem.\n" + "Whispers of the sea,\n" * 100
+
+    use_model(scripted(reply))
+    path = template(tmp_path, "Write a poem. [[poem]]\n")
+    result = sd("run", path, "--no-cache", "--no-stream", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"poem": "A poem.\nWhispers of the sea,"} and penalties == [None, 0.5]
+    assert "poem: cut before a loop (the answer repeated itself, also when asked once more; --no-loop-guard keeps it " \
+           "whole)" in result.stderr
+    whole = sd("run", path, "--no-cache", "--no-stream", "--json", "--no-loop-guard")
+    assert json.loads(whole.stdout) == {"poem": "A poem.\n" + "Whispers of the sea,\n" * 100} and len(penalties) == 3
+
+
 def test_the_default_cap_reaches_the_model_from_the_cli(tmp_path: Path, use_model: Any) -> None:
     seen: list[Any] = []
 
