@@ -18,6 +18,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..actions import call_action, check_allowed, option_argument
+from ..authority import check_program, resolve_model
 from ..codec import as_text
 from ..errors import (
     BudgetExceeded,
@@ -38,7 +39,6 @@ from ..incremental import (
     SlotCompleted,
     SlotRetracted,
 )
-from ..models import resolve_model
 from ..observe import slot_span
 from ..plan import Program, Segment
 from ..results import Result, SlotResult
@@ -97,12 +97,15 @@ class Run:
         default_model = self.options.model
         resolved_default: list[Any] = []
 
-        def model_for(name: str | None) -> Any:
+        policy = environment.policy
+
+        def model_for(name: str | None, option: str = "model") -> Any:
+            # SPEC §30: every model name a run reaches is resolved here, through the host's policy
             if name:
-                model = resolve_model(name, environment.models)
+                model = resolve_model(name, environment.models, policy, option=option)
                 return batching.wrap(model) if batching is not None else model
             if not resolved_default:
-                model = resolve_model(default_model, environment.models)
+                model = resolve_model(default_model, environment.models, policy, option="model")
                 resolved_default.append(batching.wrap(model) if batching is not None else model)
             return resolved_default[0]
 
@@ -135,7 +138,7 @@ class Run:
             tool_limits=self.options.tool_limits or {},
             tracing=tracing,
             resilience=self.options.resilience,
-            resolve_fallback=partial(resolve_model, store=environment.models),
+            resolve_fallback=partial(resolve_model, store=environment.models, policy=policy, option="fallback"),
             prompt_cache=plan_prompt_cache(self.program, self.options.prompt_cache),
         )
         self.approval = ApprovalRun(
@@ -164,6 +167,9 @@ class Run:
     async def _main(self) -> None:
         try:
             check_allowed(self.program, self.env.environment.actions)  # @fetch/@search not allowed: before any request
+            policy = self.env.environment.policy
+            if not policy.permissive:  # SPEC §30: every marked option against the host's policy, before any call
+                check_program(self.program, policy)
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
                 check_run(self)  # budgets' tool names, max_cost's prices: before any model call

@@ -29,49 +29,29 @@ def resolve_model(name: str | None) -> Any:
     return name
 
 
-def models_reached(program: Any) -> list[tuple[str, str, str | None, int, int]]:
-    """Every model name a run of `program` can reach besides the page's pick: each
-    slot's (guards' too) `model=` and `fallback=` options, as (slot key, option, name,
-    line, column); name None when the option is `{{ … }}` (known only at run time)."""
-    from ..syntax.nodes import JinjaValue
-
-    found: list[tuple[str, str, str | None, int, int]] = []
-    for plan in program.plans.values():
-        for option in plan.slot.options:
-            if option.key not in ("model", "fallback"):
-                continue
-            pos = option.value_pos or option.pos
-            where = (pos.line, pos.column)
-            if isinstance(option.value, JinjaValue):
-                found.append((plan.key, option.key, None, *where))
-                continue
-            names = [str(option.value).strip()] if option.key == "model" else str(option.value).split(",")
-            found += [(plan.key, option.key, name.strip(), *where) for name in names if name.strip()]
-    return found
-
-
 def model_refusals(program: Any, policy: Any) -> list[dict[str, Any]]:
-    """What the server's allow-list (`ModelPolicy`) says of each model the template names,
-    as diagnostics at the option: checked before any model is resolved or called."""
-    found = []
-    for key, option, name, line, column in models_reached(program):
-        if name is None:
-            if not (policy.allowed or policy.shared):
-                continue
-            message = f"slot {key!r}: {option}= is computed with {{{{ … }}}}, which this server does not allow: name the model"
-        else:
-            refusal = policy.refusal(name)
-            if refusal is None:
-                continue
-            message = f"slot {key!r}: {option}=: {refusal}"
-        found.append({"line": line, "column": column, "severity": "error", "message": message, "hint": None})
-    return found
+    """What the server's policy (`HostPolicy`) says of every option of the template whose
+    row is marked as reaching a model, a file, code or the network (SPEC §30: `model=`,
+    `fallback=`, `escalate=` and every row marked later), as diagnostics at the option:
+    checked before any model is resolved or called."""
+    from ..authority import program_refusals
+
+    return [
+        {"line": line, "column": column, "severity": "error", "message": message, "hint": None}
+        for _key, _option, message, line, column in program_refusals(program, policy)
+    ]
 
 
 def refuse_models(program: Any, policy: Any) -> None:
     found = model_refusals(program, policy)
     if found:
         raise Refused(found[0]["message"])
+
+
+def use_policy(program: Any, policy: Any) -> None:
+    """The worker's Environment resolves every model, path and import through `policy`
+    from now on (a second check at resolution: a value no static check saw)."""
+    program.environment.policy = policy
 
 
 def load_tools(path: str | None) -> list[Any]:
@@ -253,12 +233,12 @@ def check_state(state: Any, policy: Any) -> None:
         return
     if recorded.get("mcp"):
         raise Refused("this paused run used MCP servers, which this server does not start")
-    fallback = recorded.get("fallback") or ()
-    names = [recorded.get("model"), *([fallback] if isinstance(fallback, str) else fallback)]
-    for name in names:
-        refusal = policy.refusal(name) if isinstance(name, str) else None
-        if refusal is not None:
-            raise Refused(f"this paused run cannot be resumed here: {refusal}")
+    from ..authority import run_option_refusals
+
+    # SPEC §30: every recorded run keyword whose row is marked (model, fallback, journal, …)
+    refusals = run_option_refusals(recorded, policy)
+    if refusals:
+        raise Refused(f"this paused run cannot be resumed here: {refusals[0]}")
 
 
 async def run_batch(

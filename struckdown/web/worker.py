@@ -188,7 +188,8 @@ class Worker:
         if self.shared:
             engine.refuse_network_actions(program)
         policy = ModelPolicy.from_dict(job.get("policy")) if self.shared or "policy" in job else ModelPolicy()
-        engine.refuse_models(program, policy)  # SPEC §17: before any model is resolved or called
+        engine.refuse_models(program, policy)  # SPEC §17, §30: before any model is resolved or called
+        engine.use_policy(program, policy)  # and every resolution of the run asks it again
         model = engine.resolve_model(job.get("model") or None)
         tools = engine.load_tools(job.get("tools"))
         return program, model, tools
