@@ -13,8 +13,10 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: Actions a shared server refuses: they reach the network or change the world
-#: (and @history/@evidence, which read files of the server's working directory).
+#: The built-in actions a shared server refuses whatever the registry says: they reach the
+#: network or read files of the server's working directory. Every other action whose
+#: arguments are marked (SPEC §30: `authority=` at registration) or that has side effects
+#: is refused as well.
 NETWORK_ACTIONS = frozenset({"fetch", "search", "history", "evidence"})
 
 
@@ -136,7 +138,8 @@ def network_actions(program: Any) -> list[dict[str, Any]]:
     registry = _action_registry(program)
     found = []
     for name, line, column in actions_used(program):
-        side_effects = name in registry and registry.get(name).side_effects
+        spec = registry.get(name) if name in registry else None
+        side_effects = spec is not None and (spec.side_effects or bool(spec.reaches()))
         if name in NETWORK_ACTIONS or side_effects:
             message = f"@{name} is turned off on this server (no network or side-effecting actions)"
             found.append({"line": line, "column": column, "severity": "error", "message": message, "hint": None})
