@@ -65,3 +65,44 @@ def test_a_yaml_alias_bomb_is_a_positioned_error_not_a_memory_error(tmp_path: Pa
             "(an alias bomb?); write the values out") in result.output
     assert script.calls == []
     assert "MemoryError" not in result.output
+
+
+def _sent(call: Call) -> list[Any]:
+    from media_support import shape, user_contents
+
+    return [shape(c) for c in user_contents(call.messages)]
+
+
+def test_the_media_type_of_an_at_file_comes_from_its_bytes_not_its_name(tmp_path: Path, use_model: Any) -> None:
+    from media_support import png
+
+    (tmp_path / "fake.png").write_text("just words, not a picture\n", encoding="utf-8")
+    (tmp_path / "real.txt").write_bytes(png(2, 2, 90))  # a PNG with a text name: its bytes say image/png
+    template = tmp_path / "t.sd"
+    template.write_text("{{ fake }}|{{ real }} [[a]]\n", encoding="utf-8")
+    script = Script(lambda call: "ok")
+    use_model(script.model())
+
+    result = sd("run", template, "-c", f"fake=@{tmp_path / 'fake.png'}", "-c", f"real=@{tmp_path / 'real.txt'}",
+                "--no-cache")
+
+    assert result.exit_code == 0, result.output
+    assert _sent(script.calls[0]) == [["just words, not a picture\n|", ("binary", "image/png", png(2, 2, 90))]]
+
+
+def test_an_at_path_that_is_not_a_regular_file_is_refused_as_such(tmp_path: Path, use_model: Any) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # nobody writes to it: reading it would wait for ever
+    (tmp_path / "folder").mkdir()
+    template = tmp_path / "t.sd"
+    template.write_text("{{ x }} [[a]]\n", encoding="utf-8")
+    script = Script(lambda call: "ok")
+    use_model(script.model())
+
+    for path, kind in ((fifo, "a FIFO"), (tmp_path / "folder", "a directory"), (Path("/dev/zero"), "a character device")):
+        result = sd("run", template, "-c", f"x=@{path}")
+        assert result.exit_code == 2, result.output
+        assert f"error: -c x=@…: {path} is not a regular file ({kind})" in result.stderr
+    missing = sd("run", template, "-c", f"x=@{tmp_path / 'nope'}")
+    assert f"error: -c x=@…: no such file: {tmp_path / 'nope'}" in missing.stderr
+    assert script.calls == []
