@@ -51,6 +51,9 @@ class HostPolicy:
     allowed: tuple[str, ...] = ()
     shared: bool = False
     allow_factories: bool = False
+    # who asks (an id derived from the API key, never the key): provider prompt-cache keys
+    # include it, so one key's requests never share a cache key with another's
+    tenant: str | None = None
 
     @property
     def permissive(self) -> bool:
@@ -82,13 +85,16 @@ class HostPolicy:
         return f"{value!r} reaches the network, which this server does not allow"
 
     def to_dict(self) -> dict[str, object]:
-        return {"allowed": list(self.allowed), "shared": self.shared, "allow_factories": self.allow_factories}
+        return {"allowed": list(self.allowed), "shared": self.shared, "allow_factories": self.allow_factories,
+                "tenant": self.tenant}
 
     @classmethod
     def from_dict(cls, data: object) -> HostPolicy:
         if not isinstance(data, dict):
             return cls(shared=True)  # a job without a policy gets the strictest one
-        return cls(tuple(data.get("allowed") or ()), bool(data.get("shared")), bool(data.get("allow_factories")))
+        tenant = data.get("tenant")
+        return cls(tuple(data.get("allowed") or ()), bool(data.get("shared")), bool(data.get("allow_factories")),
+                   tenant if isinstance(tenant, str) and tenant else None)
 
 
 #: The command line's policy: its user may name any model, file and code.

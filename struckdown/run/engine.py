@@ -139,7 +139,7 @@ class Run:
             tracing=tracing,
             resilience=self.options.resilience,
             resolve_fallback=partial(resolve_model, store=environment.models, policy=policy, option="fallback"),
-            prompt_cache=plan_prompt_cache(self.program, self.options.prompt_cache),
+            prompt_cache=plan_prompt_cache(self.program, self.options.prompt_cache, policy.tenant),
         )
         self.approval = ApprovalRun(
             decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,

@@ -159,10 +159,30 @@ def explain(program: Any, tools: Sequence[Any], title: str) -> str:
     return plan_text(program, tools, title, width=110)
 
 
-def event_dict(event: Any) -> dict[str, Any]:
+#: Usage fields that tell whether a provider's prompt cache already held a prefix: on a shared
+#: server, another API key's request may have put it there (issue 47), so they are not sent.
+CACHE_COUNTS = ("cache_read_tokens", "cache_write_tokens", "cache_saved")
+
+
+def without_cache_counts(data: Any) -> Any:
+    """`data` with the provider cache counts removed from every usage in it (SPEC §30)."""
+    if isinstance(data, dict):
+        return {k: without_cache_counts(v) for k, v in data.items() if k not in CACHE_COUNTS}
+    if isinstance(data, list):
+        return [without_cache_counts(v) for v in data]
+    return data
+
+
+def event_dict(event: Any, shared: bool = False) -> dict[str, Any]:
     """An event as the page receives it. `token_delta` drops `accumulated` (the page
     adds the deltas up), so a long answer costs its length on the wire, not its square;
-    the final event also carries usage, per-slot types and the halt."""
+    the final event also carries usage, per-slot types and the halt. On a shared server
+    (`shared`) no usage in it holds provider cache counts."""
+    data = _event_dict(event)
+    return without_cache_counts(data) if shared else data
+
+
+def _event_dict(event: Any) -> dict[str, Any]:
     data: dict[str, Any] = event.to_dict()
     if data["type"] == "token_delta":
         data.pop("accumulated", None)
@@ -183,19 +203,19 @@ def event_dict(event: Any) -> dict[str, Any]:
 
 
 async def run_events(
-    program: Any, context: Mapping[str, Any], *, model: Any, tools: Sequence[Any], cache: bool
+    program: Any, context: Mapping[str, Any], *, model: Any, tools: Sequence[Any], cache: bool, shared: bool = False
 ) -> AsyncIterator[dict[str, Any]]:
     from .. import complete_incremental_async
 
     async for event in complete_incremental_async(
         program, context, model=model, tools=tools, cache=cache, on_halt="return", stream=True
     ):
-        yield event_dict(event)
+        yield event_dict(event, shared)
 
 
 async def resume_events(
     program: Any, state: Mapping[str, Any], decisions: Mapping[str, Any], *, model: Any, tools: Sequence[Any],
-    cache: bool,
+    cache: bool, shared: bool = False,
 ) -> AsyncIterator[dict[str, Any]]:
     """A paused run continued with the page's decisions (SPEC §12). The state came back
     from the page, signed by this server for this API key (`check_state`): the template
@@ -208,7 +228,7 @@ async def resume_events(
         state, decisions, template=template.source, template_path=template.filename,
         model=model, tools=tools, cache=cache, on_halt="return", stream=True,
     ):
-        yield event_dict(event)
+        yield event_dict(event, shared)
 
 
 def page_state(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -253,6 +273,7 @@ async def run_batch(
     jobs: int,
     cache: bool,
     on_row: Callable[[int, dict[str, Any]], None],
+    shared: bool = False,
 ) -> list[dict[str, Any]]:
     """Every row through the template, as `sd batch` runs it; `on_row(index, entry)` for
     each finished row. Returns the journal entries in input order."""
@@ -262,7 +283,8 @@ async def run_batch(
     entries: list[dict[str, Any]] = [{} for _ in rows]
 
     def finished(index: int, outcome: Any) -> None:
-        entries[index] = journal_entry(index, outcome, "", "")
+        entry = journal_entry(index, outcome, "", "")
+        entries[index] = without_cache_counts(entry) if shared else entry
         on_row(index, entries[index])
 
     if rows:

@@ -222,10 +222,12 @@ class Worker:
         if resume is not None:
             events = engine.resume_events(
                 program, resume["state"], resume["decisions"], model=model, tools=tools,
-                cache=bool(job.get("cache")),
+                cache=bool(job.get("cache")), shared=self.shared,
             )
         else:
-            events = engine.run_events(program, context, model=model, tools=tools, cache=bool(job.get("cache")))
+            events = engine.run_events(
+                program, context, model=model, tools=tools, cache=bool(job.get("cache")), shared=self.shared
+            )
         try:
             async for event in events:
                 failed = failed or event["type"] == "processing_error"
@@ -264,7 +266,7 @@ class Worker:
 
         entries = await engine.run_batch(
             program, rows, model=model, tools=tools, jobs=int(job.get("jobs") or 4),
-            cache=bool(job.get("cache")), on_row=on_row,
+            cache=bool(job.get("cache")), on_row=on_row, shared=self.shared,
         )
         formats = []
         for suffix in ("jsonl", "csv"):
