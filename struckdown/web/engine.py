@@ -164,10 +164,11 @@ def explain(program: Any, tools: Sequence[Any], title: str) -> str:
 CACHE_COUNTS = ("cache_read_tokens", "cache_write_tokens", "cache_saved")
 
 
-def without_cache_counts(data: Any) -> Any:
-    """`data` with the provider cache counts removed from every usage in it (SPEC §30)."""
+def without_cache_counts(data: Any, keep: str | None = None) -> Any:
+    """`data` with the provider cache counts removed from every usage in it (SPEC §30);
+    the top-level key `keep` as it is (a signed state, cleaned before it was signed)."""
     if isinstance(data, dict):
-        return {k: without_cache_counts(v) for k, v in data.items() if k not in CACHE_COUNTS}
+        return {k: v if k == keep else without_cache_counts(v) for k, v in data.items() if k not in CACHE_COUNTS}
     if isinstance(data, list):
         return [without_cache_counts(v) for v in data]
     return data
@@ -178,11 +179,11 @@ def event_dict(event: Any, shared: bool = False) -> dict[str, Any]:
     adds the deltas up), so a long answer costs its length on the wire, not its square;
     the final event also carries usage, per-slot types and the halt. On a shared server
     (`shared`) no usage in it holds provider cache counts."""
-    data = _event_dict(event)
-    return without_cache_counts(data) if shared else data
+    data = _event_dict(event, shared)
+    return without_cache_counts(data, keep="state") if shared else data
 
 
-def _event_dict(event: Any) -> dict[str, Any]:
+def _event_dict(event: Any, shared: bool) -> dict[str, Any]:
     data: dict[str, Any] = event.to_dict()
     if data["type"] == "token_delta":
         data.pop("accumulated", None)
@@ -198,7 +199,8 @@ def _event_dict(event: Any) -> dict[str, Any]:
         data["halted"] = None if halted is None else {"slot": halted.slot, "reason": halted.reason}
         if result.paused is not None:  # SPEC §12: the page decides, then posts the state back
             data["requests"] = [request.to_dict() for request in result.paused.requests]
-            data["state"] = page_state(result.paused.state)
+            state = result.paused.state
+            data["state"] = page_state(without_cache_counts(state) if shared else state)
     return data
 
 
