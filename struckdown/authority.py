@@ -16,7 +16,7 @@ Two checks use the marks:
 * at resolution, the one function asks again (a `{{ … }}` value, a run keyword, a value
   no static check saw).
 
-`tests/test_authority.py` walks every row with probe values and fails on a row that
+`tests/run/test_authority.py` walks every row with probe values and fails on a row that
 reaches one of these functions without the mark.
 """
 
@@ -79,6 +79,8 @@ class HostPolicy:
         if not self.shared:
             return None
         if kind == "code":
+            if self.allow_factories:
+                return None
             return f"{value!r} imports Python code (module:function), which this server does not run"
         if kind == "file":
             return f"{value!r} is a file, and this server reads no files"
@@ -135,6 +137,8 @@ def resolve_model(name: Any, store: ModelStore, policy: HostPolicy, *, option: s
 
     if isinstance(name, str) and not policy.permissive:
         _refuse(policy, "model", name.strip(), option)
+        if is_factory(name.strip()):  # a listed `module:factory` runs Python: the code rule too
+            _refuse(policy, "code", name.strip(), option)
     return build(name, store)
 
 
