@@ -46,6 +46,7 @@ from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Tex
 from ..variables import check_context
 from .accounting import check_run, so_far
 from .approval.calls import ApprovalRun, SegmentPaused, SlotPaused
+from .confidence import check_votes
 from .conversation import Conversation, Layers, user_turn
 from .durable.rerun import Reruns, check_rerun_from
 from .guards import GuardBoard
@@ -170,6 +171,7 @@ class Run:
             policy = self.env.environment.policy
             if not policy.permissive:  # SPEC §30: every marked option against the host's policy, before any call
                 check_program(self.program, policy)
+            check_votes(self.program, self.env.limits)  # vote:N within the slot's request limit (issue 47)
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
                 check_run(self)  # budgets' tool names, max_cost's prices: before any model call

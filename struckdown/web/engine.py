@@ -9,6 +9,7 @@ itself. When the library's names move, this is the file to re-point.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -180,7 +181,12 @@ def event_dict(event: Any, shared: bool = False) -> dict[str, Any]:
     the final event also carries usage, per-slot types and the halt. On a shared server
     (`shared`) no usage in it holds provider cache counts."""
     data = _event_dict(event, shared)
-    return without_cache_counts(data, keep="state") if shared else data
+    if not shared:
+        return data
+    if isinstance(data.get("error"), str):  # the worker's folder is none of the page's business (issue 47)
+        data["error"] = data["error"].replace(str(Path.cwd()) + os.sep, "")
+    cleaned: dict[str, Any] = without_cache_counts(data, keep="state")
+    return cleaned
 
 
 def _event_dict(event: Any, shared: bool) -> dict[str, Any]:

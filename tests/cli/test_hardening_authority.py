@@ -106,3 +106,19 @@ def test_an_at_path_that_is_not_a_regular_file_is_refused_as_such(tmp_path: Path
     missing = sd("run", template, "-c", f"x=@{tmp_path / 'nope'}")
     assert f"error: -c x=@…: no such file: {tmp_path / 'nope'}" in missing.stderr
     assert script.calls == []
+
+
+def test_a_vote_may_not_ask_more_often_than_the_slots_request_limit(tmp_path: Path, use_model: Any) -> None:
+    """Issue 47, fourth probe: `confidence=vote:5000` made 5,000 requests from one slot (its
+    request limit is 20), on whatever keys the host runs with."""
+    script = Script(lambda call: "x")
+    use_model(script.model())
+    template = tmp_path / "t.sd"
+    template.write_text("Which?\n[[pick:p|x, y, confidence=vote:5000]]\n", encoding="utf-8")
+
+    result = sd("run", template, "--no-cache")
+
+    assert result.exit_code == 2, result.output
+    assert (f"{template}:2:27: slot 'p': confidence=vote:5000 asks 5,000 times, more than the slot's request "
+            "limit of 20") in result.stderr
+    assert script.calls == []
