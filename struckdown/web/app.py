@@ -399,6 +399,9 @@ class Playground:
         while len(self.batches) > KEPT_BATCHES:
             shutil.rmtree(self.batches.pop(next(iter(self.batches)))[0], ignore_errors=True)
         job.update(filename=filename, content=_required(data, "content"), folder=str(folder), jobs=jobs)
+        if self.config.shared and self.config.rate_per_minute > 0:
+            # every row is a run: a batch may not hold more than the key may start a minute (issue 47)
+            job["max_rows"] = self.config.rate_per_minute
 
         def with_downloads(message: dict[str, Any]) -> dict[str, Any]:
             if message.get("type") == "batch_complete":

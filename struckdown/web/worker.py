@@ -253,6 +253,10 @@ class Worker:
             self.send({"type": "processing_error", "slot": None, "error": engine.upload_error(exc, source, uploaded)})
             return
         total = len(rows)
+        most = job.get("max_rows")
+        if isinstance(most, int) and total > most:  # issue 47: a batch's rows are runs of the key's rate
+            raise engine.Refused(f"the upload holds {total:,} rows; this server runs at most {most:,} rows a batch "
+                                 "(the runs one API key may start a minute)")
         self.send({"type": "batch_started", "total": total})
         done = failed = cached = 0
 
