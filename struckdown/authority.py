@@ -206,11 +206,40 @@ def program_refusals(program: Any, policy: HostPolicy) -> list[tuple[str, str, s
     return found
 
 
+def action_refusals(program: Any, policy: HostPolicy) -> list[tuple[str, int, int]]:
+    """Every `[[@action]]` of `program` whose registration marks an argument as reaching
+    what the policy refuses (SPEC §30: `@fetch` the network, `@history` a file), as
+    (message, line, column); the marks are the action's, whatever arguments it is given."""
+    from .syntax.nodes import Action, walk
+
+    found: list[tuple[str, int, int]] = []
+    if policy.permissive:
+        return found
+    registry = program.environment.actions
+    for segment in program.segments:
+        for node in walk(segment.nodes):
+            if not isinstance(node, Action) or node.name not in registry:
+                continue
+            spec = registry.get(node.name)
+            for argument, kinds in spec.authority.items():
+                given = next((o.value for o in node.options if o.key == argument), None)
+                for kind in _kinds(kinds):
+                    refusal = policy.refuses(kind, f"@{node.name} {argument}={given!s}" if given is not None
+                                             else f"@{node.name}")
+                    if refusal is not None:
+                        found.append((f"@{node.name}: {argument}=: {refusal}", node.pos.line, node.pos.column))
+    return found
+
+
 def check_program(program: Any, policy: HostPolicy) -> None:
     """Refuse, before any model call, a program whose marked options the policy refuses."""
     found = program_refusals(program, policy)
     if found:
         key, option, message, line, column = found[0]
+        raise AuthorityError(f"{message} (line {line}, column {column})")
+    actions = action_refusals(program, policy)
+    if actions:
+        message, line, column = actions[0]
         raise AuthorityError(f"{message} (line {line}, column {column})")
 
 

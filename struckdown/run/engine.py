@@ -167,10 +167,10 @@ class Run:
 
     async def _main(self) -> None:
         try:
-            check_allowed(self.program, self.env.environment.actions)  # @fetch/@search not allowed: before any request
             policy = self.env.environment.policy
             if not policy.permissive:  # SPEC §30: every marked option against the host's policy, before any call
                 check_program(self.program, policy)
+            check_allowed(self.program, self.env.environment.actions)  # @fetch/@search not allowed: before any request
             check_votes(self.program, self.env.limits)  # vote:N within the slot's request limit (issue 47)
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work

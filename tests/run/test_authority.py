@@ -177,6 +177,20 @@ def test_the_marked_rows_are_the_ones_the_spec_names() -> None:
     }
 
 
+def test_every_action_argument_that_reaches_a_file_or_the_network_is_checked_by_the_policy() -> None:
+    """The actions' marks reach the host's policy before the run: each marked built-in is
+    asked about with the kind its argument is marked with, and nothing else is."""
+    registry = sd.Environment().actions
+    for name in registry.names():
+        spec = registry.get(name)
+        for argument in spec.authority or {"value": frozenset()}:
+            env = sd.Environment()
+            recorder = Recorder()
+            env.policy = recorder
+            _run_quietly(env, f'[[@{name}:v|{argument}="https://probe.invalid/{name}"]] Question. [[a]]\n')
+            assert _kinds_reached(recorder, f"@{name}") == set(spec.authority.get(argument, ())), name
+
+
 # -- the walk catches a row that resolves without its mark ---------------------------------------
 @pytest.fixture
 def throwaway_judge(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
@@ -236,7 +250,10 @@ def test_model_names_become_models_only_through_the_one_function() -> None:
     `authority.resolve_model` alone; a new caller would bypass the host's policy."""
     callers = []
     for path in PACKAGE.rglob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if "resolve_model" not in text:
+            continue
+        tree = ast.parse(text)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.lstrip(".").endswith("models"):
                 if any(alias.name == "resolve_model" for alias in node.names):
