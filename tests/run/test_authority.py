@@ -191,6 +191,31 @@ def test_every_action_argument_that_reaches_a_file_or_the_network_is_checked_by_
             assert _kinds_reached(recorder, f"@{name}") == set(spec.authority.get(argument, ())), name
 
 
+def test_every_eval_key_that_names_a_model_is_marked() -> None:
+    """An eval file's `models:` and a judge's `model:` (under `expect:`) reach the policy as
+    models, through the one resolver: their keys are marked so."""
+    import asyncio
+
+    from struckdown.eval.runner import evaluate_async
+
+    probes = {
+        "models": {"models": ["probe_models_m"], "cases": [{"name": "a", "expect": {"a": "ok"}}]},
+        "expect": {"cases": [{"name": "a", "expect": {"a": {"judge": "polite", "model": "probe_expect_m"}}}]},
+    }
+    for key, data in probes.items():
+        env = sd.Environment()
+        recorder = Recorder()
+        env.policy = recorder
+        models = None if key == "models" else [FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")]))]
+        try:
+            asyncio.run(evaluate_async("Question. [[a]]", data, models=models, environment=env))
+        except Exception:  # noqa: BLE001 - the refusals end the runs; what was asked is what counts
+            pass
+        reached = _kinds_reached(recorder, f"probe_{key}_m")
+        assert reached == {"model"}, key
+        assert reached <= eval_cases.KEY_AUTHORITY[key], key
+
+
 # -- the walk catches a row that resolves without its mark ---------------------------------------
 @pytest.fixture
 def throwaway_judge(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
