@@ -109,7 +109,7 @@ def is_factory(name: str) -> bool:
     the search for its module)."""
     if ":" not in name:
         return False
-    from .tools.files import factory_reference
+    from .models.factory import factory_reference
 
     return factory_reference(name.strip()) is not None
 
@@ -146,7 +146,7 @@ def import_code(reference: str, policy: HostPolicy, *, option: str, stamp: int |
     """`package.module:function` imported (again when its file changed: `stamp`), after the
     policy allowed it: the only place an option's value becomes imported code."""
     _refuse(policy, "code", reference, option)
-    from .tools.files import import_fresh
+    from .models.factory import import_fresh
 
     return import_fresh(reference, stamp)
 

@@ -152,6 +152,12 @@ def _run_quietly_with(env: sd.Environment, template: str, options: Mapping[str, 
 
 
 # -- the walk over today's rows ------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def _elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probes run in an empty folder: a row that writes a file (journal=) writes it there."""
+    monkeypatch.chdir(tmp_path)
+
+
 def test_every_slot_option_that_reaches_a_model_file_code_or_network_says_so() -> None:
     assert walk_slot_options(slot_options.SLOT_OPTIONS) == []
 
