@@ -243,15 +243,14 @@ def check_program(program: Any, policy: HostPolicy) -> None:
         raise AuthorityError(f"{message} (line {line}, column {column})")
 
 
-def run_option_refusals(options: Mapping[str, Any], policy: HostPolicy) -> list[str]:
-    """What the policy says of the marked run keywords given (a recorded state's, a call's)."""
-    from .run_options import OPTIONS
-
+def run_option_refusals(options: Mapping[str, Any], policy: HostPolicy, table: Mapping[str, Any]) -> list[str]:
+    """What the policy says of the marked run keywords given (a recorded state's, a call's);
+    `table`: the run options' declaration (`run_options.OPTIONS`, a layer above this one)."""
     found: list[str] = []
     if policy.permissive:
         return found
     for name, value in options.items():
-        row = OPTIONS.get(name)
+        row = table.get(name)
         if row is None or not row.authority or value in (None, (), [], "", False) or value == row.default:
             continue
         for kind in _kinds(row.authority):

@@ -265,9 +265,10 @@ def check_state(state: Any, policy: Any) -> None:
     if recorded.get("mcp"):
         raise Refused("this paused run used MCP servers, which this server does not start")
     from ..authority import run_option_refusals
+    from ..run_options import OPTIONS
 
     # SPEC §30: every recorded run keyword whose row is marked (model, fallback, journal, …)
-    refusals = run_option_refusals(recorded, policy)
+    refusals = run_option_refusals(recorded, policy, OPTIONS)
     if refusals:
         raise Refused(f"this paused run cannot be resumed here: {refusals[0]}")
 
