@@ -244,24 +244,24 @@ def check_program(program: Any, policy: HostPolicy) -> None:
 
 
 def run_option_refusals(options: Mapping[str, Any], policy: HostPolicy, table: Mapping[str, Any]) -> list[str]:
-    """What the policy says of the marked run keywords given (a recorded state's, a call's);
-    `table`: the run options' declaration (`run_options.OPTIONS`, a layer above this one)."""
+    """What the policy says of the marked run keywords given (a call's, a recorded state's);
+    `table`: the run options' declaration (`run_options.OPTIONS`, a layer above this one).
+    Only names are asked about: strings and paths (alone or in a list). An object the host
+    passed (a Model, a function, an MCP server object, True) is the host's own."""
+    import os
+
     found: list[str] = []
     if policy.permissive:
         return found
     for name, value in options.items():
         row = table.get(name)
-        if row is None or not row.authority or value in (None, (), [], "", False) or value == row.default:
+        if row is None or not row.authority or isinstance(value, bool) or value is None:
             continue
+        items = list(value) if isinstance(value, (list, tuple)) else [value]
+        names = [str(os.fspath(v)) for v in items if isinstance(v, (str, os.PathLike))]
         for kind in _kinds(row.authority):
-            values: list[Any] = model_names(value) if kind == "model" and isinstance(value, (str, list, tuple)) \
-                else [value]
-            for item in values:
-                if kind == "model" and not isinstance(item, str):
-                    continue  # a Model object is the host's own
+            for item in model_names(names) if kind == "model" else names:
                 refusal = policy.refuses(kind, item)
                 if refusal is not None:
                     found.append(f"{name}=: {refusal}")
     return found
-
-
