@@ -3,8 +3,8 @@
 Every row of the declarations (run options, slot options, eval-file keys, action
 arguments) that **names a model**, **reads a file**, **imports code** (`module:function`)
 or **reaches the network** carries `authority={...}` with those kinds. Every value such a
-row holds is turned into a model, a path or an import by one function here
-(`resolve_model`, `read_path`, `import_code`), and each first asks the host's
+row holds is checked by one function here before it is used (`allow`; a model name
+through `resolve_model`, the only place a name becomes a model), which asks the host's
 `HostPolicy`. A host (`sd serve`, an application) sets the policy on its Environment;
 the default one allows everything, as the command line does for its own user.
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ConfigurationError
@@ -136,31 +135,23 @@ def resolve_model(name: Any, store: ModelStore, policy: HostPolicy, *, option: s
     from .models import resolve_model as build
 
     if isinstance(name, str) and not policy.permissive:
-        _refuse(policy, "model", name.strip(), option)
-        if is_factory(name.strip()):  # a listed `module:factory` runs Python: the code rule too
-            _refuse(policy, "code", name.strip(), option)
+        allow(("model", "code") if is_listed_factory(policy, name) else ("model",), name.strip(), policy, option=option)
     return build(name, store)
 
 
-def import_code(reference: str, policy: HostPolicy, *, option: str, stamp: int | None = None) -> Any:
-    """`package.module:function` imported (again when its file changed: `stamp`), after the
-    policy allowed it: the only place an option's value becomes imported code."""
-    _refuse(policy, "code", reference, option)
-    from .models.factory import import_fresh
-
-    return import_fresh(reference, stamp)
+def is_listed_factory(policy: HostPolicy, name: str) -> bool:
+    """A `module:factory` name the policy allows as a model (only then is its module searched)."""
+    return policy.refusal(name.strip()) is None and is_factory(name.strip())
 
 
-def read_path(path: Any, policy: HostPolicy, *, option: str) -> Path:
-    """The path an option names, after the policy allowed reading it (the caller opens it)."""
-    _refuse(policy, "file", str(path), option)
-    return Path(path)
-
-
-def reach_network(address: str, policy: HostPolicy, *, option: str) -> str:
-    """An address an option reaches, after the policy allowed it."""
-    _refuse(policy, "network", address, option)
-    return address
+def allow(kinds: Iterable[str], value: Any, policy: HostPolicy, *, option: str) -> Any:
+    """`value` (a path, a `module:function`, an address, a model name) as the row marked
+    with `kinds` gives it, after the policy allowed each kind: the one check every reader,
+    importer and fetcher of an option's value calls before it acts (a model name goes
+    through `resolve_model`, which calls this too). An AuthorityError names the option."""
+    for kind in _kinds(kinds):
+        _refuse(policy, kind, value if kind != "model" else str(value).strip(), option)
+    return value
 
 
 # -- the rows ---------------------------------------------------------------------------------

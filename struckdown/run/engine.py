@@ -18,7 +18,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..actions import call_action, check_allowed, option_argument
-from ..authority import check_program, resolve_model
+from ..authority import allow, check_program, resolve_model
 from ..codec import as_text
 from ..errors import (
     BudgetExceeded,
@@ -498,6 +498,11 @@ class Run:
                 args.append(value)
             else:
                 kwargs[option.key] = value
+        policy = self.env.environment.policy
+        if spec.authority and not policy.permissive:  # SPEC §30: the values it reaches, as computed
+            for argument, kinds in spec.authority.items():
+                if argument in kwargs:
+                    allow(kinds, kwargs[argument], policy, option=f"@{node.name} {argument}")
         started = time.perf_counter()
         with self.blaming(node.key or f"@{node.name}"):
             try:
