@@ -127,7 +127,7 @@ def _refuse(policy: HostPolicy, kind: Kind, value: Any, option: str) -> None:
         raise AuthorityError(f"{option}=: {refusal}")
 
 
-# -- the one function for each kind ------------------------------------------------------------
+# -- the one check, and the one place a model name becomes a model --------------------------------
 def resolve_model(name: Any, store: ModelStore, policy: HostPolicy, *, option: str) -> Any:
     """The pydantic-ai Model for `name` (a Model passes through, a string is built, None is
     the environment's default), after the policy allowed it: the only place a model name
