@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Unpack
 
 from .actions import ActionRegistry, builtin_actions
 from .lru import LRU
@@ -33,8 +33,16 @@ if TYPE_CHECKING:
     from .batch.provider import ProviderBatch
     from .results import Result
     from .run_options import ModelLike
+    from .syntax.nodes import Template
 
 _PROGRAM_CACHE_SIZE = 256
+
+
+class TemplateCache(Protocol):
+    """Where an Environment keeps parsed templates between processes (`template_cache=`):
+    `syntax.stored.TemplateStore` keeps them as files."""
+
+    def parse(self, source: str, *, template_path: str | None, include_paths: Sequence[str]) -> Template: ...
 
 #: Seconds one tool call may take unless the host says otherwise (None: no limit).
 DEFAULT_TOOL_TIMEOUT: float = OPTIONS["tool_timeout"].default
@@ -43,9 +51,12 @@ DEFAULT_TOOL_TIMEOUT: float = OPTIONS["tool_timeout"].default
 class Environment:
     """Registries, sandbox, caches and run defaults for the templates it parses and runs."""
 
-    def __init__(self, **defaults: Unpack[RunOptions]) -> None:
+    def __init__(self, *, template_cache: TemplateCache | None = None, **defaults: Unpack[RunOptions]) -> None:
         """`defaults`: any run keyword that is not per call only (`run_options.OPTIONS`), the
-        default of every run of this Environment; a keyword given to a call overrides it."""
+        default of every run of this Environment; a keyword given to a call overrides it.
+        `template_cache`: where parsed templates are kept between processes, as Jinja's
+        `bytecode_cache=` (`struckdown.syntax.stored.TemplateStore(directory)`; the `sd`
+        commands give theirs one in the cache folder). None: parsed in memory only."""
         unknown = set(defaults) - _RUN_OPTIONS
         if unknown:
             from .compat import call_options
@@ -61,6 +72,7 @@ class Environment:
         self.renderer = Renderer()
         self.models = ModelStore()  # models built from strings, and their run defaults
         self.response_caches: dict[Any, Any] = {}  # on-disk response caches by directory
+        self.template_cache = template_cache
         self._programs: LRU[Program] = LRU(_PROGRAM_CACHE_SIZE)
         self._engine_caches: Any = None
         self._lock = threading.Lock()
@@ -154,9 +166,12 @@ class Environment:
     def _build(self, source: str, path: str | None, roots: tuple[str, ...]) -> Program:
         from .check import check_template
         from .plan import plan_program
-        from .syntax import stored
+        if self.template_cache is not None:  # parse_template, or from the store
+            template = self.template_cache.parse(source, template_path=path, include_paths=roots)
+        else:
+            from .syntax.parser import parse_template
 
-        template = stored.parse(source, template_path=path, include_paths=roots)  # parse_template, or from disk
+            template = parse_template(source, template_path=path, include_paths=roots)
         check_template(template, self)
         return plan_program(template, self)
 
