@@ -478,6 +478,7 @@ class Environment:
         contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
         *,
         concurrency: int = 8,
+        on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
         provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
         batch_limits: UsageLimits | None = None,
@@ -488,17 +489,21 @@ class Environment:
         constant-memory batch. `contexts` is read lazily, one row as a worker is free
         (an async iterable too, without an executor). Closing the generator cancels
         the rows in flight; a slow consumer holds the batch back. The other keywords
-        are `complete_batch_async`'s."""
-        from .batch import BatchCall, outcomes
+        are `complete_batch_async`'s (`on_result` is called with each pair before it is
+        yielded)."""
+        from .batch import BatchCall, callback_emitter, outcomes
 
-        concurrency, _, options = self._checked_batch(
-            "complete_batch_iter_async", concurrency, None, options, executor
+        concurrency, on_result, options = self._checked_batch(
+            "complete_batch_iter_async", concurrency, on_result, options, executor
         )
         program = self.program(template, options)
         job = BatchCall.of(self, program, contexts, concurrency, options, executor, provider_batch, batch_limits)
         stream = outcomes(job.run, concurrency)
+        told = callback_emitter(on_result, None) if on_result is not None else None
         try:
             async for pair in stream:
+                if told is not None:
+                    await told(*pair)
                 yield pair
         finally:
             await stream.aclose()

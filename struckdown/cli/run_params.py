@@ -105,4 +105,11 @@ OPTION_OF: dict[str, str] = {
     'journal': 'journal',
     'rerun_from': 'rerun_from',
     'max_requests': 'max_requests',
+    'jobs': 'concurrency',
+    'workers': 'executor',
+    'engine': 'executor',
+    'address': 'executor',
+    'provider_batch': 'provider_batch',
+    'batch_wait': 'provider_batch',
+    'batch_size': 'provider_batch',
 }

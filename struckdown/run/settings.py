@@ -85,7 +85,7 @@ def build_settings(
         options=merged,
         stream=stream,
         requests=requests if requests is not None else request_limiter(merged["max_requests"]),
-        budget=Budget.of(merged["run_limits"], merged["max_cost"], "run_limits"),
+        budget=Budget.for_run(merged),
         pricing=_remembered(environment, "_struckdown_pricing", prices, Pricing) if prices else None,
         tool_limits=check_tool_limits(merged["tool_limits"]),
         tracing=_remembered(environment, "_struckdown_tracing", instrument, tracing_for) if instrument else None,
