@@ -43,6 +43,7 @@ class SlotPlan:
     #: a spec that cannot fail to build (a builtin without options): built at its first use,
     #: so checking a template (`sd check`) imports no pydantic for it (SPEC §28)
     deferred: Callable[[], OutputSpec] | None = field(default=None, compare=False, repr=False)
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # facts the run computes once
 
     @property
     def spec(self) -> OutputSpec | None:

@@ -136,7 +136,7 @@ async def _drive(
     approve: Any = None, recorder: RunRecorder | None = None, **keywords: Any,
 ) -> Any:
     from ..api import complete_incremental_async
-    from .start_up import settle
+    from ..heap import settle
 
     result = None
 
@@ -153,7 +153,7 @@ async def _drive(
             approve=approve,
             **keywords,
         ):
-            settle()  # start-up is over (start_up.py)
+            settle()  # start-up is over (heap.py)
             display.handle(event)
             if recorder is not None:
                 recorder.see(event)

@@ -130,18 +130,12 @@ def evaluate_option(renderer: Renderer, expression: str, variables: Mapping[str,
         ) from exc
 
 
-_STATIC: dict[int, tuple[SlotPlan, Resolved]] = {}  # id(plan) → (the plan, pinned; its options as they are)
-
-
 def resolve_plan(plan: SlotPlan, variables: Mapping[str, Any], renderer: Renderer) -> Resolved:
-    if not plan.dynamic:  # nothing to evaluate: the same Resolved every run
-        held = _STATIC.get(id(plan))
-        if held is not None and held[0] is plan:
-            return held[1]
-        static = Resolved(tuple(str(p) for p in plan.positional), plan.type_options, plan.settings, plan.control)
-        if len(_STATIC) >= 4096:
-            _STATIC.clear()
-        _STATIC[id(plan)] = (plan, static)
+    if not plan.dynamic:  # nothing to evaluate: the same Resolved every run, kept by the plan
+        static: Resolved | None = plan.memo.get("resolved")
+        if static is None:
+            static = Resolved(tuple(str(p) for p in plan.positional), plan.type_options, plan.settings, plan.control)
+            plan.memo["resolved"] = static
         return static
 
     def value(v: Any) -> Any:
