@@ -45,9 +45,9 @@ def run_cli(
     flags: Mapping[str, Any],
 ) -> int:
     """The body of `sd run` as its parameters arrive, from the typer app (app.py) or from
-    its fast path (fast_run.py); returns the exit code."""
+    its fast path (fast/run.py); returns the exit code."""
     if type_files:
-        from .compat_options import load_type_files  # imports typer (the flag's declaration)
+        from .compat.options import load_type_files  # imports typer (the flag's declaration)
 
         load_type_files(type_files)
     return run_command(

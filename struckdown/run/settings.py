@@ -20,7 +20,7 @@ from ..run_options import OPTIONS, RunOptions, merged_options, option_value
 if TYPE_CHECKING:
     import anyio
 
-    from ..approval_state import ResumePoint
+    from ..approval.state import ResumePoint
     from ..batch.provider import ProviderBatch
     from ..models.pricing import Pricing
     from ..observe import Tracing

@@ -3,7 +3,7 @@ run as typer would run it.
 
 Building the typer app (typer, its vendored click, the parameter adapters, every command's
 signature) costs more than checking a small template (SPEC §28: `sd check` ≤ 0.2× of
-`import pydantic_ai`). Its flags are read by the fast paths' one parser (`fast_run.parse_args`)
+`import pydantic_ai`). Its flags are read by the fast paths' one parser (`fast/run.parse_args`)
 from the table generated from the typer app's `check` command (`run_params.COMMANDS`), so
 they are declared once, in the app; anything that parser does not know for sure (`--help`, an
 unknown or combined flag, `--`, a missing value, no template) returns None and the command
@@ -33,7 +33,7 @@ class CheckArgs:
 def parse_check_args(argv: list[str]) -> CheckArgs | None:
     """`sd check`'s arguments (after `check`) as typer would read them; None when they are
     anything but plain templates and `--flag VALUE` / `--flag=VALUE` pairs."""
-    from .fast_run import parse_args
+    from .run import parse_args
 
     values = parse_args("check", argv)
     if values is None:
@@ -48,24 +48,15 @@ def parse_check_args(argv: list[str]) -> CheckArgs | None:
 def run_check(args: CheckArgs) -> int:
     """What the typer command `check` does (app.py), with the app's callback and
     `reporting_errors` around it; returns the exit code."""
-    from .errors import reported
+    from ..errors import reported
+    from .run import prepare
 
     prepare()
 
     def body() -> int:
-        from .check import check_command, mcp_tool_names
+        from ..check import check_command, mcp_tool_names
 
         listed = mcp_tool_names(args.mcp, args.mcp_config)
         return check_command(args.templates, args.context, args.pairs, args.tools, args.include_paths, listed)
 
     return reported(body)
-
-
-def prepare() -> None:
-    """The typer app's callback (`app.main`): no pydantic-ai banner, warnings as `warning:` lines."""
-    import os
-
-    from .text import plain_warnings
-
-    os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
-    plain_warnings()
