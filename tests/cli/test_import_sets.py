@@ -32,7 +32,9 @@ main()
 #: (site hooks of the venv) and nothing else.
 BASE = {"_distutils_hack", "_sysconfigdata__linux_x86_64-linux-gnu"}
 
-HELP_MODULES = {"struckdown", "struckdown.cli", "struckdown.cli.fast.help", "struckdown.cli.fast.help_pages"}
+HELP_MODULES = {
+    "struckdown", "struckdown.cli", "struckdown.cli.fast", "struckdown.cli.fast.help", "struckdown.cli.fast.help_pages",
+}
 
 #: `sd check` of free-text slots: the parser (lark) and nothing else. Its flags are read
 #: without typer (cli/fast/check.py), free-text specs are built without pydantic
