@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from ..approval.state import ResumePoint
     from ..batch.provider import ProviderBatch
+    from ..environment import Environment
     from ..models.pricing import Pricing
     from ..observe import Tracing
     from ..results import Usage
@@ -59,11 +60,11 @@ class RunSettings:
 
 
 def build_settings(
-    environment: Any,
+    environment: Environment,
     options: Mapping[str, Any],
     *,
     stream: bool,
-    requests: Any = None,
+    requests: anyio.CapacityLimiter | None = None,
     mcp: MCPSessions | None = None,
     provider_batch: ProviderBatch | None = None,
     batch: BatchLedger | None = None,
