@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from ..approval.state import ResumePoint
     from ..batch.provider import ProviderBatch
-    from ..environment import Environment
+    from ..env_view import EnvironmentView
     from ..models.pricing import Pricing
     from ..observe import Tracing
     from ..results import Usage
@@ -60,7 +60,7 @@ class RunSettings:
 
 
 def build_settings(
-    environment: Environment,
+    environment: EnvironmentView,
     options: Mapping[str, Any],
     *,
     stream: bool,
