@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     import anyio
 
     from ..approval.state import ResumePoint
-    from ..batch.provider import ProviderBatch
     from ..env_view import EnvironmentView
     from ..models.pricing import Pricing
     from ..observe import Tracing
@@ -52,7 +51,7 @@ class RunSettings:
     resilience: Resilience | None = None  # retries, fallback, on_truncate (None: the defaults)
     recorded: Callable[[], Mapping[str, Any]] | None = None  # the plain options a paused state records (made at a pause)
     # what the entry path adds
-    provider_batch: ProviderBatch | None = None  # requests go through the provider's batch API
+    provider_batch: Any = None  # a batch/provider.ProviderBatch (a layer above run/): requests through the batch API
     mcp: MCPSessions | None = None  # the MCP sessions of this run (or batch), None without MCP servers
     batch: BatchLedger | None = None  # the batch's shared account, for a batch row
     resume: ResumePoint | None = None  # the paused run this one continues
@@ -66,14 +65,13 @@ def build_settings(
     stream: bool,
     requests: anyio.CapacityLimiter | None = None,
     mcp: MCPSessions | None = None,
-    provider_batch: ProviderBatch | None = None,
+    provider_batch: Any = None,
     batch: BatchLedger | None = None,
     resume: ResumePoint | None = None,
 ) -> RunSettings:
     """The call's options over the Environment's defaults, as the engine takes them (the
     keywords: what the entry path adds). Every entry path calls it, once per run (a batch:
     once for all its rows, which share their settings: a RunSettings is read-only)."""
-    from ..batch import request_limiter
     from ..models.pricing import Pricing
     from ..observe import tracing_for
     from .budgets import check_tool_limits
@@ -124,13 +122,11 @@ def spent_before(point: ResumePoint) -> Usage:
 def recorded_options(options: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
     """What a paused run's state keeps of its options: each recorded option that has a plain
     form (the form a Dask worker gets), so `resume` runs on as the run began."""
-    from ..distributed.shipping import plain_option
-
     out: dict[str, Any] = {}
     for name, option in OPTIONS.items():
         if not option.recorded or (name not in options and name not in defaults):
             continue
-        plain = plain_option(name, option_value(name, options, defaults))
+        plain = option.plain(option_value(name, options, defaults))
         if plain is not None:
             out[name] = plain[0]
     return out
@@ -144,3 +140,11 @@ def _remembered(holder: Any, attribute: str, key: Any, make: Any) -> Any:
     made = make(key)
     setattr(holder, attribute, (key, made))
     return made
+
+
+def request_limiter(max_requests: int | None) -> Any:
+    """A cap on the model requests in flight at once (None: no cap)."""
+    import anyio
+
+    max_requests = OPTIONS["max_requests"].check(max_requests)  # type: ignore[misc]  # the option's own rule
+    return None if max_requests is None else anyio.CapacityLimiter(max_requests)

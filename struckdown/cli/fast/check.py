@@ -1,14 +1,14 @@
-"""`sd check` without typer: its command line read as the typer app would read it, the check
-run as typer would run it.
+"""`sd check` without typer: its command line read as the typer app would read it.
 
 Building the typer app (typer, its vendored click, the parameter adapters, every command's
 signature) costs more than checking a small template (SPEC §28: `sd check` ≤ 0.2× of
-`import pydantic_ai`). Its flags are read by the fast paths' one parser (`fast/run.parse_args`)
-from the table generated from the typer app's `check` command (`run_params.COMMANDS`), so
-they are declared once, in the app; anything that parser does not know for sure (`--help`, an
-unknown or combined flag, `--`, a missing value, no template) returns None and the command
-goes through typer as before, which prints its usual messages. tests/cli/test_fast_check.py
-runs the same command lines both ways and compares exit code, stdout and stderr.
+`import pydantic_ai`). Its flags are read by the start-up paths' one parser
+(`fast/run.py:parse_args`) from the table generated from the typer app's `check` command
+(`run_params.COMMANDS`), so they are declared once, in the app; anything that parser does not
+know for sure (`--help`, an unknown or combined flag, `--`, a missing value, no template)
+returns None and the command goes through typer as before, which prints its usual messages.
+tests/cli/test_fast_check.py runs the same command lines both ways and compares exit code,
+stdout and stderr.
 
 This module imports only the standard library's `dataclasses` and `pathlib`.
 """
@@ -43,20 +43,3 @@ def parse_check_args(argv: list[str]) -> CheckArgs | None:
         tools=values["tools"], include_paths=list(values["include_path"] or ()), mcp=list(values["mcp"] or ()),
         mcp_config=values["mcp_config"],
     )
-
-
-def run_check(args: CheckArgs) -> int:
-    """What the typer command `check` does (app.py), with the app's callback and
-    `reporting_errors` around it; returns the exit code."""
-    from ..errors import reported
-    from .run import prepare
-
-    prepare()
-
-    def body() -> int:
-        from ..check import check_command, mcp_tool_names
-
-        listed = mcp_tool_names(args.mcp, args.mcp_config)
-        return check_command(args.templates, args.context, args.pairs, args.tools, args.include_paths, listed)
-
-    return reported(body)
