@@ -33,7 +33,8 @@ main()
 BASE = {"_distutils_hack", "_sysconfigdata__linux_x86_64-linux-gnu"}
 
 HELP_MODULES = {
-    "struckdown", "struckdown.cli", "struckdown.cli.fast", "struckdown.cli.fast.help", "struckdown.cli.fast.help_pages",
+    "struckdown", "struckdown._version", "struckdown.cli", "struckdown.cli.fast", "struckdown.cli.fast.help",
+    "struckdown.cli.fast.help_pages",
 }
 
 #: `sd check` of free-text slots: the parser (lark) and nothing else. Its flags are read
