@@ -60,7 +60,7 @@ class SlotEnv:
     streaming_now: set[str] = field(default_factory=set)
     approval: Any = None  # the run's ApprovalRun (run/approval.py): who decides calls that need approval
     ledger: Any = None  # the run's usage ledger (run/ledger.py): every request metered, priced, limited
-    resolve_fallback: Callable[[Any], Any] = lambda model: model  # a fallback model (or its name) → a Model
+    resolve_fallback: Callable[..., Any] = lambda model, **_: model  # a fallback model (or its name) → a Model
     prompt_cache: Any = None  # run/prompt_cache.PromptCachePlan: what requests ask the provider to cache
     effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
 
