@@ -61,18 +61,28 @@ def command(
         bool, typer.Option("--blame", help="Re-run failing cases with gold answers put in place of earlier slots.")
     ] = False,
     cache: Annotated[bool, typer.Option("--cache", help="Use the response cache (off by default: repeats must ask).")] = False,
+    approve: Annotated[
+        Optional[str], typer.Option("--approve", metavar="all|none", show_default=False, help=(
+            "Decide every tool call that needs approval: all allows, none denies. Default: such a call fails "
+            "its run (a paused run is not an answer)."))
+    ] = None,
     *,
     flags: dict[str, Any],
 ) -> None:
     """Test templates against their eval files: pass rates over repeats, baselines, per-slot blame."""
     with reporting_errors():
-        code = run_eval(templates, cases, jobs, repeat, min_pass, json_out, junit, baseline, blame, cache, flags)
+        from .approval_cmd import approve_flag
+
+        decided = approve_flag(approve)  # all | none, before any request
+        code = run_eval(templates, cases, jobs, repeat, min_pass, json_out, junit, baseline, blame, cache, flags,
+                        approve=decided)  # fmt: skip
     raise typer.Exit(code)
 
 
 def run_eval(
     templates: list[Path], cases: Path | None, jobs: int, repeat: int | None, min_pass: float, json_out: Path | None,
     junit: Path | None, baseline: Path | None, blame: bool, cache: bool, flags: dict[str, Any],
+    approve: bool | None = None,
 ) -> int:
     from ..eval import load_suite
     from ..eval.cases import check_slots
@@ -99,6 +109,8 @@ def run_eval(
             raise CliError(f"--baseline {baseline}: not a report written by sd eval --json (format {FORMAT})")
     keywords = run_keywords(flags)
     keywords["cache"] = cache
+    if approve is not None:  # SPEC §12: --approve all|none decides every call that needs approval
+        keywords["approve"] = approve
     code = EXIT_OK
     for template, suite, program in plans:
         report = _run_one(template, suite, program, jobs, repeat, min_pass, old, blame, keywords, flags)
@@ -185,6 +197,8 @@ def render(report: Any) -> str:
         )
     if report.budget_stopped:
         lines.append("the budget was spent: runs not started count as failed")
+    if any(str(run.error or "").startswith("Paused: ") for run in report.outcomes):
+        lines.append("a run paused for a tool call that needs approval (it failed): --approve all|none decides them")
     if report.baseline is not None:
         lines.append(f"baseline: {report.baseline.line()}")
         for (name, model), change in report.baseline.changes.items():

@@ -1,0 +1,81 @@
+"""Issue 48, what a new user ran into (fourth pass): the CLI items, in process. The same
+runs through real `sd` processes are in test_issue48_processes.py (marker `process`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from cli_support import plain_environment, sd, use_model  # noqa: F401 - fixtures
+
+REFUND_TOOLS = '''\
+def issue_refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+'''
+REFUND = "Order {{ order }} broke. Refund it. [[reply|use_tools=true, approve=issue_refund, max_iter=3]]\n"
+REFUND_EVAL = """\
+cases:
+  - name: refunded
+    context: {order: A1}
+    expect:
+      tools: {called: [issue_refund]}
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def report(output: str) -> list[str]:
+    """The report's lines, without the progress line and with times as N."""
+    lines = [line for line in output.splitlines() if not line.startswith("eval:")]
+    return [re.sub(r"\d+\.\d+ s\b", "N s", line) for line in lines]
+
+
+def refund_files(tmp_path: Path) -> tuple[Path, Path]:
+    write(tmp_path / "refund.eval.yaml", REFUND_EVAL)
+    return write(tmp_path / "refund.sd", REFUND), write(tmp_path / "tools.py", REFUND_TOOLS)
+
+
+# -- item 4: sd eval --approve -------------------------------------------------------------
+
+
+def test_eval_approve_all_allows_the_calls_that_need_approval(tmp_path: Path) -> None:
+    template, tools = refund_files(tmp_path)
+    done = sd("eval", template, "--model", "test", "--tools", tools, "--approve", "all")
+    assert done.exit_code == 0, done.output
+    assert report(done.output) == [
+        "refund.sd · test",
+        "  ✓ refunded  1/1  100 %  [21–100 %]  $0.0000  N s",
+        "test: 1/1 cases pass, 0 flaky, 1/1 runs, $0.0000, N s",
+    ]
+
+
+def test_eval_approve_none_denies_them_and_the_model_goes_on(tmp_path: Path) -> None:
+    template, tools = refund_files(tmp_path)
+    done = sd("eval", template, "--model", "test", "--tools", tools, "--approve", "none")
+    assert done.exit_code == 1, done.output
+    assert report(done.output) == [
+        "refund.sd · test",
+        "  ✗ refunded  0/1    0 %  [0–79 %]  $0.0000  N s",
+        "      repeat 1: tools: issue_refund was not called (calls: none)",
+        "test: 0/1 cases pass, 0 flaky, 0/1 runs, $0.0000, N s",
+    ]
+
+
+def test_eval_without_approve_fails_the_paused_run_and_names_the_flag(tmp_path: Path) -> None:
+    template, tools = refund_files(tmp_path)
+    done = sd("eval", template, "--model", "test", "--tools", tools)
+    assert done.exit_code == 1, done.output
+    assert report(done.output)[-1] == (
+        "a run paused for a tool call that needs approval (it failed): --approve all|none decides them"
+    )
+
+
+def test_eval_approve_takes_all_or_none(tmp_path: Path) -> None:
+    template, tools = refund_files(tmp_path)
+    done = sd("eval", template, "--model", "test", "--tools", tools, "--approve", "maybe")
+    assert (done.exit_code, done.output) == (2, "error: --approve takes all or none, not 'maybe'\n")
