@@ -79,3 +79,48 @@ def test_eval_approve_takes_all_or_none(tmp_path: Path) -> None:
     template, tools = refund_files(tmp_path)
     done = sd("eval", template, "--model", "test", "--tools", tools, "--approve", "maybe")
     assert (done.exit_code, done.output) == (2, "error: --approve takes all or none, not 'maybe'\n")
+
+
+# -- item 5: a judge model that fails ----------------------------------------------------------
+
+GREET = "Write a greeting. [[greeting]]\n"
+GREET_EVAL = """\
+cases:
+  - name: polite
+    expect:
+      greeting: {judge: polite, model: grader}
+  - name: short
+    expect:
+      greeting: {length: {max: 500}}
+"""
+
+
+def test_a_failing_judge_fails_its_check_and_the_report_and_json_are_still_written(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import json
+
+    from scripted import Script
+
+    def down(call: Any) -> Any:
+        raise RuntimeError("judge backend down")
+
+    models = {"m": Script(lambda call: "Hello there!").model("m"), "grader": Script(down).model("grader")}
+    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: models[name])
+    write(tmp_path / "greet.eval.yaml", GREET_EVAL)
+    template = write(tmp_path / "greet.sd", GREET)
+    done = sd("eval", template, "-m", "m", "--json", tmp_path / "r.json")
+    assert done.exit_code == 1, done.output
+    assert report(done.output) == [
+        "greet.sd · m",
+        "  ✗ polite  0/1    0 %  [0–79 %]  $0.0000  N s",
+        "      repeat 1: greeting: the judge (grader) failed: RuntimeError: judge backend down",
+        "  ✓ short   1/1  100 %  [21–100 %]  $0.0000  N s",
+        "  slots: greeting 1/2 (50 %)",
+        "m: 1/2 cases pass, 0 flaky, 1/2 runs, $0.0000, N s",
+    ]
+    failures = [c["failures"] for c in json.loads((tmp_path / "r.json").read_text())["cases"]]
+    assert failures == [
+        [{"repeat": 1, "assertion": "greeting", "reason": "the judge (grader) failed: RuntimeError: judge backend down"}],
+        [],
+    ]

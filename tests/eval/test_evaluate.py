@@ -414,3 +414,24 @@ def test_the_models_of_the_matrix_run_beside_each_other() -> None:
     report = sd.evaluate("Go [[answer]]", [{"name": "c", "expect": {"answer": "ok"}}],
                          models={"a": a.model(), "b": b.model()}, concurrency=2)
     assert [(c.model, c.passed) for c in report.cases] == [("a", 1), ("b", 1)]
+
+
+def test_a_judge_that_fails_fails_its_check_and_the_report_is_still_made() -> None:
+    """Issue 48 item 5: a judge model's failure ended the whole eval, naming the judge
+    template's slot `passes`; now it is that check's failure, and every other case reports."""
+
+    def down(call: Call) -> Any:
+        raise RuntimeError("judge backend down")
+
+    cases = [
+        case("kind", "x", reply={"judge": "polite", "model": "grader"}),
+        case("brief", "y", reply={"length": {"max": 50}}),
+    ]
+    model = Script(lambda call: "Thank you!")
+    report = sd.evaluate("Reply to {{ message }} [[reply]]", cases, model=model.model("m"),
+                         judge_models={"grader": Script(down).model("grader")})  # fmt: skip
+    assert [(o.case, o.assertions, o.error) for o in report.outcomes] == [
+        ("kind", {"reply": "the judge (grader) failed: RuntimeError: judge backend down"}, None),
+        ("brief", {"reply": None}, None),
+    ]
+    assert "passes" not in report.to_json()
