@@ -124,3 +124,20 @@ def test_a_failing_judge_fails_its_check_and_the_report_and_json_are_still_writt
         [{"repeat": 1, "assertion": "greeting", "reason": "the judge (grader) failed: RuntimeError: judge backend down"}],
         [],
     ]
+
+
+# -- item 6: a baseline saved under another model name -------------------------------------------
+
+
+def test_a_baseline_of_another_model_says_nothing_matched(tmp_path: Path, monkeypatch: Any) -> None:
+    from scripted import Script
+
+    models = {"old": Script(lambda call: "Hi").model("old"), "new": Script(lambda call: "Hi").model("new")}
+    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: models[name])
+    write(tmp_path / "greet.eval.yaml", "cases:\n  - name: short\n    expect:\n      greeting: {length: {max: 5}}\n")
+    template = write(tmp_path / "greet.sd", GREET)
+    assert sd("eval", template, "-m", "old", "--json", tmp_path / "old.json").exit_code == 0
+    done = sd("eval", template, "-m", "new", "--baseline", tmp_path / "old.json")
+    assert (done.exit_code, report(done.output)[-1]) == (
+        0, "baseline: nothing to compare: no case of this run is in the baseline (its models: old; this run's: new)",
+    )  # fmt: skip

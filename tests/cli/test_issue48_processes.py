@@ -13,13 +13,16 @@ import pytest
 from test_issue48 import REFUND, REFUND_EVAL, REFUND_TOOLS, write
 
 pytestmark = pytest.mark.process
+#: The `sd` the user's shell runs (the console script beside this Python), not `python -m`,
+#: which would put the current folder on sys.path for it.
+SD = str(Path(sys.executable).parent / "sd")
 
 
-def sd(args: list[str], cwd: Path) -> tuple[int, str, str]:
+def sd(args: list[str], cwd: Path, **env: str) -> tuple[int, str, str]:
     """`sd ARGS` in `cwd`, as a user's shell runs it: (exit code, stdout, stderr), times as N."""
     done = subprocess.run(
-        [sys.executable, "-m", "struckdown.cli", *args], capture_output=True, text=True, check=False, cwd=cwd,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "100", "HOME": str(cwd), "STRUCKDOWN_CACHE_DIR": str(cwd / "cache")},
+        [SD, *args], capture_output=True, text=True, check=False, cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "100", "HOME": str(cwd), "STRUCKDOWN_CACHE_DIR": str(cwd / "cache"), **env},
     )  # fmt: skip
     seconds = re.compile(r"\d+\.\d+ s\b")
     return done.returncode, seconds.sub("N s", done.stdout), seconds.sub("N s", done.stderr)
@@ -40,3 +43,60 @@ def test_eval_approve(tmp_path: Path) -> None:
     assert out.splitlines()[-1] == (
         "a run paused for a tool call that needs approval (it failed): --approve all|none decides them"
     )
+
+
+JUDGES = '''\
+from pydantic_ai.models.function import FunctionModel
+
+
+def down():
+    def reply(messages, info):
+        raise RuntimeError("judge backend down")
+
+    return FunctionModel(reply, model_name="down")
+'''
+
+
+def test_a_failing_judge_still_gives_the_report_and_json(tmp_path: Path) -> None:
+    """Item 5: the judge model fails; the report and --json are written, the judge's error per case."""
+    import json
+
+    write(tmp_path / "judges.py", JUDGES)
+    write(tmp_path / "greet.sd", "Write a greeting. [[greeting]]\n")
+    write(tmp_path / "greet.eval.yaml", (
+        "cases:\n  - name: polite\n    expect:\n      greeting: {judge: polite, model: 'judges:down'}\n"
+        "  - name: short\n    expect:\n      greeting: {length: {max: 500}}\n"
+    ))  # fmt: skip
+    code, out, err = sd(["eval", "greet.sd", "--model", "test", "--json", "r.json"], tmp_path)
+    assert (code, out) == (1, (
+        "greet.sd · test\n"
+        "  ✗ polite  0/1    0 %  [0–79 %]  $0.0000  N s\n"
+        "      repeat 1: greeting: the judge (judges:down) failed: RuntimeError: judge backend down\n"
+        "  ✓ short   1/1  100 %  [21–100 %]  $0.0000  N s\n"
+        "  slots: greeting 1/2 (50 %)\n"
+        "test: 1/2 cases pass, 0 flaky, 1/2 runs, $0.0000, N s\n"
+    )), err  # fmt: skip
+    assert "passes" not in err + out
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert [c["failures"] for c in saved["cases"]] == [
+        [{"repeat": 1, "assertion": "greeting", "reason": "the judge (judges:down) failed: RuntimeError: judge backend down"}],
+        [],
+    ]
+
+
+def test_a_baseline_saved_under_another_model_name(tmp_path: Path) -> None:
+    """Item 6: every case unmatched is said as such, not as "0 regressed"."""
+    import json
+
+    write(tmp_path / "greet.sd", "Write a greeting. [[greeting]]\n")
+    write(tmp_path / "greet.eval.yaml", "cases:\n  - name: short\n    expect:\n      greeting: {length: {max: 500}}\n")
+    assert sd(["eval", "greet.sd", "--model", "test", "--json", "old.json"], tmp_path)[0] == 0
+    saved = json.loads((tmp_path / "old.json").read_text())
+    saved["models"] = ["openai:gpt-4o"]
+    for case in saved["cases"]:
+        case["model"] = "openai:gpt-4o"  # the same report, as if saved with -m openai:gpt-4o
+    write(tmp_path / "old.json", json.dumps(saved))
+    code, out, _ = sd(["eval", "greet.sd", "--model", "test", "--baseline", "old.json"], tmp_path)
+    assert (code, out.splitlines()[-1]) == (0, (
+        "baseline: nothing to compare: no case of this run is in the baseline (its models: openai:gpt-4o; this run's: test)"
+    ))  # fmt: skip

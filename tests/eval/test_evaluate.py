@@ -237,7 +237,7 @@ def test_baseline_counts_regressed_and_fixed_with_mcnemar() -> None:
     report = sd.evaluate(template, [{"name": n, "context": {"name": n}, "expect": {"answer": "ok"}} for n in names]
                          + [{"name": "fresh", "context": {"name": "fresh"}, "expect": {"answer": "ok"}}],
                          model=model, baseline=old)
-    assert report.baseline.line() == "2 regressed, 5 fixed, p = 0.45"
+    assert report.baseline.line() == "2 regressed, 5 fixed, 1 new (not in the baseline), p = 0.45"
     assert report.baseline.changes[("c0", "m")] == "regressed"
     assert report.baseline.changes[("c2", "m")] == "unchanged"
     assert report.baseline.changes[("c3", "m")] == "fixed"
@@ -435,3 +435,18 @@ def test_a_judge_that_fails_fails_its_check_and_the_report_is_still_made() -> No
         ("brief", {"reply": None}, None),
     ]
     assert "passes" not in report.to_json()
+
+
+def test_a_baseline_saved_under_another_model_name_says_nothing_matched() -> None:
+    """Issue 48 item 6: every case was unmatched (`new` only in the JSON) and the line said
+    "0 regressed, 0 fixed"; it says there is nothing to compare, naming both runs' models."""
+    cases = [{"name": n, "expect": {"answer": "ok"}} for n in ("a", "b")]
+    old = json.loads(sd.evaluate("[[answer]]", cases, model=Script(lambda call: "ok").model("old-model")).to_json())
+    report = sd.evaluate("[[answer]]", cases, model=Script(lambda call: "no").model("m"), baseline=old)
+    assert report.baseline.line() == (
+        "nothing to compare: no case of this run is in the baseline (its models: old-model; this run's: m)"
+    )
+    assert json.loads(report.to_json())["baseline"] == {
+        "regressed": 0, "fixed": 0, "new": 2, "p_value": 1.0,
+        "cases": [{"name": "a", "model": "m", "change": "new"}, {"name": "b", "model": "m", "change": "new"}],
+    }  # fmt: skip
