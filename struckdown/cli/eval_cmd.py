@@ -97,10 +97,11 @@ def run_eval(
     # everything checked before any request: the files, the templates, the slots named
     plans = []
     for template in templates:
-        suite = load_suite(cases if cases is not None else cases_file(template))
+        eval_file = cases if cases is not None else cases_file(template)
+        suite = load_suite(eval_file)
         program = loading.load_program(template, tuple(flags.get("include_path") or ()))
         check_slots(suite, program.keys, template.name)
-        plans.append((template, suite, program))
+        plans.append((template, suite, program, _models(suite, flags, eval_file)))
     old = load_mapping_file(baseline) if baseline is not None else None
     if old is not None:
         from ..eval.report import FORMAT
@@ -112,8 +113,8 @@ def run_eval(
     if approve is not None:  # SPEC §12: --approve all|none decides every call that needs approval
         keywords["approve"] = approve
     code = EXIT_OK
-    for template, suite, program in plans:
-        report = _run_one(template, suite, program, jobs, repeat, min_pass, old, blame, keywords, flags)
+    for template, suite, program, (models, judges) in plans:
+        report = _run_one(template, suite, program, models, judges, jobs, repeat, min_pass, old, blame, keywords)
         sys.stdout.write(render(report))
         if json_out is not None:
             from .io import write_text_file
@@ -128,15 +129,13 @@ def run_eval(
     return code
 
 
-def _run_one(
-    template: Path, suite: Any, program: Any, jobs: int, repeat: int | None, min_pass: float, old: Any,
-    blame: bool, keywords: dict[str, Any], flags: dict[str, Any],
-) -> Any:
-    from ..eval.runner import evaluate_async
-    from ..sync import run_sync
+def _models(suite: Any, flags: dict[str, Any], eval_file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The models under test (label → model) and the judges' (name → model), each resolved
+    now: a model that cannot be used is one input error before any request (exit 2), not a
+    failure in every run."""
+    from ..environment import default_environment
+    from ..errors import ConfigurationError
     from . import loading
-    from .display import make_console
-    from .progress import BatchProgress
 
     names = [flags["model"]] if flags.get("model") else list(suite.models) or [None]
     models = {name or "default": loading.resolve_cli_model(name) for name in names}
@@ -145,6 +144,26 @@ def _run_one(
         for case in suite.cases for e in case.expect.values() if e.judge is not None
         for model in [e.judge[1]] if model is not None
     }
+    environment = default_environment()
+    under_test = "--model: " if flags.get("model") else f"{eval_file}: models: " if suite.models else ""
+    for where, chosen in ((under_test, models), (f"{eval_file}: judge model: ", judges)):
+        for model in chosen.values():
+            try:
+                environment.resolve_model(model)
+            except ConfigurationError as exc:
+                raise CliError(f"{where}{exc}") from None
+    return models, judges
+
+
+def _run_one(
+    template: Path, suite: Any, program: Any, models: dict[str, Any], judges: dict[str, Any], jobs: int,
+    repeat: int | None, min_pass: float, old: Any, blame: bool, keywords: dict[str, Any],
+) -> Any:
+    from ..eval.runner import evaluate_async
+    from ..sync import run_sync
+    from .display import make_console
+    from .progress import BatchProgress
+
     keywords = {k: v for k, v in keywords.items() if k != "model"}
     console = make_console(sys.stderr)
     progress: list[Any] = []

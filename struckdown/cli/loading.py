@@ -76,6 +76,18 @@ def load_type_path(path: Path) -> list[str]:
         raise CliError(f"type file {path}: {exc}") from None
 
 
+def current_folder_importable() -> None:
+    """`sd` imports from the current folder as `python -m` does: `--model mymod:factory`
+    finds mymod.py there (so does a tools module for Dask workers, which start with this
+    sys.path). The folder goes last, so a file there never shadows an installed module."""
+    import os
+    import sys
+
+    folder = os.getcwd()
+    if folder not in sys.path:
+        sys.path.append(folder)
+
+
 def resolve_cli_model(name: str | None) -> Any:
     """What the CLI passes as `model=`: the `--model` string (a model string, an alias,
     or `package.module:factory`), or None for the environment's default."""

@@ -141,3 +141,59 @@ def test_a_baseline_of_another_model_says_nothing_matched(tmp_path: Path, monkey
     assert (done.exit_code, report(done.output)[-1]) == (
         0, "baseline: nothing to compare: no case of this run is in the baseline (its models: old; this run's: new)",
     )  # fmt: skip
+
+
+# -- item 8: --model module:factory in the current folder ------------------------------------------
+
+FACTORY = """\
+from pydantic_ai.models.test import TestModel
+
+
+def factory():
+    return TestModel(custom_output_text="from the factory")
+"""
+
+
+def _in_folder(tmp_path: Path, monkeypatch: Any) -> None:
+    """The test works in `tmp_path`, as a user in their project folder (not on sys.path, as
+    under the `sd` script); sys.path and the module imported from there are put back afterwards."""
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.setitem(sys.modules, "issue48_mymod", None)  # put back (removed) at the end ...
+    del sys.modules["issue48_mymod"]  # ... and importable meanwhile
+
+
+def test_a_model_factory_in_the_current_folder_is_found(tmp_path: Path, monkeypatch: Any) -> None:
+    _in_folder(tmp_path, monkeypatch)
+    write(tmp_path / "issue48_mymod.py", FACTORY)
+    write(tmp_path / "t.sd", "Say hi [[greeting]]\n")
+    done = sd("run", "t.sd", "--model", "issue48_mymod:factory", "--json")
+    assert (done.exit_code, done.stdout) == (0, '{\n  "greeting": "from the factory"\n}\n')
+
+
+MISSING_FACTORY = (
+    "cannot use model 'issue48_nomod:factory': 'issue48_nomod' is no pydantic-ai provider, and no module "
+    "issue48_nomod was found to call factory() from (looked for issue48_nomod.py or issue48_nomod/__init__.py "
+    "in the current folder and on sys.path; PYTHONPATH adds folders). Model strings look like 'openai-chat:gpt-4o-mini'"
+)
+
+
+def test_a_missing_model_factory_says_what_was_looked_for(tmp_path: Path, monkeypatch: Any) -> None:
+    _in_folder(tmp_path, monkeypatch)
+    write(tmp_path / "t.sd", "Say hi [[greeting]]\n")
+    done = sd("batch", "t.sd", "-", "--model", "issue48_nomod:factory", input='{"x": 1}\n')
+    assert (done.exit_code, done.output) == (1, f"error: {MISSING_FACTORY}\n")
+
+
+def test_eval_with_a_model_it_cannot_use_is_one_line_and_exit_2_before_any_run(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    _in_folder(tmp_path, monkeypatch)
+    write(tmp_path / "greet.eval.yaml", GREET_EVAL.replace("model: grader", "model: 'issue48_nomod:factory'"))
+    write(tmp_path / "greet.sd", GREET)
+    done = sd("eval", "greet.sd", "--model", "test")
+    assert (done.exit_code, done.output) == (2, f"error: greet.eval.yaml: judge model: {MISSING_FACTORY}\n")
+    done = sd("eval", "greet.sd", "--model", "issue48_nomod:factory")
+    assert (done.exit_code, done.output) == (2, f"error: --model: {MISSING_FACTORY}\n")

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_issue48 import REFUND, REFUND_EVAL, REFUND_TOOLS, write
+from test_issue48 import FACTORY, MISSING_FACTORY, REFUND, REFUND_EVAL, REFUND_TOOLS, write
 
 pytestmark = pytest.mark.process
 #: The `sd` the user's shell runs (the console script beside this Python), not `python -m`,
@@ -100,3 +100,22 @@ def test_a_baseline_saved_under_another_model_name(tmp_path: Path) -> None:
     assert (code, out.splitlines()[-1]) == (0, (
         "baseline: nothing to compare: no case of this run is in the baseline (its models: openai:gpt-4o; this run's: test)"
     ))  # fmt: skip
+
+
+def test_a_model_factory_in_the_current_folder(tmp_path: Path) -> None:
+    """Item 8: `sd run --model mymod:factory` finds ./mymod.py without PYTHONPATH, as `python -m`
+    would; a missing one says where it was looked for; in `sd eval` that is exit 2, one line."""
+    write(tmp_path / "mymod.py", FACTORY)
+    write(tmp_path / "t.sd", "Say hi [[greeting]]\n")
+    assert sd(["run", "t.sd", "--model", "mymod:factory", "--json"], tmp_path)[:2] == (
+        0, '{\n  "greeting": "from the factory"\n}\n',
+    )  # fmt: skip
+    write(tmp_path / "t.eval.yaml", "cases:\n  - name: hi\n    expect:\n      greeting: from the factory\n")
+    assert sd(["eval", "t.sd", "--model", "mymod:factory"], tmp_path)[:2] == (0, (
+        "t.sd · mymod:factory\n"
+        "  ✓ hi  1/1  100 %  [21–100 %]  $0.0000  N s\n"
+        "  slots: greeting 1/1 (100 %)\n"
+        "mymod:factory: 1/1 cases pass, 0 flaky, 1/1 runs, $0.0000, N s\n"
+    ))  # fmt: skip
+    missing = MISSING_FACTORY.replace("issue48_nomod", "nomod")
+    assert sd(["eval", "t.sd", "--model", "nomod:factory"], tmp_path) == (2, "", f"error: --model: {missing}\n")
