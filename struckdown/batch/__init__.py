@@ -197,7 +197,7 @@ class BatchCall:
                 spent = budget.spent() if budget is not None else None  # once spent, no new row starts
                 if spent is not None:
                     return spent
-                from ..run.effects import CURRENT_ROW
+                from ..run.durable.effects import CURRENT_ROW
 
                 # SPEC §25: effect ids name the row (sd batch's RowContext: the input row)
                 CURRENT_ROW.set(getattr(context, "row", index))

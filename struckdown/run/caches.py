@@ -17,8 +17,8 @@ from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.output import TextOutput
 
 from ..types import OutputSpec
+from .attempts import RetryingModel
 from .ledger import MeteredModel
-from .resilience import RetryingModel
 from .tools import ToolBox, WrapSlotTools
 from .wrappers.cached import CachedModel
 
