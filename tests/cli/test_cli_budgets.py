@@ -174,3 +174,18 @@ def test_batch_max_cost_with_an_unpriced_model_is_refused_before_any_row_on_ever
     done = sd("batch", template, rows, "-o", out, "--max-cost", "100", "--model", "test", *engine)
     assert (done.exit_code, done.output) == (1, UNPRICED_TEST)
     assert not out.exists()
+
+
+def test_a_batch_refused_before_its_rows_closes_its_journal(tmp_path: Path) -> None:
+    """A batch refused after its journal opened (an unpriced model, a model that cannot be used)
+    left the journal's file open in the process."""
+    import os
+
+    def open_files() -> list[str]:
+        return [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}")]
+
+    template = write(tmp_path / "t.sd", "Say hi to {{ name }}.\n\n[[greeting]]\n")
+    rows = write(tmp_path / "rows.csv", "name\na\n")
+    for argv in (["--max-cost", "100", "--model", "test", "--workers", "2"], ["--model", "issue48_nomod:factory"]):
+        assert sd("batch", template, rows, "-o", tmp_path / "out.jsonl", *argv).exit_code == 1
+        assert [f for f in open_files() if f.startswith(str(tmp_path))] == []
