@@ -197,3 +197,18 @@ def test_eval_with_a_model_it_cannot_use_is_one_line_and_exit_2_before_any_run(
     assert (done.exit_code, done.output) == (2, f"error: greet.eval.yaml: judge model: {MISSING_FACTORY}\n")
     done = sd("eval", "greet.sd", "--model", "issue48_nomod:factory")
     assert (done.exit_code, done.output) == (2, f"error: --model: {MISSING_FACTORY}\n")
+
+
+# -- item 7: confidence=logprobs in a --model test dry run -------------------------------------------
+
+CONFIDENT = "Classify: {{ t }}\n[[pick:label|good,bad, confidence=logprobs]]\n"
+NO_LOGPROBS = (
+    "error: slot 'label': confidence=logprobs needs token logprobs, and the test model (a dry run) gives none; "
+    "for a dry run use confidence=vote:N, or run on a model that returns logprobs (docs/confidence.md)\n"
+)
+
+
+def test_logprobs_in_a_dry_run_is_one_line_before_any_request(tmp_path: Path) -> None:
+    template = write(tmp_path / "conf.sd", CONFIDENT)
+    done = sd("run", template, "--model", "test", "-c", "t=hi")
+    assert (done.exit_code, done.stderr) == (1, NO_LOGPROBS)

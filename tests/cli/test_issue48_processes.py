@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_issue48 import FACTORY, MISSING_FACTORY, REFUND, REFUND_EVAL, REFUND_TOOLS, write
+from test_issue48 import CONFIDENT, FACTORY, MISSING_FACTORY, NO_LOGPROBS, REFUND, REFUND_EVAL, REFUND_TOOLS, write
 
 pytestmark = pytest.mark.process
 #: The `sd` the user's shell runs (the console script beside this Python), not `python -m`,
@@ -119,3 +119,11 @@ def test_a_model_factory_in_the_current_folder(tmp_path: Path) -> None:
     ))  # fmt: skip
     missing = MISSING_FACTORY.replace("issue48_nomod", "nomod")
     assert sd(["eval", "t.sd", "--model", "nomod:factory"], tmp_path) == (2, "", f"error: --model: {missing}\n")
+
+
+def test_logprobs_in_a_dry_run(tmp_path: Path) -> None:
+    """Item 7: `confidence=logprobs` with `--model test`: one line, before any request."""
+    write(tmp_path / "conf.sd", CONFIDENT)
+    assert sd(["run", "conf.sd", "--model", "test", "-c", "t=hi"], tmp_path) == (
+        1, "failed · 0 answers · 0 requests · 0 tokens (0 in, 0 out) · N s\n", NO_LOGPROBS,
+    )  # fmt: skip
