@@ -45,8 +45,8 @@ from ..results import Result, SlotResult
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
 from ..variables import check_context
 from .accounting import check_run, so_far
-from .confidence import check_logprob_models
 from .approval.calls import ApprovalRun, SegmentPaused, SlotPaused
+from .confidence import check_logprob_models
 from .conversation import Conversation, Layers, user_turn
 from .durable.rerun import Reruns, check_rerun_from
 from .guards import GuardBoard
