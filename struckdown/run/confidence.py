@@ -55,9 +55,7 @@ def check_logprob_models(run: Any) -> None:
         if isinstance(name, JinjaValue):
             continue  # known when the slot runs
         model = run.model_for(name if isinstance(name, str) else None)
-        while getattr(model, "wrapped", None) is not None:  # batching and other wrappers
-            model = model.wrapped
-        if isinstance(model, TestModel):
+        if isinstance(model, TestModel):  # (a wrapper answers for itself: sd explain --cache's recorder)
             raise ConfigurationError(
                 f"slot {plan.slot.key!r}: confidence=logprobs needs token logprobs, and the test model (a dry run) gives "
                 "none; for a dry run use confidence=vote:N, or run on a model that returns logprobs (docs/confidence.md)"

@@ -212,3 +212,56 @@ def test_logprobs_in_a_dry_run_is_one_line_before_any_request(tmp_path: Path) ->
     template = write(tmp_path / "conf.sd", CONFIDENT)
     done = sd("run", template, "--model", "test", "-c", "t=hi")
     assert (done.exit_code, done.stderr) == (1, NO_LOGPROBS)
+
+
+# -- item 9: escalation wording, sd explain ---------------------------------------------------------
+
+
+def test_sd_run_says_whose_answer_an_escalated_slot_holds(tmp_path: Path, use_model: Any) -> None:
+    from scripted import Script
+
+    answers = iter(["x", "y"])
+    use_model(Script(lambda call: next(answers)).model("small"))
+    template = write(tmp_path / "t.sd", "[[pick:c|x, y, confidence=vote:2, min_confidence=0.9, escalate=test]]\n")
+    done = sd("run", template, "--no-stream")
+    assert done.exit_code == 0, done.output
+    assert "c: confidence 0.50, below min_confidence: answered by test" in done.stdout.splitlines()
+
+
+def test_sd_explain_shows_the_confidence_options(tmp_path: Path) -> None:
+    template = write(tmp_path / "t.sd", (
+        "[[pick:a|x, y, confidence=logprobs, min_confidence=0.8, escalate=openai:gpt-4o]]\n"
+        "[[pick:b|x, y, confidence=vote:3, min_confidence=0.6, escalate=approve]]\n"
+        "[[pick:c|x, y, confidence=vote:2]]\n"
+    ))  # fmt: skip
+    done = sd("explain", template)
+    assert done.exit_code == 0, done.output
+    text = " ".join(line.strip(" │├└─") for line in done.stdout.splitlines())  # the tree's lines wrap
+    text = re.sub(r"\s+", " ", text)
+    assert (
+        "confidence=logprobs (the probability of the answer's tokens); below min_confidence=0.8 the slot is asked "
+        "again of openai:gpt-4o (escalate=)"
+    ) in text
+    assert "confidence=vote:3 (the share of 3 asks that agree); below min_confidence=0.6 the slot waits for a person (escalate=approve)" in text
+    assert "confidence=vote:2 (the share of 2 asks that agree) slot" not in text  # one line, no escalation
+    assert text.count("confidence=vote:2 (the share of 2 asks that agree)") == 1
+
+
+CACHED = (
+    "A long instruction that every row shares, and every slot after it.\n"
+    "Hello {{ name }}.\n[[pick:queue|billing, bug, confidence=logprobs]]\n\nThen [[reply]]\n"
+)
+
+
+def test_explain_cache_without_rows_names_the_variable_that_breaks_the_prefix(tmp_path: Path) -> None:
+    template = write(tmp_path / "t.sd", CACHED)
+    done = sd("explain", template, "--cache")
+    assert (done.exit_code, done.stderr) == (0, "")  # no "undefined variable" warnings: there is no context
+    assert done.stdout.splitlines() == [
+        "prompt cache: 1 row, shared prefixes of 1,024+ tokens (OpenAI, llama.cpp); tokens estimated at 4 characters each",
+        "  (no --rows: one row with an empty context; every {{ }} of the context taken to differ by row)",
+        "  queue  cacheable prefix 21 tokens · predicted cached 0 % of 21 input tokens",
+        "  reply  cacheable prefix 29 tokens · predicted cached 0 % of 29 input tokens",
+        "  {{ name }} at 2:7 breaks 1 cacheable token for 2 slots",
+        "predicted: 0 % of 50 input tokens read from the cache; saving unknown (give --model provider:name or --prices FILE)",
+    ]
