@@ -18,9 +18,9 @@ Tokens are estimated at 4 characters each (no tokenizer is loaded).
 from __future__ import annotations
 
 import json
-import warnings
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,8 +177,8 @@ def _record(program: Any, rows: list[Mapping[str, Any]], tools: Sequence[Any]) -
 
     from ..api import complete
     from ..run.ledger import CURRENT_METER
-    from ..types.samples import sample
     from ..run.prompt_cache import plan_prompt_cache
+    from ..types.samples import sample
 
     followed = plan_prompt_cache(program, True).followed
     recorded: list[Request] = []
