@@ -113,8 +113,8 @@ def run_eval(
     if approve is not None:  # SPEC §12: --approve all|none decides every call that needs approval
         keywords["approve"] = approve
     code = EXIT_OK
-    for template, suite, program, (models, judges) in plans:
-        report = _run_one(template, suite, program, models, judges, jobs, repeat, min_pass, old, blame, keywords)
+    for template, suite, program, models in plans:
+        report = _run_one(template, suite, program, models, jobs, repeat, min_pass, old, blame, keywords)
         sys.stdout.write(render(report))
         if json_out is not None:
             from .io import write_text_file
@@ -129,35 +129,29 @@ def run_eval(
     return code
 
 
-def _models(suite: Any, flags: dict[str, Any], eval_file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The models under test (label → model) and the judges' (name → model), each resolved
-    now: a model that cannot be used is one input error before any request (exit 2), not a
-    failure in every run."""
+def _models(suite: Any, flags: dict[str, Any], eval_file: Path) -> dict[str, Any]:
+    """The models under test (label → model string, None for the default), each resolved now
+    with the judges' models: a model that cannot be used is one input error before any
+    request (exit 2), not a failure in every run."""
     from ..environment import default_environment
     from ..errors import ConfigurationError
-    from . import loading
 
     names = [flags["model"]] if flags.get("model") else list(suite.models) or [None]
-    models = {name or "default": loading.resolve_cli_model(name) for name in names}
-    judges = {
-        model: loading.resolve_cli_model(model)
-        for case in suite.cases for e in case.expect.values() if e.judge is not None
-        for model in [e.judge[1]] if model is not None
-    }
+    judges = {e.judge[1] for case in suite.cases for e in case.expect.values() if e.judge is not None} - {None}
     environment = default_environment()
     under_test = "--model: " if flags.get("model") else f"{eval_file}: models: " if suite.models else ""
-    for where, chosen in ((under_test, models), (f"{eval_file}: judge model: ", judges)):
-        for model in chosen.values():
+    for where, chosen in ((under_test, names), (f"{eval_file}: judge model: ", sorted(judges))):
+        for model in chosen:
             try:
                 environment.resolve_model(model)
             except ConfigurationError as exc:
                 raise CliError(f"{where}{exc}") from None
-    return models, judges
+    return {name or "default": name for name in names}
 
 
 def _run_one(
-    template: Path, suite: Any, program: Any, models: dict[str, Any], judges: dict[str, Any], jobs: int,
-    repeat: int | None, min_pass: float, old: Any, blame: bool, keywords: dict[str, Any],
+    template: Path, suite: Any, program: Any, models: dict[str, Any], jobs: int, repeat: int | None,
+    min_pass: float, old: Any, blame: bool, keywords: dict[str, Any],
 ) -> Any:
     from ..eval.runner import evaluate_async
     from ..sync import run_sync
@@ -177,7 +171,7 @@ def _run_one(
     try:
         return run_sync(lambda: evaluate_async(
             program, suite, models=models, repeat=repeat, concurrency=jobs, min_pass=min_pass, baseline=old,
-            blame=blame, judge_models=judges, on_start=start, on_row=row, template_path=str(template), **keywords,
+            blame=blame, on_start=start, on_row=row, template_path=str(template), **keywords,
         ))
     finally:
         if progress:

@@ -24,6 +24,14 @@ cases:
 """
 
 
+def use_models(monkeypatch: Any, models: dict[str, Any]) -> None:
+    """These model names are these Models (`models._from_string` makes a Model of a name)."""
+    from struckdown import models as resolution
+
+    real = resolution._from_string
+    monkeypatch.setattr(resolution, "_from_string", lambda name, *a, **k: models.get(name) or real(name, *a, **k))
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
@@ -106,7 +114,7 @@ def test_a_failing_judge_fails_its_check_and_the_report_and_json_are_still_writt
         raise RuntimeError("judge backend down")
 
     models = {"m": Script(lambda call: "Hello there!").model("m"), "grader": Script(down).model("grader")}
-    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: models[name])
+    use_models(monkeypatch, models)
     write(tmp_path / "greet.eval.yaml", GREET_EVAL)
     template = write(tmp_path / "greet.sd", GREET)
     done = sd("eval", template, "-m", "m", "--json", tmp_path / "r.json")
@@ -133,7 +141,7 @@ def test_a_baseline_of_another_model_says_nothing_matched(tmp_path: Path, monkey
     from scripted import Script
 
     models = {"old": Script(lambda call: "Hi").model("old"), "new": Script(lambda call: "Hi").model("new")}
-    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: models[name])
+    use_models(monkeypatch, models)
     write(tmp_path / "greet.eval.yaml", "cases:\n  - name: short\n    expect:\n      greeting: {length: {max: 5}}\n")
     template = write(tmp_path / "greet.sd", GREET)
     assert sd("eval", template, "-m", "old", "--json", tmp_path / "old.json").exit_code == 0
