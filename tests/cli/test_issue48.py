@@ -273,3 +273,17 @@ def test_explain_cache_without_rows_names_the_variable_that_breaks_the_prefix(tm
         "  {{ name }} at 2:7 breaks 1 cacheable token for 2 slots",
         "predicted: 0 % of 50 input tokens read from the cache; saving unknown (give --model provider:name or --prices FILE)",
     ]
+
+
+def test_a_misspelt_check_is_an_error_at_its_place_not_a_subset(tmp_path: Path) -> None:
+    """`{contain: hello}` was read as a JSON subset (key `contain`) and failed every run with
+    "expected an object"; a key close to a check name is an error before any request."""
+    write(tmp_path / "greet.eval.yaml", "cases:\n  - name: a\n    expect:\n      greeting: {contain: hello}\n")
+    template = write(tmp_path / "greet.sd", GREET)
+    done = sd("eval", template, "--model", "test")
+    assert (done.exit_code, done.output) == (2, (
+        f"error: {tmp_path / 'greet.eval.yaml'}:4:17: expect.greeting: unknown check 'contain' (did you mean 'contains'?); a mapping "
+        "of no check names is a JSON subset of an object answer: write `subset: {contain: …}` if that is what you mean\n"
+    ))  # fmt: skip
+    write(tmp_path / "greet.eval.yaml", "cases:\n  - name: a\n    expect:\n      greeting: {subset: {contain: hello}}\n")
+    assert "expected an object" in sd("eval", template, "--model", "test").output  # said so: a subset it is
