@@ -66,6 +66,10 @@ def command(
             "Decide every tool call that needs approval: all allows, none denies. Default: such a call fails "
             "its run (a paused run is not an answer)."))
     ] = None,
+    max_runs: Annotated[
+        int, typer.Option("--max-runs", min=1, metavar="N",
+                          help="Refuse an eval of more runs (cases × models × repeats) than this, before any call.")
+    ] = 10_000,
     *,
     flags: dict[str, Any],
 ) -> None:
@@ -75,17 +79,17 @@ def command(
 
         decided = approve_flag(approve)  # all | none, before any request
         code = run_eval(templates, cases, jobs, repeat, min_pass, json_out, junit, baseline, blame, cache, flags,
-                        approve=decided)  # fmt: skip
+                        max_runs, approve=decided)  # fmt: skip
     raise typer.Exit(code)
 
 
 def run_eval(
     templates: list[Path], cases: Path | None, jobs: int, repeat: int | None, min_pass: float, json_out: Path | None,
     junit: Path | None, baseline: Path | None, blame: bool, cache: bool, flags: dict[str, Any],
-    approve: bool | None = None,
+    max_runs: int = 10_000, approve: bool | None = None,
 ) -> int:
     from ..eval import load_suite
-    from ..eval.cases import check_slots
+    from ..eval.cases import check_slots, count_runs
     from . import loading
     from .io import load_mapping_file
     from .keywords import run_keywords
@@ -101,6 +105,8 @@ def run_eval(
         suite = load_suite(eval_file)
         program = loading.load_program(template, tuple(flags.get("include_path") or ()))
         check_slots(suite, program.keys, template.name)
+        model_count = 1 if flags.get("model") else len(suite.models) or 1
+        count_runs(suite, model_count, repeat or suite.repeat, max_runs)  # SPEC §30: before any call
         plans.append((template, suite, program, _models(suite, flags, eval_file)))
     old = load_mapping_file(baseline) if baseline is not None else None
     if old is not None:
@@ -114,7 +120,7 @@ def run_eval(
         keywords["approve"] = approve
     code = EXIT_OK
     for template, suite, program, models in plans:
-        report = _run_one(template, suite, program, models, jobs, repeat, min_pass, old, blame, keywords)
+        report = _run_one(template, suite, program, models, jobs, repeat, min_pass, old, blame, keywords, max_runs)
         sys.stdout.write(render(report))
         if json_out is not None:
             from .io import write_text_file
@@ -151,7 +157,7 @@ def _models(suite: Any, flags: dict[str, Any], eval_file: Path) -> dict[str, Any
 
 def _run_one(
     template: Path, suite: Any, program: Any, models: dict[str, Any], jobs: int, repeat: int | None,
-    min_pass: float, old: Any, blame: bool, keywords: dict[str, Any],
+    min_pass: float, old: Any, blame: bool, keywords: dict[str, Any], max_runs: int = 10_000,
 ) -> Any:
     from ..eval.runner import evaluate_async
     from ..sync import run_sync
@@ -171,7 +177,7 @@ def _run_one(
     try:
         return run_sync(lambda: evaluate_async(
             program, suite, models=models, repeat=repeat, concurrency=jobs, min_pass=min_pass, baseline=old,
-            blame=blame, on_start=start, on_row=row, template_path=str(template), **keywords,
+            blame=blame, on_start=start, on_row=row, template_path=str(template), max_runs=max_runs, **keywords,
         ))
     finally:
         if progress:
