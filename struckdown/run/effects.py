@@ -30,23 +30,19 @@ import json
 import os
 import secrets
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from ..errors import InputError
 from .effect_files import HEADER, Tail, shard_paths
+from .slot_run import current
 
 EFFECT_ATTR = "__struckdown_effect__"
 ANSWER_PREFIX = b'{"answer": '  # a slot answer line (incremental re-runs, run/rerun.py)
 
 T = TypeVar("T")
 Reconcile = Callable[[str, dict[str, Any]], Any]
-
-#: The batch row a run belongs to (set around each row of a batch; None: a single run).
-CURRENT_ROW: ContextVar[int | None] = ContextVar("struckdown_effect_row", default=None)
-
 
 class RowContext(dict[str, Any]):
     """A batch row's context that names its row: `sd batch` runs only the rows a `--resume`
@@ -329,7 +325,7 @@ def scope_for(journal: EffectJournal | None, tools: tuple[Any, ...], names: tupl
         if len(_HOOKS) > 64:
             _HOOKS.clear()  # tool sets come and go (a server's requests): hold a few
         held = _HOOKS[id(tools)] = (tools, {n: h for n, t in zip(names, tools) if (h := reconcile_of(t)) is not None})
-    return EffectScope(journal, CURRENT_ROW.get(), held[1])
+    return EffectScope(journal, current().effect_row, held[1])  # the batch row (slot_run.enter_row)
 
 
 def with_effect_id(function: Any) -> Any:

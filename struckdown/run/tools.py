@@ -1,7 +1,7 @@
 """Agent-slot tools: readonly marking, the per-slot call wrapper and the budget.
 
 The tools live in a cached agent; an agent-level capability wraps them, for each
-slot run, in a `SlotToolset` holding that run's state (`CURRENT_WRAP`). It gives every call
+slot run, in a `SlotToolset` holding that run's state (the `tools` of its `SlotRun`). It gives every call
 `ToolStarted`/`ToolCompleted` events, runs identical calls once (single flight,
 per slot), waits for pending guards before any tool that is not `@readonly`, and
 turns a raising tool into pydantic-ai's `ToolFailed` carrying the string
@@ -19,7 +19,6 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, Future
 from contextlib import nullcontext
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
 
@@ -34,6 +33,7 @@ from ..errors import StruckdownError, exception_text
 from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
 from .problems import validation_problem
+from .slot_run import CURRENT
 
 READONLY_ATTR = "__struckdown_readonly__"
 SEQUENTIAL_ATTR = "__struckdown_sequential__"
@@ -467,25 +467,21 @@ class ThreadPerCall(Executor):
 _THREAD_PER_CALL = ThreadPerCall()
 
 
-#: The tool state of the slot run in progress in this task (set around `agent.run`).
-CURRENT_WRAP: ContextVar[ToolWrap | None] = ContextVar("struckdown_tool_wrap", default=None)
-
-
 @dataclass
 class WrapSlotTools(AbstractCapability[Any]):
     """Built into every tool agent: wraps its tools in a `SlotToolset` for each run,
-    from the state of the slot run that is in progress (`CURRENT_WRAP`). An
+    from the state of the slot run that is in progress (its `SlotRun`). An
     agent-level capability, so the per-run capability set stays empty."""
 
     def get_wrapper_toolset(self, toolset: Any) -> Any:
-        state = CURRENT_WRAP.get()
+        state: ToolWrap | None = CURRENT.get().tools
         assert state is not None, "a tool agent runs only inside a slot run"
         return SlotToolset(toolset, state=state)
 
     async def handle_deferred_tool_calls(self, ctx: RunContext[Any], *, requests: Any) -> Any:
         """Calls that need approval (SPEC §12) go to the slot's gate (run/approval.py); no
         gate: they stay open, and the agent run ends with them."""
-        state = CURRENT_WRAP.get()
+        state: ToolWrap | None = CURRENT.get().tools
         if state is None or state.defer is None:
             return None
         cut_short(ctx)
