@@ -68,7 +68,14 @@ def test_empty_choices_is_a_model_error_through_the_api(empty_server: str) -> No
     assert type(error.__cause__).__name__ in {"IndexError", "ModelEmptyResponseError"}
 
 
-@pytest.mark.parametrize("raised", ["index", "empty", "plain"])
+def _ways_to_say_no_choices() -> list[str]:
+    from pydantic_ai import exceptions as pe
+
+    # ModelEmptyResponseError came with pydantic-ai 2.78; the oldest supported version has the other two
+    return ["index", "plain"] + (["empty"] if hasattr(pe, "ModelEmptyResponseError") else [])
+
+
+@pytest.mark.parametrize("raised", _ways_to_say_no_choices())
 def test_every_way_pydantic_ai_says_no_choices_is_the_same_model_error(raised: str) -> None:
     from pydantic_ai import exceptions as pe
 
