@@ -37,7 +37,8 @@ from .nodes import Template
 MAX_ENTRIES = 500
 _SUFFIX = ".json"
 
-#: where parsed templates are kept; None (the library's default): nowhere
+#: where parsed templates are kept; None (the library's default): nowhere. A ContextVar: the
+#: CLI switches the store on around its parses (`kept_in`) without a parameter through the parser.
 _directory: ContextVar[Path | None] = ContextVar("struckdown_stored_templates", default=None)
 
 #: every class a stored template may hold, by name
