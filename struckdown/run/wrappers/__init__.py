@@ -30,7 +30,8 @@ call through (with its `ToolStarted`/`ToolCompleted` events around it):
 * single flight: identical calls of one slot run once and share the result;
 * effect journal: with `journal=`, a call of a write tool is answered from the journal when
   it finished before, reconciled or held for approval when it was cut off, and else
-  journaled as started and done around the layers below (SPEC §25; `run/effects.py`);
+  journaled as done around the layers below, and as started when the tool begins (after
+  the guard join: a call a guard stopped never shows as started) (SPEC §25; `run/effects.py`);
 * guard join: a tool that is not `@readonly` waits for the pending guards' verdicts;
 * timeout: `tool_timeout` ends the wait, the model reads the timeout message;
 * the tool (a function, sync or async, or an MCP server's tool).
