@@ -165,7 +165,7 @@ def rows_of(n: int) -> list[dict[str, str]]:
 
 async def measure(rule: str, n_rows: int) -> dict[str, Any]:
     import struckdown as sd
-    from struckdown.cache_report import cache_report, pricer
+    from struckdown.explain.cache import cache_report, pricer
 
     rows = rows_of(n_rows)
     provider = Provider(rule)

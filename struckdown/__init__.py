@@ -50,7 +50,7 @@ _EXPORTS = {
     "Usage": "results",
     "readonly": "run.tools",
     "sequential": "run.tools",
-    "Safe": "safe",
+    "Safe": "compat.safe",
     "ProviderBatch": "batch.provider",
     "BatchCounts": "batch.provider",
     "MCPServerError": "errors",
@@ -59,31 +59,31 @@ _EXPORTS = {
     "resume_async": "api",
     "resume_incremental_async": "api",
     "Paused": "errors",
-    "ApprovalRequest": "approval_state",
-    "needs_approval": "run.approval",
-    "effect": "run.effects",
+    "ApprovalRequest": "approval.state",
+    "needs_approval": "run.approval.calls",
+    "effect": "run.durable.effects",
     "Image": "media",
     "File": "media",
     "attach": "media",
     "MediaError": "errors",
     # struckdown 0.x's names (SPEC §11)
-    "StruckdownResult": "compat",
-    "TemplateError": "compat",
-    "LLMError": "compat",
+    "StruckdownResult": "compat.calls",
+    "TemplateError": "compat.calls",
+    "LLMError": "compat.calls",
     "OnHalt": "run_options",
     "LLMCredentials": "models",
     "make_search": "actions.search",
     "evaluate": "eval",
     "EvalReport": "eval",
-    "ACTION_LOOKUP": "compat_names",
-    "Actions": "compat_names",
-    "CostSummary": "compat_names",
-    "LLMConfig": "compat_names",
-    "ParsedOptions": "compat_names",
-    "escape_context_dict": "compat_names",
-    "escape_struckdown_syntax": "compat_names",
-    "mark_struckdown_safe": "compat_names",
-    "parse_options": "compat_names",
+    "ACTION_LOOKUP": "compat.names",
+    "Actions": "compat.names",
+    "CostSummary": "compat.names",
+    "LLMConfig": "compat.names",
+    "ParsedOptions": "compat.names",
+    "escape_context_dict": "compat.names",
+    "escape_struckdown_syntax": "compat.names",
+    "mark_struckdown_safe": "compat.names",
+    "parse_options": "compat.names",
     "CheckpointReached": "incremental",
     "IncrementalEvent": "incremental",
     "ProcessingComplete": "incremental",
@@ -148,21 +148,22 @@ if TYPE_CHECKING:
     from .api import resume as resume
     from .api import resume_async as resume_async
     from .api import resume_incremental_async as resume_incremental_async
-    from .approval_state import ApprovalRequest as ApprovalRequest
+    from .approval.state import ApprovalRequest as ApprovalRequest
     from .batch.provider import BatchCounts as BatchCounts
     from .batch.provider import ProviderBatch as ProviderBatch
-    from .compat import LLMError as LLMError
-    from .compat import StruckdownResult as StruckdownResult
-    from .compat import TemplateError as TemplateError
-    from .compat_names import ACTION_LOOKUP as ACTION_LOOKUP
-    from .compat_names import Actions as Actions
-    from .compat_names import CostSummary as CostSummary
-    from .compat_names import LLMConfig as LLMConfig
-    from .compat_names import ParsedOptions as ParsedOptions
-    from .compat_names import escape_context_dict as escape_context_dict
-    from .compat_names import escape_struckdown_syntax as escape_struckdown_syntax
-    from .compat_names import mark_struckdown_safe as mark_struckdown_safe
-    from .compat_names import parse_options as parse_options
+    from .compat.calls import LLMError as LLMError
+    from .compat.calls import StruckdownResult as StruckdownResult
+    from .compat.calls import TemplateError as TemplateError
+    from .compat.names import ACTION_LOOKUP as ACTION_LOOKUP
+    from .compat.names import Actions as Actions
+    from .compat.names import CostSummary as CostSummary
+    from .compat.names import LLMConfig as LLMConfig
+    from .compat.names import ParsedOptions as ParsedOptions
+    from .compat.names import escape_context_dict as escape_context_dict
+    from .compat.names import escape_struckdown_syntax as escape_struckdown_syntax
+    from .compat.names import mark_struckdown_safe as mark_struckdown_safe
+    from .compat.names import parse_options as parse_options
+    from .compat.safe import Safe as Safe
     from .environment import Environment as Environment
     from .environment import default_environment as default_environment
     from .errors import (
@@ -233,12 +234,11 @@ if TYPE_CHECKING:
     from .results import SlotResult as SlotResult
     from .results import ToolCall as ToolCall
     from .results import Usage as Usage
-    from .run.approval import needs_approval as needs_approval
-    from .run.effects import effect as effect
+    from .run.approval.calls import needs_approval as needs_approval
+    from .run.durable.effects import effect as effect
     from .run.tools import BadModelOutput as BadModelOutput
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
     from .run.tools import readonly as readonly
     from .run.tools import sequential as sequential
     from .run_options import OnHalt as OnHalt
-    from .safe import Safe as Safe
     from .tools.mcp import MCPSessions as MCPSessions

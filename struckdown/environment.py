@@ -48,7 +48,7 @@ class Environment:
         default of every run of this Environment; a keyword given to a call overrides it."""
         unknown = set(defaults) - _RUN_OPTIONS
         if unknown:
-            from .compat import call_options
+            from .compat.calls import call_options
 
             call_options("Environment", defaults, self, _RUN_OPTIONS)  # the TypeError with a close match
         self.defaults: dict[str, Any] = checked_options(defaults, environment=True)
@@ -191,7 +191,7 @@ class Environment:
     # -- running ---------------------------------------------------------------
     def _checked(self, function: str, options: Any) -> Any:
         """The call's keywords with 0.x's names mapped; an unknown one is a TypeError now."""
-        from .compat import call_options
+        from .compat.calls import call_options
 
         out = call_options(function, options, self, _RUN_OPTIONS)
         return checked_options(out)
@@ -199,7 +199,7 @@ class Environment:
     def _checked_batch(
         self, function: str, concurrency: int, on_result: Any, options: Any, executor: Any = None
     ) -> Any:
-        from .compat import batch_options
+        from .compat.calls import batch_options
 
         # an executor (Dask) also takes its workers' factories (model_factory=, deps_factory=)
         valid = _RUN_OPTIONS if executor is None else _RUN_OPTIONS | _EXECUTOR_OPTIONS
@@ -330,9 +330,9 @@ class Environment:
         ValueError before any model call."""
         import json
 
-        from .approval_state import STATE_FORMAT, read_state
+        from .approval.signing import verify_state
+        from .approval.state import STATE_FORMAT, read_state
         from .distributed.shipping import restored_option
-        from .state_signing import verify_state
         from .tools.mcp import resolve_servers
 
         if isinstance(state, str):
@@ -556,6 +556,6 @@ async def _ending_at_error(stream_of_events: AsyncGenerator[Any, None]) -> Async
 def one_context(function: str, context: Any) -> None:
     """A list of contexts is a TypeError naming complete_batch() (0.x's habit, SPEC §11)."""
     if context is not None and not isinstance(context, Mapping):
-        from .compat import one_context as check
+        from .compat.calls import one_context as check
 
         check(function, context)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
     from pydantic_ai.usage import UsageLimits
 
-    from .approval_state import ApprovalRequest
+    from .approval.state import ApprovalRequest
     from .results import Result
 
     ModelLike = Model | str | None  # a Model, a model string or `module:factory`, None: environment/config

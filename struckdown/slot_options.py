@@ -234,7 +234,7 @@ SLOT_OPTIONS: Mapping[str, SlotOption] = {o.name: o for o in (
     _S("approve", "control", tool_names,
        'Calls of these tools wait for a person\'s yes: one name, a quoted list `"a, b"`, or `"*"` '
        "(every tool of the slot that is not @readonly); adds to the host's, never removes.", names_tools=True),
-    # SPEC §14 (resilience): read by run/resilience.py
+    # SPEC §14 (resilience): read by run/attempts.py
     _S("fallback", "control", _models,
        'Models this slot runs on, in order, when it cannot finish on its own: `fallback="m1, m2"`.'),
     _S("on_truncate", "control", _on_truncate,

@@ -155,17 +155,17 @@ def fresh_default_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def instant_retry_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries of transient provider failures (SPEC §14) wait with backoff; in tests they
     wait no time (the delays are still computed and reported in `SlotRetry`)."""
-    from struckdown.run import resilience
+    from struckdown.run import attempts
 
     async def no_wait(seconds: float) -> None:
         return None
 
-    monkeypatch.setattr(resilience.CLOCK, "sleep", no_wait)
+    monkeypatch.setattr(attempts.CLOCK, "sleep", no_wait)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _state_key_file(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Paused states are signed with a per-user key file (struckdown.state_signing): the
+    """Paused states are signed with a per-user key file (struckdown.approval.signing): the
     tests' is a temporary one, never the user's ~/.config/struckdown/state.key. Set in
     os.environ, so `sd` processes the tests start use it too."""
     import os

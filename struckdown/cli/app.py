@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .compat_options import TypeFileOpt
+from .compat.options import TypeFileOpt
 from .errors import reporting_errors
 from .options import RUN_COMMAND_FLAGS, IncludeOpt, McpConfigOpt, McpOpt, TemplateArg, ToolsOpt, run_flags
 
@@ -418,7 +418,7 @@ def batch(
     """  # noqa: E501 - typer keeps line breaks inside a paragraph
     with reporting_errors():
         from .batch import BatchRequest
-        from .compat_options import load_type_files
+        from .compat.options import load_type_files
         from .errors import CliError
 
         load_type_files(type_files)
@@ -431,7 +431,7 @@ def batch(
             raise CliError("--address is for --engine dask")
         if address is not None and workers is not None:
             raise CliError("--workers starts a private cluster; with --address the cluster's workers run the rows")
-        from .batch_0x import run_0x
+        from .compat.batch import run_0x
 
         code = run_0x(
             BatchRequest(

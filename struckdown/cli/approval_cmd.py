@@ -129,7 +129,7 @@ def decider(approve: str | None, pause_to: Path | None, display: RunDisplay | No
 
 def write_pause(path: Path, paused: Any, cli: dict[str, Any]) -> None:
     """The state, with what `sd resume` needs to run it again (the flags of this run)."""
-    from ..state_signing import sign_state
+    from ..approval.signing import sign_state
     from .io import write_json
 
     state = dict(paused.state)
@@ -175,7 +175,7 @@ def read_state_file(path: Path) -> dict[str, Any]:
 
 def _answers(specs: Any, requests: list[Any]) -> dict[str, str]:
     """`--answer SLOT=VALUE`: the decision of the slot's `@answer` request (escalate=approve)."""
-    from ..approval_state import ANSWER_TOOL
+    from ..approval.state import ANSWER_TOOL
 
     by_slot = {r.slot: r.id for r in requests if r.tool_name == ANSWER_TOOL}
     decisions: dict[str, str] = {}

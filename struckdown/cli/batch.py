@@ -23,8 +23,8 @@ from ..batch.journal import (
 from ..batch.output import confidence_columns, journal_entry, output_row
 from ..batch.tables import InputRows, output_format, warn_lone_surrogates, write_table
 from ..fileio import check_writable
-from ..run.effect_shards import discard
-from ..run.effects import RowContext, effects_path
+from ..run.durable.effects import RowContext, effects_path
+from ..run.durable.shards import discard
 from ..wording import counted
 from . import batch_report, compare
 from .attachments import file_row, files_base, split_columns

@@ -97,7 +97,7 @@ class Tally:
         import heapq
 
         self.rows += 1
-        if reruns is not None:  # a row the effect journal held answers of (run/rerun.py)
+        if reruns is not None:  # a row the effect journal held answers of (run/durable/rerun.py)
             self.reruns = self.reruns or [0, 0]
             self.reruns[0] += reruns.reused_count
             self.reruns[1] += reruns.rerun_count

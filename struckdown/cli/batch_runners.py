@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..batch.journal import journal_path
-from ..run.effects import effects_path
+from ..run.durable.effects import effects_path
 from . import loading
 from .errors import CliError, interrupts_end_the_process
 from .keywords import run_keywords
@@ -118,7 +118,7 @@ def dask_runner(job: Any, request: Any, program: Any) -> Any:
     kwargs["model"] = request.model
     kwargs.pop("include_paths", None)  # the job carries them
     options = job.run_options()
-    if request.output is not None:  # SPEC §25: each worker writes its shard beside it (run/effect_shards.py)
+    if request.output is not None:  # SPEC §25: each worker writes its shard beside it (run/durable/shards.py)
         options["journal"] = effects_path(journal_path(request.output))
     try:
         from ..distributed import ship_kwargs

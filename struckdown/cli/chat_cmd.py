@@ -16,7 +16,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .compat_options import TypeFileOpt
+from .compat.options import TypeFileOpt
 from .errors import CliError, reporting_errors
 from .options import RUN_COMMAND_FLAGS, run_flags
 
@@ -108,8 +108,8 @@ def command(
 ) -> None:
     """Chat with a model: an inline prompt ("Tell me a joke [[joke]]"), a template on stdin, or a template file."""
     with reporting_errors(), contextlib.ExitStack() as stack:
-        from .chat_0x import context_pairs, refuse
-        from .compat_options import load_type_files
+        from .compat.chat import context_pairs, refuse
+        from .compat.options import load_type_files
         from .run_cmd import RunRequest, run_command
 
         load_type_files(type_files)

@@ -164,8 +164,8 @@ def reporting_errors() -> Iterator[None]:
 
 
 def reported(body: Callable[[], int]) -> int:
-    """`reporting_errors` without typer, for the fast paths (cli/fast_run.py,
-    cli/fast_check.py): run `body`; on failure print the `error:` line; return the exit code."""
+    """`reporting_errors` without typer, for the fast paths (cli/fast/run.py,
+    cli/fast/check.py): run `body`; on failure print the `error:` line; return the exit code."""
     from ..errors import FRONT_END
 
     token = FRONT_END.set("cli")  # messages that name an option name sd's flag
@@ -182,7 +182,7 @@ def reported(body: Callable[[], int]) -> int:
 
 def report(exc: Exception) -> int:
     """Print the one `error:` line of a failed command; return its exit code (typer-free:
-    the fast paths of cli/fast_run.py and cli/fast_check.py use it too)."""
+    the fast paths of cli/fast/run.py and cli/fast/check.py use it too)."""
     if isinstance(unwrap(exc), BrokenPipeError) and _stdout_closed():
         print_error("stdout was closed before everything was written (broken pipe)")
         return EXIT_ERROR

@@ -1,4 +1,4 @@
-"""`sd explain`: the compiled plan of a template as a tree (built by `struckdown.explain`)."""
+"""`sd explain`: the compiled plan of a template as a tree (built by `struckdown.explain.plan`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..explain import PlanTree, to_rich
+from ..explain.plan import PlanTree, to_rich
 from .errors import EXIT_OK, CliError
 from .loading import load_program, load_tools
 
@@ -38,7 +38,7 @@ def explain_command(
 def _cache_command(program: Any, tools: Any, rows: Path | None, model: str | None, prices: Path | None) -> int:
     """`sd explain --cache`: the predicted prompt-cache use per slot (struckdown/cache_report.py)."""
     from ..batch.tables import read_inputs
-    from ..cache_report import cache_report, pricer, report_lines
+    from ..explain.cache import cache_report, pricer, report_lines
     from ..models.pricing import load_prices_file
 
     table = load_prices_file(prices) if prices is not None else None

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import CliError
-from .run_params import OPTION_OF  # RUN_FLAGS' options, generated: no typer (fast_run.py)
+from .fast.run_params import OPTION_OF  # RUN_FLAGS' options, generated: no typer (fast/run.py)
 
 
 def run_keywords(flags: Mapping[str, Any], *, instrument: Any = None, tools: Any = None) -> dict[str, Any]:

@@ -45,9 +45,9 @@ class ResumeRequest:
 
 
 def resume_command(request: ResumeRequest) -> int:
-    from ..approval_state import ApprovalRequest, read_state
+    from ..approval.signing import verify_state
+    from ..approval.state import ApprovalRequest, read_state
     from ..environment import default_environment
-    from ..state_signing import verify_state
 
     state = read_state_file(request.state_file)
     try:

@@ -45,9 +45,9 @@ def run_cli(
     flags: Mapping[str, Any],
 ) -> int:
     """The body of `sd run` as its parameters arrive, from the typer app (app.py) or from
-    its fast path (fast_run.py); returns the exit code."""
+    its fast path (fast/run.py); returns the exit code."""
     if type_files:
-        from .compat_options import load_type_files  # imports typer (the flag's declaration)
+        from .compat.options import load_type_files  # imports typer (the flag's declaration)
 
         load_type_files(type_files)
     return run_command(
@@ -136,7 +136,7 @@ async def _drive(
     approve: Any = None, recorder: RunRecorder | None = None, **keywords: Any,
 ) -> Any:
     from ..api import complete_incremental_async
-    from .start_up import settle
+    from .fast.start_up import settle
 
     result = None
 
@@ -153,7 +153,7 @@ async def _drive(
             approve=approve,
             **keywords,
         ):
-            settle()  # start-up is over (start_up.py)
+            settle()  # start-up is over (fast/start_up.py)
             display.handle(event)
             if recorder is not None:
                 recorder.see(event)

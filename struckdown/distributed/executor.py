@@ -227,7 +227,7 @@ class DaskExecutor:
                                          collect, shipped, batch_limits, max_cost, journal is not None)
         finally:
             if journal is not None:
-                from ..run.effects import release
+                from ..run.durable.effects import release
 
                 release(journal)
 
@@ -293,7 +293,7 @@ def _open_journal(path: str | None) -> Any:
     its header names the job the workers' effect ids hash; None without `journal=`."""
     if path is None:
         return None
-    from ..run.effects import acquire
+    from ..run.durable.effects import acquire
 
     return acquire(path)
 

@@ -132,7 +132,7 @@ def _ship(name: str, value: Any) -> Any:
         return value
     if kind == "limits" or kind == "caller":
         return value
-    if kind == "path":  # the workers write beside it (run/effect_shards.py): the same place for them
+    if kind == "path":  # the workers write beside it (run/durable/shards.py): the same place for them
         return None if value is None else os.path.abspath(os.fspath(value))
     if isinstance(value, Mapping):
         value = dict(value)
@@ -216,7 +216,7 @@ def plain_context(context: Any) -> dict[str, Any]:
     row = dict(context)
     number = getattr(context, "row", None)
     if isinstance(number, int):  # sd batch's row: its input row, which effect ids name (SPEC §25)
-        from ..run.effects import RowContext
+        from ..run.durable.effects import RowContext
 
         row = RowContext(row, row=number)
     try:

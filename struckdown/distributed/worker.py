@@ -246,10 +246,10 @@ async def close_mcp_sessions(batch: str) -> int:
 
 
 def _join_journal(batch: str, path: str) -> None:
-    """Hold the batch's effect journal in this process (its own shard: run/effect_shards.py)
+    """Hold the batch's effect journal in this process (its own shard: run/durable/shards.py)
     from its first chunk until `close_journal`, so that chunks never open it again."""
-    from ..run.effect_shards import join
-    from ..run.effects import release
+    from ..run.durable.effects import release
+    from ..run.durable.shards import join
 
     with _resolve_lock:
         if batch in _journals:
@@ -265,7 +265,7 @@ def close_journal(batch: str, path: str | None = None) -> int:
     every worker when the batch ends), and the holds of earlier batches on the same journal
     whose caller died before it could (the journal was locked by this batch's caller since,
     so they are over). Returns how many holds it gave back."""
-    from ..run.effects import release
+    from ..run.durable.effects import release
 
     key = None if path is None else Path(os.path.abspath(path))
     with _resolve_lock:

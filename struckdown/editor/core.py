@@ -275,7 +275,7 @@ def ceiling() -> Limits:
 
 
 def guard_joins() -> str:
-    from ..explain import GUARD_JOINS
+    from ..explain.plan import GUARD_JOINS
 
     return GUARD_JOINS
 

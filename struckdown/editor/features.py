@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import slot_options as opts
-from ..describe import limit_text, quantity
+from ..explain.words import limit_text, quantity
 from ..types.table import TYPES
 from . import core
 from .pygments_lexer import scan

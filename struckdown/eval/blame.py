@@ -161,7 +161,7 @@ async def _substituted(
     budget: float | None = None,
 ) -> Any:
     """The run again with `slot`'s gold answer in place: untouched slots restored, reached ones re-run."""
-    from ..approval_state import ResumePoint, _slot_to_json
+    from ..approval.state import ResumePoint, _slot_to_json
     from ..run import run_to_result
 
     changed = reached(program, slot)

@@ -94,7 +94,7 @@ def cut_at_deadline(
     from ..models.errors import TruncatedError
 
     if not spec.is_text or attempts.on_truncate == "error":
-        from .resilience import CUT_REFUSED, CUT_TYPED
+        from .attempts import CUT_REFUSED, CUT_TYPED
 
         raise TruncatedError(
             model_label(model), CUT_REFUSED if spec.is_text else CUT_TYPED,

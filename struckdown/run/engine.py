@@ -45,12 +45,12 @@ from ..results import Result, SlotResult
 from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Text, Together, Turn
 from ..variables import check_context
 from .accounting import check_run, so_far
-from .approval import ApprovalRun, SegmentPaused, SlotPaused
+from .approval.calls import ApprovalRun, SegmentPaused, SlotPaused
 from .conversation import Conversation, Layers, user_turn
+from .durable.rerun import Reruns, check_rerun_from
 from .guards import GuardBoard
 from .ledger import RunLedger
 from .prompt_cache import plan_prompt_cache
-from .rerun import Reruns, check_rerun_from
 from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
 from .tool_checks import check_tool_names
@@ -73,7 +73,7 @@ class Run:
     _stop_segment: int | None = None
     _rendered: dict[int, str] = field(default_factory=dict)  # instructions node → its text, once per run
     _taken: dict[int, tuple[Node, ...] | None] = field(default_factory=dict)  # If node → branch taken
-    reruns: Reruns = field(default_factory=Reruns.off)  # SPEC §25: with a journal, slots reused (run/rerun.py)
+    reruns: Reruns = field(default_factory=Reruns.off)  # SPEC §25: with a journal, slots reused (run/durable/rerun.py)
     _segment_envs: dict[int, SlotEnv] = field(default_factory=dict)  # segment → its slots' env (`_slot_env`)
 
     def __post_init__(self) -> None:
@@ -148,10 +148,10 @@ class Run:
 
     # -- the run -------------------------------------------------------------
     async def main(self) -> None:
-        """The run; with `journal=`, its tool effects are journaled (SPEC §25, run/effects.py)."""
+        """The run; with `journal=`, its tool effects are journaled (SPEC §25, run/durable/effects.py)."""
         if self.options.journal is None:
             return await self._main()
-        from .effects import acquire, release, scope_for
+        from .durable.effects import acquire, release, scope_for
 
         journal = acquire(self.options.journal)
         self.env.effects = scope_for(journal, self.env.toolbox.tools, self.env.toolbox.names)

@@ -117,9 +117,9 @@ def _build(
     from ..batch import request_limiter
     from ..models.pricing import Pricing
     from ..observe import tracing_for
+    from .attempts import Resilience
     from .budgets import check_tool_limits
     from .ledger import Budget
-    from .resilience import Resilience
 
     defaults = environment.defaults
 

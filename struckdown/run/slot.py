@@ -16,7 +16,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.settings import ModelSettings
 
 from .. import slot_options as opts
-from ..approval_state import PausedSlot
+from ..approval.state import PausedSlot
 from ..errors import TemplateRuntimeError, exception_text
 from ..limits import Limits, clamp_limits
 from ..media.turns import prepare_prompt, redact
@@ -26,13 +26,14 @@ from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
-from . import answer_approval, confidence
+from . import confidence
+from .approval import answers as answer_approval
+from .attempts import SlotAttempts, is_truncated, model_name, slot_error
 from .budgets import slot_budget
 from .context_window import context_left, has_context_window
 from .deadline import CutRun, cut_at_deadline, slot_seconds, within
 from .partials import Partials, streams_partials
 from .prompt_cache import with_cache_settings
-from .resilience import SlotAttempts, is_truncated, model_name, slot_error
 from .slot_run import entered
 from .text_stream import TextStream
 from .tools import ToolBox, ToolWrap

@@ -120,7 +120,7 @@ def _as_tool(tool: Any) -> Any:
     """A function marked `@sequential` as the `Tool(sequential=True)` pydantic-ai runs alone; one
     with an `effect_id` parameter as a tool that gets it (SPEC §25, run/effects.py)."""
     if not isinstance(tool, Tool) and callable(tool):
-        from .effects import with_effect_id
+        from .durable.effects import with_effect_id
 
         tool = with_effect_id(tool)
     if not isinstance(tool, Tool) and getattr(tool, SEQUENTIAL_ATTR, False):

@@ -40,7 +40,7 @@ def is_0x_form(data: Any) -> bool:
 def read_0x(data: Mapping[str, Any], known: MutableMapping[str, dict[str, Any]]) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(name, today's record definition, llm settings) of a 0.x type; `known` holds the
     fields of the 0.x types read so far (for `extends:`) and gains this one's."""
-    from ..llm_config import LLMConfig
+    from ..compat.llm_config import LLMConfig
 
     unknown = set(data) - _TOP_KEYS
     if unknown:

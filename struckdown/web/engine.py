@@ -171,7 +171,7 @@ def refuse_network_actions(program: Any) -> None:
 
 def explain(program: Any, tools: Sequence[Any], title: str) -> str:
     """The `sd explain` tree as plain text."""
-    from ..explain import plan_text
+    from ..explain.plan import plan_text
 
     return plan_text(program, tools, title, width=110)
 
@@ -231,7 +231,7 @@ async def resume_events(
 def page_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """A paused state as the page gets it: naming no file of the worker (the page sends the
     template text back on resume), signed again with the key of this job (its API key's)."""
-    from ..state_signing import sign_state
+    from ..approval.signing import sign_state
 
     return sign_state({**state, "template_path": None, "includes": {}})
 
@@ -240,7 +240,7 @@ def check_state(state: Any, policy: Any) -> None:
     """A state the page sent back is one this server signed for this API key (issue 39
     N3/N6), and the options it recorded reach no model the allow-list refuses and no MCP
     server: else the request is refused before anything runs."""
-    from ..state_signing import verify_state
+    from ..approval.signing import verify_state
 
     if not isinstance(state, Mapping):
         raise Refused("the paused state must be a JSON object")

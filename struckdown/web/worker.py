@@ -65,12 +65,13 @@ def child_main(channel: socket.socket, memory_mb: int, shared: bool, env: dict[s
 def _warm_up() -> None:
     """Import what every job needs, so a job starts in milliseconds."""
     import pydantic_ai  # noqa: F401
-    import rich.console  # noqa: F401 - the plan view draws with rich (struckdown.explain.plan_text)
+    import rich.console  # noqa: F401 - the plan view draws with rich (struckdown.explain.plan.plan_text)
     import rich.tree  # noqa: F401
 
-    from .. import api, explain, lint, plan, run  # noqa: F401
+    from .. import api, lint, plan, run  # noqa: F401
     from .. import check as _check_stage  # noqa: F401
     from ..batch import output, tables  # noqa: F401
+    from ..explain import plan as _plan_tree  # noqa: F401
     from ..tools import files  # noqa: F401
     from . import engine  # noqa: F401
 
@@ -194,7 +195,7 @@ class Worker:
         return program, model, tools
 
     async def run(self, job: dict[str, Any]) -> None:
-        from ..state_signing import using_state_key
+        from ..approval.signing import using_state_key
 
         # SPEC §12 / issue 39 N6: paused states are signed with the server's key for the
         # API key that asked, so only that key can decide and resume them

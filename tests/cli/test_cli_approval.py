@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cli_support import plain_environment, sd  # noqa: F401
-from struckdown.state_signing import sign_state
+from struckdown.approval.signing import sign_state
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TESTS = Path(__file__).resolve().parents[1] / "support"

@@ -1,4 +1,4 @@
-"""`sd check` reads its flags without typer (cli/fast_check.py, SPEC §28). The same command
+"""`sd check` reads its flags without typer (cli/fast/check.py, SPEC §28). The same command
 lines go through the fast path and through the typer app; stdout, stderr and the exit
 code must be the same."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from struckdown.cli.fast_check import CheckArgs, parse_check_args
+from struckdown.cli.fast.check import CheckArgs, parse_check_args
 
 FAST = "import sys; sys.argv = ['sd', *sys.argv[1:]]; from struckdown.cli import main; main()"
 TYPER = "import sys; sys.argv = ['sd', *sys.argv[1:]]; from struckdown.cli.app import app; app()"

@@ -1,4 +1,4 @@
-"""`sd --help` from stored pages (struckdown/cli/fast_help.py): each page is exactly what
+"""`sd --help` from stored pages (struckdown/cli/fast/help.py): each page is exactly what
 typer prints, and the fast path answers only the command lines it can answer exactly."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import typer.main
 
-from struckdown.cli import fast_help
+from struckdown.cli.fast import help as fast_help
 from struckdown.cli.app import app
-from struckdown.cli.help_pages import PAGES
+from struckdown.cli.fast.help_pages import PAGES
 
 
 def typer_help(path: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
@@ -32,7 +32,7 @@ def test_stored_page_is_typers_page(
     path: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert PAGES[path] == typer_help(path, capsys, monkeypatch), (
-        f"`sd {path} --help` changed: run python -m struckdown.cli.fast_help --write"
+        f"`sd {path} --help` changed: run python -m struckdown.cli.fast.help --write"
     )
 
 

@@ -1,4 +1,4 @@
-"""`sd run` reads its flags without typer (cli/fast_run.py, SPEC §28). Its table is
+"""`sd run` reads its flags without typer (cli/fast/run.py, SPEC §28). Its table is
 generated from the typer app and must be up to date; the same command lines go through the
 fast path and through the typer app and must give the same request, and in fresh processes
 the same exit code, stdout and stderr."""
@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from struckdown.cli import fast_run, run_cmd
+from struckdown.cli import run_cmd
+from struckdown.cli.fast import run as fast_run
 from struckdown.cli.app import app
-from struckdown.cli.fast_run import parse_run_args
+from struckdown.cli.fast.run import parse_run_args
 
 FAST = "import sys; sys.argv = ['sd', *sys.argv[1:]]; from struckdown.cli import main; main()"
 TYPER = "import sys; sys.argv = ['sd', *sys.argv[1:]]; from struckdown.cli.app import app; app()"
@@ -24,7 +25,7 @@ TYPER = "import sys; sys.argv = ['sd', *sys.argv[1:]]; from struckdown.cli.app i
 
 def test_the_stored_table_is_the_typer_apps() -> None:
     stored = (Path(fast_run.__file__).with_name("run_params.py")).read_text(encoding="utf-8")
-    assert stored == fast_run.generate(), "run python -m struckdown.cli.fast_help --write"
+    assert stored == fast_run.generate(), "run python -m struckdown.cli.fast.help --write"
 
 
 @pytest.mark.parametrize(
@@ -55,7 +56,7 @@ def _requests(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[Any, An
     seen: list[Any] = []
     monkeypatch.setattr(run_cmd, "run_command", lambda request: seen.append(request) or 0)
     loaded: list[Any] = []
-    monkeypatch.setattr("struckdown.cli.compat_options.load_type_files", lambda paths: loaded.append(paths))
+    monkeypatch.setattr("struckdown.cli.compat.options.load_type_files", lambda paths: loaded.append(paths))
     with pytest.raises(SystemExit) as typer_exit:
         app(["run", *argv])
     assert typer_exit.value.code == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from struckdown.cli.help_pages import PAGES
+from struckdown.cli.fast.help_pages import PAGES
 
 pytestmark = pytest.mark.process
 
@@ -32,10 +32,10 @@ main()
 #: (site hooks of the venv) and nothing else.
 BASE = {"_distutils_hack", "_sysconfigdata__linux_x86_64-linux-gnu"}
 
-HELP_MODULES = {"struckdown", "struckdown.cli", "struckdown.cli.fast_help", "struckdown.cli.help_pages"}
+HELP_MODULES = {"struckdown", "struckdown.cli", "struckdown.cli.fast.help", "struckdown.cli.fast.help_pages"}
 
 #: `sd check` of free-text slots: the parser (lark) and nothing else. Its flags are read
-#: without typer (cli/fast_check.py), free-text specs are built without pydantic
+#: without typer (cli/fast/check.py), free-text specs are built without pydantic
 #: (types/output.py), a bare `{{ name }}` is checked without Jinja (render.py), and lark
 #: is imported without the `regex` module it would load (syntax/parser.py).
 CHECK_PACKAGES = {"lark", "struckdown"}
@@ -44,7 +44,7 @@ CHECK_PACKAGES = {"lark", "struckdown"}
 #: the cache folder: syntax/stored.py; text of bare `{{ name }}`s renders without Jinja),
 #: pydantic (slot types), pydantic-ai-slim and what it imports itself (httpx, OTel's API
 #: through logfire-api, genai-prices' code, griffe). Not rich (to a pipe the display writes
-#: plain lines: cli/display.py), nor typer (its flags are read by cli/fast_run.py), nor Dask,
+#: plain lines: cli/display.py), nor typer (its flags are read by cli/fast/run.py), nor Dask,
 #: MCP, OTel's SDK, openai, scikit-learn, Pillow, nor the web stack, nor genai-prices' data
 #: (pydantic-ai loads it in every `Model` it constructs; for the test model it is deferred:
 #: models/deferred_prices.py).

@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from struckdown.cli.help_pages import PAGES
+from struckdown.cli.fast.help_pages import PAGES
 
 
 def write(path: Path, text: str) -> Path:

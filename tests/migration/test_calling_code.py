@@ -52,7 +52,7 @@ def test_credentials_pick_the_endpoint_and_key() -> None:
     env = sd.Environment()
     with_base = sd.LLMCredentials(api_key="sk-abcdefghijklmnop", base_url=BASE)
     assert repr(with_base) == f"LLMCredentials(api_key='sk-a***mnop', base_url='{BASE}')"
-    from struckdown.compat import call_options
+    from struckdown.compat.calls import call_options
 
     model = call_options("complete", {"model": "qwen3:8b", "credentials": with_base}, env, MODEL)["model"]
     assert model.model_name == "qwen3:8b" and endpoint_of(model) == BASE

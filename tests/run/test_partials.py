@@ -21,7 +21,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 import struckdown as sd
 from struckdown.incremental import SlotCompleted, SlotPartial, SlotRetracted, SlotRetry
-from struckdown.run import partials, resilience
+from struckdown.run import attempts, partials
 
 
 class FakeClock:
@@ -170,8 +170,8 @@ def test_a_retry_after_partials_retracts_them_and_the_next_attempt_starts_empty(
     async def no_wait(seconds: float) -> None:
         return None
 
-    monkeypatch.setattr(resilience.CLOCK, "sleep", no_wait)
-    monkeypatch.setattr(resilience.CLOCK, "random", random.Random(7))
+    monkeypatch.setattr(attempts.CLOCK, "sleep", no_wait)
+    monkeypatch.setattr(attempts.CLOCK, "random", random.Random(7))
     model, calls = streaming(['{"response": {"a": 1', ', "b": 2', "FAIL"], ['{"response": {"z": 9', "}}"])
     events = events_of("Go [[json:x]]", model=model)
     x_events = [e for e in events if getattr(e, "slot", None) == "x" and not isinstance(e, SlotCompleted)]

@@ -14,7 +14,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 import struckdown as sd
 from struckdown.incremental import ModelResponded, SlotCompleted, TokenDelta
 from struckdown.run.ledger import MeteredModel
-from struckdown.run.resilience import RetryingModel
+from struckdown.run.attempts import RetryingModel
 from struckdown.run.wrappers.cached import CachedModel
 from struckdown.run.wrappers.streams import PLAIN_STREAM
 from tests.support.scripted import Script

@@ -10,9 +10,9 @@ from typing import Any
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
+from scripted import Script, Tools
 
 import struckdown as sd
-from scripted import Script, Tools
 from struckdown.run import tools as tool_stack
 from struckdown.run.tools import TOOL_STACK, ToolCallRun, fold_tools, run_tool
 from struckdown.run.wrappers import MODEL_STACK

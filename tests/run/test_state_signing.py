@@ -15,7 +15,7 @@ import pytest
 
 import struckdown as sd
 from scripted import Call, Script, Tools
-from struckdown.state_signing import KEY_ENV, sign_state, using_state_key
+from struckdown.approval.signing import KEY_ENV, sign_state, using_state_key
 
 TEMPLATE = "Is this abusive? [[halt:abusive]]\n\nRefund A1. [[reply|use_tools=true]]\n\nSum up {{ reply }}. [[after]]"
 REFUND = Tools([("issue_refund", {"order_id": "A1", "amount": 49.0})])
@@ -165,7 +165,7 @@ def test_a_state_that_went_through_javascript_still_verifies() -> None:
     an integral float (`12.0`) as `12`: the signature holds (found by the browser test)."""
     import json
 
-    from struckdown.state_signing import sign_state, verify_state
+    from struckdown.approval.signing import sign_state, verify_state
 
     signed = sign_state({"format": "struckdown.paused/1", "template": "T", "paused": [{"slot": "a", "ms": 12.0}],
                          "finished": [], "requests": []})

@@ -74,12 +74,12 @@ def parse_check_args(argv: list[str]) -> CheckArgs | None:
 def run_check(args: CheckArgs) -> int:
     """What the typer command `check` does (app.py), with the app's callback and
     `reporting_errors` around it; returns the exit code."""
-    from .errors import reported
+    from ..errors import reported
 
     prepare()
 
     def body() -> int:
-        from .check import check_command, mcp_tool_names
+        from ..check import check_command, mcp_tool_names
 
         listed = mcp_tool_names(args.mcp, args.mcp_config)
         return check_command(args.templates, args.context, args.pairs, args.tools, args.include_paths, listed)
@@ -91,7 +91,7 @@ def prepare() -> None:
     """The typer app's callback (`app.main`): no pydantic-ai banner, warnings as `warning:` lines."""
     import os
 
-    from .text import plain_warnings
+    from ..text import plain_warnings
 
     os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
     plain_warnings()

@@ -21,11 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from .codec import jsonable
-from .results import SlotResult, ToolCall, Usage
+from ..codec import jsonable
+from ..results import SlotResult, ToolCall, Usage
 
 if TYPE_CHECKING:
-    from .types import OutputSpec
+    from ..types import OutputSpec
 
 #: The `format` of every state this version writes and reads.
 STATE_FORMAT = "struckdown.paused/1"
@@ -63,7 +63,7 @@ class ApprovalRequest:
 
     def call_hash(self) -> str:
         """What a decision on this request binds: the tool's name and its exact arguments."""
-        from .state_signing import call_hash
+        from .signing import call_hash
 
         return call_hash(self.tool_name, jsonable(self.arguments))
 
@@ -142,8 +142,8 @@ def build_state(
     tools: Sequence[str],
     options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    from . import __version__
-    from .state_signing import sign_state
+    from .. import __version__
+    from .signing import sign_state
 
     return sign_state({
         "format": STATE_FORMAT,
@@ -205,7 +205,7 @@ def _slot_to_json(result: SlotResult) -> dict[str, Any]:
 
 
 def slot_json(result: SlotResult) -> str:
-    """A finished slot as one JSON text (the journal's answer lines, run/rerun.py), in one
+    """A finished slot as one JSON text (the journal's answer lines, run/durable/rerun.py), in one
     pass of pydantic's serializer (messages as pydantic-ai's codec writes them: bytes in
     base64). `restore_slot` reads it back."""
     from pydantic_core import to_json
@@ -259,7 +259,7 @@ def read_state(
     if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
         found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
         raise ValueError(f"not a paused struckdown run (format {found!r}, expected {STATE_FORMAT!r})")
-    from .state_signing import verify_state
+    from .signing import verify_state
 
     verify_state(state)  # before anything in it is used: an edited state names what differs
     try:
@@ -366,7 +366,7 @@ def _check_binding(
 ) -> None:
     """The call a person is shown (the request) is the call that runs (each tool call it
     covers), and both are the call the state bound when it paused (`call_hash`)."""
-    from .state_signing import call_hash
+    from .signing import call_hash
 
     bound = request.call_hash()
     if stored != bound:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic_ai import Tool
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
-from ..approval_state import (
+from ...approval.state import (
     ANSWER_TOOL,
     ApprovalRequest,
     Decision,
@@ -36,18 +36,18 @@ from ..approval_state import (
     check_decision,
     denial_message,
 )
-from ..errors import Paused, TemplateRuntimeError
-from ..incremental import ApprovalDecided, ApprovalRequested
-from ..results import SlotResult, ToolCall, Usage
-from ..slot_options import server_names, tool_names
-from ..syntax.nodes import Action, JinjaValue
-from .tools import Flight, ToolBox, ToolWrap, _canonical
+from ...errors import Paused, TemplateRuntimeError
+from ...incremental import ApprovalDecided, ApprovalRequested
+from ...results import SlotResult, ToolCall, Usage
+from ...slot_options import server_names, tool_names
+from ...syntax.nodes import Action, JinjaValue
+from ..tools import Flight, ToolBox, ToolWrap, _canonical
 
 if TYPE_CHECKING:
-    from ..plan import Program
-    from ..tools.mcp import SlotTools
-    from ..types import OutputSpec
-    from .guards import GuardBoard
+    from ...plan import Program
+    from ...tools.mcp import SlotTools
+    from ...types import OutputSpec
+    from ..guards import GuardBoard
 
 NEEDS_APPROVAL_ATTR = "__struckdown_needs_approval__"
 
@@ -244,7 +244,7 @@ class ApprovalRun:
         """A slot (or keyed action) that finished before the pause, as it was."""
         if self.resume is None or key not in self.resume.finished:
             return None
-        from ..approval_state import restore_slot
+        from ...approval.state import restore_slot
 
         return restore_slot(self.resume.finished[key], spec)
 
@@ -309,8 +309,8 @@ def _unknown_name(
 ) -> Exception:
     """The positioned error for an `approve=` name that is no tool of the run (or, `used`
     given, a tool of a server the slot's `mcp=` leaves out)."""
-    from ..check import close_match
-    from ..syntax.source import SourceMap
+    from ...check import close_match
+    from ...syntax.source import SourceMap
 
     option = next(o for o in plan.slot.options if o.key == "approve")
     pos = option.value_pos or option.pos

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .describe import limit_text, quantity
-from .tools.files import describe_tool
-from .wording import counted
+from ..tools.files import describe_tool
+from ..wording import counted
+from .words import limit_text, quantity
 
 PREVIEW = 60
 GUARD_JOINS = (
@@ -93,7 +93,7 @@ def preview(source: str) -> str:
 
 
 def option_value(value: Any) -> str:
-    from .syntax.nodes import JinjaValue
+    from ..syntax.nodes import JinjaValue
 
     if isinstance(value, JinjaValue):
         return "{{ " + value.expression + " }}"
@@ -104,14 +104,14 @@ def option_value(value: Any) -> str:
 
 class PlanTree:
     def __init__(self, program: Any, tools: list[Any]) -> None:
-        from .limits import Limits
+        from ..limits import Limits
 
         self.program = program
         self.tools = [describe_tool(t) for t in tools]
         self.needs_approval: set[str] = set()  # the host's marks (SPEC §12)
         if tools:
-            from .run.approval import host_needs_approval
-            from .run.tools import tool_name
+            from ..run.approval.calls import host_needs_approval
+            from ..run.tools import tool_name
 
             self.needs_approval = {tool_name(t) for t in tools if host_needs_approval(t)}
         self.ceiling = Limits.of(program.environment.limits)
@@ -164,7 +164,7 @@ class PlanTree:
             self._parent, self._in_together, self._prompt_reads = saved
 
     def _show_Text(self, node: Any) -> None:
-        from .plan import node_reads
+        from ..plan import node_reads
 
         if not node.source.strip():
             return
@@ -223,8 +223,8 @@ class PlanTree:
 
     def _resilience(self, node: Branch, slot: Any, plan: Any) -> None:
         """SPEC §14: the slot's fallback, truncation and tool options, and its output cap."""
-        from . import slot_options as opts
-        from .types.builtin import TEXT_TYPES
+        from .. import slot_options as opts
+        from ..types.builtin import TEXT_TYPES
 
         keys = ("fallback", "on_truncate", "tool_choice", "parallel_tools")
         given = [f"{k}={option_value(plan.control[k])}" for k in keys if k in plan.control]
@@ -267,14 +267,14 @@ class PlanTree:
     @staticmethod
     def _budget(node: Branch, budget: Any) -> None:
         """The slot's `budget=`: calls each named tool may make in one run of the slot."""
-        from .syntax.nodes import JinjaValue
+        from ..syntax.nodes import JinjaValue
 
         if budget is None:
             return
         if isinstance(budget, JinjaValue):
             node.add(f"budget={option_value(budget)}: calls per tool, set when the slot runs")
             return
-        from .slot_options import check_option
+        from ..slot_options import check_option
 
         parsed = budget if isinstance(budget, dict) else check_option("budget", budget)  # the plan keeps the text
         caps = " · ".join(f"{name} {counted(count, 'call')}" for name, count in parsed.items())
@@ -282,8 +282,8 @@ class PlanTree:
 
     def _approval(self, approve: Any) -> list[str]:
         """The tools whose calls need approval in a slot: the host's, plus its approve=."""
-        from .slot_options import tool_names
-        from .syntax.nodes import JinjaValue
+        from ..slot_options import tool_names
+        from ..syntax.nodes import JinjaValue
 
         asked: tuple[str, ...] = ()
         if approve is not None and not isinstance(approve, JinjaValue):

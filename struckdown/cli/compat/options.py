@@ -20,8 +20,8 @@ TypeFileOpt = Annotated[
 
 def load_type_files(paths: list[Path] | None) -> None:
     """Each `--type` file or folder, registered on the default Environment (a bad one is exit 2)."""
-    from .errors import CliError
-    from .loading import load_type_path
+    from ..errors import CliError
+    from ..loading import load_type_path
 
     for path in paths or ():
         if not path.exists():

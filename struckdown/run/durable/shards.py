@@ -28,9 +28,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .effect_files import HEADER, Tail, shard_paths
+from ...errors import InputError
 from .effects import _OPEN, EffectJournal, _locked
+from .files import HEADER, Tail, shard_paths
 
 
 class ShardJournal(EffectJournal):

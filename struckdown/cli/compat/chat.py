@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import CliError
+from ..errors import CliError
 
 #: 0.18's flag → what to write today
 REFUSED = {
@@ -56,10 +56,10 @@ def context_pairs(source: str | None, data: Sequence[str], attach: Sequence[str]
 
 
 def _source_pairs(source: str, directory: Path) -> list[str]:
-    from ..batch.documents import file_row
+    from ...batch.documents import file_row
 
     if source.startswith(("http://", "https://")):
-        from .batch_0x import _download
+        from .batch import _download
 
         row = file_row(Path(_download(source, directory, 1)), source)
         row["url"] = source

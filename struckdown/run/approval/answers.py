@@ -13,12 +13,12 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..approval_state import ANSWER_TOOL, ApprovalRequest, PausedSlot, answer_decided
-from ..codec import jsonable
-from ..errors import TemplateRuntimeError
-from ..incremental import ApprovalDecided, ApprovalRequested
-from ..types import OutputSpec
-from .approval import ApprovalRun, SlotPaused
+from ...approval.state import ANSWER_TOOL, ApprovalRequest, PausedSlot, answer_decided
+from ...codec import jsonable
+from ...errors import TemplateRuntimeError
+from ...incremental import ApprovalDecided, ApprovalRequested
+from ...types import OutputSpec
+from .calls import ApprovalRun, SlotPaused
 
 
 def resumed_decision(approval: ApprovalRun | None, slot: str) -> tuple[PausedSlot, Any] | None:

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..notices import warn
+from ..results import Result
 from .llm_config import LLMConfig
-from .notices import warn
-from .results import Result
 from .safe import Safe
 
 __all__ = [
@@ -59,7 +59,7 @@ OnError = Literal["propagate", "return_empty", "return_default"]
 
 
 def _environment() -> Any:
-    from .environment import default_environment
+    from ..environment import default_environment
 
     return default_environment()
 

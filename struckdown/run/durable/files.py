@@ -1,6 +1,6 @@
 """The files of an effect journal (SPEC §25): its header's name, and reading a journal file
 from where the last read stopped, which the journal and the shards its Dask workers write
-beside it (run/effect_shards.py) are read with."""
+beside it (run/durable/shards.py) are read with."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ...errors import InputError
 
 HEADER = "struckdown effects"
 

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import CliError
+from ..errors import CliError
 
 _JSONISH = (".jsonl", ".ndjson", ".json")
 
@@ -72,10 +72,10 @@ def expand(pattern: str) -> list[str]:
 def inline_template(text: str, directory: Path) -> Path:
     """An inline prompt as a template file in `directory` (0.18: a prompt that reads no
     variable reads `{{ input }}` first)."""
-    from ..environment import default_environment
+    from ...environment import default_environment
 
     program = default_environment().parse(text)
-    from ..variables import expected
+    from ...variables import expected
 
     if not expected(program):
         text = "{{ input }}\n\n" + text
@@ -97,7 +97,7 @@ def _download(url: str, directory: Path, number: int) -> str:
     import urllib.error
     import urllib.request
 
-    from ..actions import FETCH_MAX_BYTES
+    from ...actions import FETCH_MAX_BYTES
 
     try:
         with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - http(s) checked by the caller
@@ -112,7 +112,7 @@ def _download(url: str, directory: Path, number: int) -> str:
                   "application/pdf": ".pdf"}.get(kind, ".txt")
     path = directory / f"{number:04d}-{Path(name).stem[:60] or 'page'}{suffix}"
     if suffix == ".txt" and "html" in kind:
-        from ..actions import page_to_markdown
+        from ...actions import page_to_markdown
 
         path.write_text(page_to_markdown(body.decode("utf-8", errors="replace")), encoding="utf-8")
     else:
@@ -123,7 +123,7 @@ def _download(url: str, directory: Path, number: int) -> str:
 def primary_output(outputs: Sequence[Path]) -> tuple[Path | None, list[Path]]:
     """(the output the run writes, the ones written from it afterwards); every format is
     checked first. The same file twice is an error."""
-    from ..batch.tables import output_format
+    from ...batch.tables import output_format
 
     for path in outputs:
         output_format(path)
@@ -138,7 +138,7 @@ def primary_output(outputs: Sequence[Path]) -> tuple[Path | None, list[Path]]:
 
 def write_more(primary: Path, others: Sequence[Path]) -> None:
     """Each further `-o` written from the run's own output, in its own format."""
-    from ..batch.tables import columns_of, iter_file, write_table
+    from ...batch.tables import columns_of, iter_file, write_table
 
     if not others or not primary.exists():
         return
@@ -172,7 +172,7 @@ def run_0x(request: Any, args: Sequence[str], prompt_file: Path | None, patterns
     """The whole `sd batch` of 0.18's flags: inputs found, outputs chosen, the batch run."""
     from dataclasses import replace
 
-    from .batch import batch_command
+    from ..batch import batch_command
 
     path, text, inputs = template_and_inputs(args, prompt_file, patterns, stdin_is_tty())
     primary, others = primary_output(outputs)

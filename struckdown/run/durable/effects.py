@@ -20,7 +20,7 @@ The journal is JSON lines: a header `{"journal": "struckdown effects", "job": ..
 SIGKILL at any point loses nothing written. One process writes a journal at a time (an
 exclusive `flock` on `FILE.lock`); the runs of one process (a batch's rows) share it, and
 the Dask worker processes of the batch that holds it write shards beside it, which every
-reader merges (run/effect_shards.py).
+reader merges (run/durable/shards.py).
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from ..errors import InputError
-from .effect_files import HEADER, Tail, shard_paths
-from .slot_run import current
+from ...errors import InputError
+from ..slot_run import current
+from .files import HEADER, Tail, shard_paths
 
 EFFECT_ATTR = "__struckdown_effect__"
-ANSWER_PREFIX = b'{"answer": '  # a slot answer line (incremental re-runs, run/rerun.py)
+ANSWER_PREFIX = b'{"answer": '  # a slot answer line (incremental re-runs, run/durable/rerun.py)
 
 T = TypeVar("T")
 Reconcile = Callable[[str, dict[str, Any]], Any]
@@ -150,7 +150,7 @@ class EffectJournal:
                     self._note(entry)
         if (self.records or self.answers) and not self.job:
             raise InputError(f"journal {self.path} has effect records but no header line: it is not a struckdown journal")
-        if self.job:  # what the Dask workers of a batch wrote beside it (run/effect_shards.py)
+        if self.job:  # what the Dask workers of a batch wrote beside it (run/durable/shards.py)
             for shard in shard_paths(self.path):
                 tail = Tail(shard)
                 for entry in tail.read():

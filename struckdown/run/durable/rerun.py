@@ -9,7 +9,7 @@ is answered from it, no request sent; the first slot whose key changed runs, and
 everything after it in its conversation (its answer is their history) and every segment
 that reads its answer. `rerun_from=SLOT` runs that slot and every slot after it in the
 template whatever their keys. Write tools' finished calls replay from the journal anyway
-(`run/effects.py`); read-only tools run again when their slot does.
+(`run/durable/effects.py`); read-only tools run again when their slot does.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..results import RerunReport
+from ...results import RerunReport
 
 if TYPE_CHECKING:
-    from ..plan import Program, SlotPlan
-    from ..results import SlotResult
-    from ..types import OutputSpec
+    from ...plan import Program, SlotPlan
+    from ...results import SlotResult
+    from ...types import OutputSpec
+    from ..slot import Resolved, SlotEnv
     from .effects import EffectJournal
-    from .slot import Resolved, SlotEnv
 
 #: Bumped when what the key covers changes (old answers then simply run again).
 KEY_VERSION = 1
@@ -108,7 +108,7 @@ def request_key(
 ) -> str | None:
     """The hash of the request a slot would send; None: a slot never reused (MCP tools,
     whose code is elsewhere)."""
-    from ..models import model_label
+    from ...models import model_label
 
     control = resolved.control
     if control.get("use_tools", "mcp" in control) and (env.mcp is not None or "mcp" in control):
@@ -122,10 +122,10 @@ def request_key(
         instructions, prompt, tools_identity(env.toolbox.tools) if uses_tools else None,
     ]
     digest = hashlib.sha256(json.dumps(head, sort_keys=True, default=repr).encode("utf-8", "surrogatepass"))
-    from ..media.scope import MARK
+    from ...media.scope import MARK
 
     if prompt and MARK in prompt:  # images placed in the question: their bytes
-        from ..media.turns import user_content
+        from ...media.turns import user_content
 
         _content(user_content(prompt), digest)
     _messages(history, digest)
@@ -196,8 +196,8 @@ class Reruns:
         stored = self.journal.stored_answer(at) if at is not None else None
         if stored is None:
             return pending, None
-        from ..approval_state import restore_slot
-        from ..results import Usage
+        from ...approval.state import restore_slot
+        from ...results import Usage
 
         try:
             result = restore_slot(stored, spec)
@@ -213,7 +213,7 @@ class Reruns:
         self.ran.append(pending.slot)
         if pending.key is None:
             return
-        from ..approval_state import slot_json
+        from ...approval.state import slot_json
 
         self.journal.answer(self.row, pending.slot, pending.key, slot_json(result))
 

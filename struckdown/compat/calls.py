@@ -19,10 +19,10 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .errors import TemplateSyntaxError
-from .models import LLMCredentials
-from .models.errors import ModelError
-from .results import Result
+from ..errors import TemplateSyntaxError
+from ..models import LLMCredentials
+from ..models.errors import ModelError
+from ..results import Result
 
 __all__ = [
     "LLMCredentials",
@@ -66,7 +66,7 @@ def call_options(
             raise TypeError(f"{function}() got both settings= and extra_kwargs= (its 0.x name): pass settings= only")
         out.update(_from_extra_kwargs(options["extra_kwargs"], out))
     if options.get("credentials") is not None:
-        from .models import with_credentials
+        from ..models import with_credentials
 
         out["model"] = with_credentials(out.get("model"), options["credentials"], env.models)
     return out
