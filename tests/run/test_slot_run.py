@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import struckdown as sd
 from scripted import Call, Script, Tools
+
+import struckdown as sd
 from struckdown.run.slot_run import NO_RUN, current
 
 
