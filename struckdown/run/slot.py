@@ -290,7 +290,7 @@ class _Slot:
     limits: Limits
     meter: Any  # the slot's share of the usage ledger (run/ledger.SlotMeter), or None
     wrap: ToolWrap | None
-    gate: Any  # SPEC §12: the slot's approvals (run/approval.SlotGate), or None
+    gate: Any  # SPEC §12: the slot's approvals (run/approval/calls.SlotGate), or None
     output_type: Any = None
     seconds: float | None = None
     streamer: TextStream | None = None
@@ -489,7 +489,7 @@ async def _tools(
 ) -> tuple[ToolWrap, Any]:
     """The tool state of a slot that gathers with tools, and its approval gate (or None)."""
     key, control = plan.key, resolved.control
-    gate = None  # SPEC §12: the slot's approvals (run/approval.py)
+    gate = None  # SPEC §12: the slot's approvals (run/approval/calls.py)
     if env.approval is not None:
         gate = env.approval.gate(key, control.get("approve"), env.join_guards, plan.slot.is_guard, mcp)
     readonly = (env.toolbox.readonly_names | mcp.readonly) if mcp else env.toolbox.readonly_names

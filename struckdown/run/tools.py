@@ -118,7 +118,7 @@ def sequential(tool: T) -> T:
 
 def _as_tool(tool: Any) -> Any:
     """A function marked `@sequential` as the `Tool(sequential=True)` pydantic-ai runs alone; one
-    with an `effect_id` parameter as a tool that gets it (SPEC §25, run/effects.py)."""
+    with an `effect_id` parameter as a tool that gets it (SPEC §25, run/durable/effects.py)."""
     if not isinstance(tool, Tool) and callable(tool):
         from .durable.effects import with_effect_id
 
@@ -188,11 +188,11 @@ class ToolWrap:
     last_request: int | None = None  # with max_iter: this request offers no tools
     timeout: float | None = None  # seconds one call may take
     max_result: int | None = None  # characters of one result the model reads (the host's max_tool_result)
-    approval: frozenset[str] = frozenset()  # tools whose calls wait for a decision (SPEC §12, run/approval.py)
+    approval: frozenset[str] = frozenset()  # tools whose calls wait for a decision (SPEC §12, run/approval/calls.py)
     defer: Callable[[Any, Any], Awaitable[Any]] | None = None  # decides calls pydantic-ai deferred (its handler)
     budget: Any = None  # per-tool budgets and the run's tool-call limit (run/budgets.py ToolBudget)
     tracing: Any = None  # struckdown spans (observe.py), or None
-    effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
+    effects: Any = None  # SPEC §25: the run's journal scope (run/durable/effects.EffectScope), or None
     calls: list[ToolCall] = field(default_factory=list)
     failed: int = 0  # calls that ran and failed (pydantic-ai counts only the ones that succeeded)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
@@ -249,7 +249,7 @@ def _is_binary(output: Any) -> bool:
 
 def _unapproved(tools: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
     """Those tools declared 'unapproved', as `Tool(requires_approval=True)` is: pydantic-ai
-    defers their calls to the slot's approval gate (run/approval.py)."""
+    defers their calls to the slot's approval gate (run/approval/calls.py)."""
     return {
         name: replace(tool, tool_def=replace(tool.tool_def, kind="unapproved"))
         if name in names and tool.tool_def.kind == "function"
@@ -505,7 +505,7 @@ async def _settled(
 ) -> tuple[Any, bool, str | None] | str:
     """SPEC §25: a call's outcome from the journal, or its effect id when it is to run.
     A call started but never finished goes to the tool's reconcile hook, else waits for a
-    person's decision marked "outcome unknown" (run/approval.py); an approved one runs."""
+    person's decision marked "outcome unknown" (run/approval/calls.py); an approved one runs."""
     effect: str = effects.id_of(slot, name, arguments)
     record = effects.journal.state(effect)
     if record is None or record.get("state") == "cleared":
@@ -566,7 +566,7 @@ class WrapSlotTools(AbstractCapability[Any]):
         return SlotToolset(toolset, state=state)
 
     async def handle_deferred_tool_calls(self, ctx: RunContext[Any], *, requests: Any) -> Any:
-        """Calls that need approval (SPEC §12) go to the slot's gate (run/approval.py); no
+        """Calls that need approval (SPEC §12) go to the slot's gate (run/approval/calls.py); no
         gate: they stay open, and the agent run ends with them."""
         state: ToolWrap | None = CURRENT.get().tools
         if state is None or state.defer is None:

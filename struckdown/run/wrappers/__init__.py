@@ -15,7 +15,7 @@
 innermost out (as Starlette builds its middleware stack); each layer's `wrap` puts it
 around the model below, and the state it serves with is its field of the attempt's
 `SlotRun` (`run/slot_run.py`). Fallback is not a layer: it restarts the whole slot on the
-next model (`run/resilience.py`). `run/slot.py` calls `model_stack`, nothing else.
+next model (`run/attempts.py`). `run/slot.py` calls `model_stack`, nothing else.
 
 **The tool stack**, outermost first, around each tool call of an agent slot: the list
 `run/tools.TOOL_STACK`, folded once into the chain `run/tools.SlotToolset` runs each
@@ -23,7 +23,7 @@ call through (with its `ToolStarted`/`ToolCompleted` events around it):
 
     approval  →  budget  →  single flight  →  effect journal  →  guard join  →  timeout  →  tool
 
-* approval: a call that needs a person's yes is deferred (SPEC §12; `run/approval.py`):
+* approval: a call that needs a person's yes is deferred (SPEC §12; `run/approval/`):
   pydantic-ai defers it before the toolset sees it (the toolset declares such tools
   'unapproved'); the layer defers any that reaches it undecided;
 * budget: a call past its `budget=` / `tool_limits=` does not run, the model reads why;
@@ -31,7 +31,7 @@ call through (with its `ToolStarted`/`ToolCompleted` events around it):
 * effect journal: with `journal=`, a call of a write tool is answered from the journal when
   it finished before, reconciled or held for approval when it was cut off, and else
   journaled as done around the layers below, and as started when the tool begins (after
-  the guard join: a call a guard stopped never shows as started) (SPEC §25; `run/effects.py`);
+  the guard join: a call a guard stopped never shows as started) (SPEC §25; `run/durable/effects.py`);
 * guard join: a tool that is not `@readonly` waits for the pending guards' verdicts;
 * timeout: `tool_timeout` ends the wait, the model reads the timeout message;
 * the tool (a function, sync or async, or an MCP server's tool).
