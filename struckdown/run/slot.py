@@ -26,7 +26,7 @@ from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
-from . import confidence
+from . import confidence, prompted
 from .approval import answers as answer_approval
 from .attempts import SlotAttempts, is_truncated, model_name, slot_error
 from .budgets import slot_budget
@@ -228,6 +228,8 @@ async def run_model_slot(
         try:
             run, cache_run, ask = await slot.attempt(model, measuring)
         except Exception as exc:
+            if slot.refused_tools(exc, model):
+                continue  # SPEC §37: ask again, the schema in the prompt (PromptedOutput)
             error = slot_error(exc, key, model)
             if error is None:
                 raise
@@ -299,6 +301,8 @@ class _Slot:
     attempts: SlotAttempts = field(init=False)
     method: Any = None  # SPEC §27: how confidence is measured (confidence.Method), or None
     paused_before: tuple[int, ...] | None = None  # what the paused run spent (its usage grows during this run)
+    no_tools: set[int] = field(default_factory=set)  # ids of the models that refused tool calling here (run/prompted.py)
+    asked_type: Any = None  # the output type the attempt in progress asked for
 
     @classmethod
     async def start(
@@ -374,6 +378,7 @@ class _Slot:
         """One `agent.run` on `model`: (its run, its response-cache state, an asker of the
         same request again, for `confidence=vote:N`). Raises what ended it."""
         env, spec, attempts, seconds = self.env, self.spec, self.attempts, self.seconds
+        self.asked_type = None
         settings = await self.settings(model, measuring)
         caches = env.environment.engine_caches()
         # agent slots are never served from the cache, nor answers whose confidence is measured
@@ -392,6 +397,9 @@ class _Slot:
             asked_type = self.output_type
             if measuring and self.method is not None and self.method.logprobs:
                 asked_type = caches.content_output(asked_type, confidence.native_json(model))
+            elif not spec.is_text and not self.use_tools and (id(model) in self.no_tools or prompted.known_to_refuse(model)):
+                asked_type = caches.content_output(asked_type, False)  # the server has no tools
+            self.asked_type = asked_type
             agent = caches.agent_for(asked_type, served_by, env.toolbox if self.use_tools else None)
             streamer, partials = self.streamer, self.partials
             call: dict[str, Any] = {
@@ -419,6 +427,16 @@ class _Slot:
         if cut is not None:
             raise cut
         return run, cache_run, self.asker(agent, call)
+
+    def refused_tools(self, exc: Exception, model: Any) -> bool:
+        """SPEC §37: a typed answer asked with an output tool of a server that has no tool
+        calling is asked again on the same model with the schema in the prompt."""
+        spec = self.spec
+        if self.asked_type is self.output_type and not spec.is_text and not self.use_tools and prompted.refuses_tools(exc):
+            self.no_tools.add(id(model))
+            prompted.remember(model)
+            return True
+        return False
 
     def asker(self, agent: Any, call: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
         """Asks the same request again (`confidence=vote:N`): each ask is a billed, metered run."""
@@ -619,7 +637,7 @@ def _limits(env: SlotEnv, plan: SlotPlan, resolved: Resolved) -> Limits:
 
 
 def _cache_run(cache: Any, model: Any, spec: OutputSpec) -> CacheRun:
-    from .. import __version__
+    from .._version import __version__
     from ..models import endpoint_of, model_label
 
     return CacheRun(cache, endpoint_of(model), model_label(model), spec.answer_schema, __version__)
