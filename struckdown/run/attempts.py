@@ -89,7 +89,7 @@ class SlotAttempts:
     settings: Resilience
     control: Mapping[str, Any]
     models: list[Any]  # the slot's model, then its fallbacks (resolved as they are reached)
-    resolve: Callable[[Any], Any]
+    resolve: Callable[..., Any]
     index: int = 0
     hint: str | None = None
     restart: Callable[[str], Awaitable[None]] | None = None
@@ -105,7 +105,7 @@ class SlotAttempts:
         settings: Resilience | None,
         control: Mapping[str, Any],
         model: Any,
-        resolve: Callable[[Any], Any],
+        resolve: Callable[..., Any],
         tool_names: Sequence[str],
     ) -> SlotAttempts:
         settings = settings or DEFAULTS
@@ -194,7 +194,7 @@ class SlotAttempts:
             self.spent_runs.append(self.usage)
             self.usage = None
         try:
-            model = self.resolve(target)
+            model = self.resolve(target, option="escalate")
         except StruckdownError:
             raise
         except Exception as exc:
