@@ -121,7 +121,12 @@ async def guarded_run(watch: LoopWatch | None, attempts: Any, agent: Any, call: 
 
 async def _ask(watch: LoopWatch, agent: Any, call: dict[str, Any]) -> Any:
     """The run's result, or (the loop, the text it was found in)."""
+    from .slot_run import current
+
     detector, streamer = watch.detector, watch.streamer
+    retries = current().retries
+    if retries is not None:
+        retries.stop_stream = False  # the attempt's retry state may be the one the first ask stopped
     if streamer is not None:
         streamer.stop = _stop_stream
     run = await agent.run(**call)
@@ -132,9 +137,9 @@ async def _ask(watch: LoopWatch, agent: Any, call: dict[str, Any]) -> Any:
 
 def _stop_stream() -> None:
     """End the stream of the request in progress (the attempt's retry state carries the flag)."""
-    from .wrappers.retries import CURRENT_RETRIES
+    from .slot_run import current
 
-    run = CURRENT_RETRIES.get()
+    run = current().retries
     if run is not None:
         run.stop_stream = True
 
