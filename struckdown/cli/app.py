@@ -246,7 +246,8 @@ def explain(
 
 @app.command(
     epilog="Exit codes: 0 every row ok, 1 a row failed (or a model error), 2 template or input error, "
-    "3 no row failed but a guard halted some, 130 interrupted (finished rows are in the journal)."
+    "3 no row failed but a guard halted some, 5 no row failed but some wait for a decision about a call whose "
+    "outcome is unknown (--resume --decide), 130 interrupted (finished rows are in the journal)."
 )
 @run_flags(*RUN_COMMAND_FLAGS, "max_requests")
 def batch(
@@ -312,6 +313,21 @@ def batch(
     keep_journal: Annotated[
         bool, typer.Option("--keep-journal", help="Keep the journal even when every row succeeded.")
     ] = False,
+    decide: Annotated[
+        Optional[str],
+        typer.Option(
+            "--decide", metavar="happened|not-happened|deny",
+            help="With --resume: settle the calls whose outcome is unknown (a write tool cut off mid-call, "
+            "no reconcile hook): happened (do not run it again), not-happened (run it now) or deny. "
+            "See docs/durable.md.",
+            show_default=False,
+        ),
+    ] = None,
+    decide_row: Annotated[
+        Optional[int],
+        typer.Option("--row", min=1, metavar="N", help="With --decide: only row N's call (rows from 1).",
+                     show_default=False),
+    ] = None,
     approve: Annotated[
         str,
         typer.Option(
@@ -441,6 +457,8 @@ def batch(
                 resume=resume,
                 flags=flags,
                 keep_journal=keep_journal,
+                decide=decide,
+                decide_row=decide_row,
                 engine=engine,
                 address=address,
                 workers=workers,

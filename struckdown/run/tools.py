@@ -16,7 +16,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, Future
 from contextlib import nullcontext
 from contextvars import ContextVar
@@ -30,7 +30,7 @@ from pydantic_ai.exceptions import ApprovalRequired, ToolFailed, UnexpectedModel
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.toolsets import WrapperToolset
 
-from ..errors import StruckdownError, exception_text
+from ..errors import OutcomeUnknown, StruckdownError, exception_text
 from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
 from .problems import validation_problem
@@ -169,7 +169,7 @@ class Flight:
 
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: tuple[Any, bool, str | None] | None = None  # (output, ok, error)
-    retry: ModelRetry | ApprovalRequired | None = None  # re-raised to every waiter, never cached
+    retry: ModelRetry | ApprovalRequired | OutcomeUnknown | None = None  # re-raised to every waiter, never cached
 
 
 def _canonical(arguments: Any) -> str:
@@ -195,6 +195,7 @@ class ToolWrap:
     calls: list[ToolCall] = field(default_factory=list)
     failed: int = 0  # calls that ran and failed (pydantic-ai counts only the ones that succeeded)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
+    happened: dict[tuple[str, str], Any] = field(default_factory=dict)  # SPEC §29: "it happened" decisions
 
 
 def _abandonable(timeout: float | None) -> Any:
@@ -348,7 +349,7 @@ class SlotToolset(WrapperToolset[Any]):
         effect: str | None = None  # the id this call journals as started (SPEC §25)
         try:
             if effects is not None:
-                settled = await _settled(effects, self.state.slot, name, key_arguments(key), ctx)
+                settled = await _settled(effects, self.state.slot, name, key_arguments(key), ctx, self.state.happened, key)
                 if isinstance(settled, tuple):  # done before (or reconciled): answered from the journal
                     flight.outcome = settled
                     return
@@ -373,7 +374,7 @@ class SlotToolset(WrapperToolset[Any]):
             flight.outcome = (output, True, None) if problem is None else (problem, False, problem)
             if effect is not None:
                 effects.journal.done(effect, *flight.outcome)
-        except (ModelRetry, ApprovalRequired) as exc:
+        except (ModelRetry, ApprovalRequired, OutcomeUnknown) as exc:
             # a retry is not an answer to cache; nor is a call that asks for approval from
             # inside (pydantic-ai's ApprovalRequiredToolset): it is deferred, then called again
             if effect is not None:
@@ -414,11 +415,14 @@ def key_arguments(key: tuple[str, str]) -> dict[str, Any]:
 
 
 async def _settled(
-    effects: Any, slot: str, name: str, arguments: dict[str, Any], ctx: RunContext[Any]
+    effects: Any, slot: str, name: str, arguments: dict[str, Any], ctx: RunContext[Any],
+    happened: Mapping[tuple[str, str], Any], key: tuple[str, str],
 ) -> tuple[Any, bool, str | None] | str:
     """SPEC §25: a call's outcome from the journal, or its effect id when it is to run.
     A call started but never finished goes to the tool's reconcile hook, else waits for a
-    person's decision marked "outcome unknown" (run/approval.py); an approved one runs."""
+    person's decision marked "outcome unknown" (run/approval.py): "it happened" answers
+    with the result they gave, "did not happen" (an approval) runs it. A batch row cannot
+    wait: it ends as `OutcomeUnknown` (SPEC §29), for `sd batch --resume --decide`."""
     effect: str = effects.id_of(slot, name, arguments)
     record = effects.journal.state(effect)
     if record is None or record.get("state") == "cleared":
@@ -426,15 +430,22 @@ async def _settled(
     if record.get("state") == "done":
         ok = bool(record.get("ok"))
         return (record.get("output"), True, None) if ok else (record.get("error"), False, record.get("error"))
-    if ctx.tool_call_approved:  # a person decided: run it again
-        return effect
+    if ctx.tool_call_approved:  # a person decided
+        if key in happened:  # it happened: answered with the result they gave, never run again
+            effects.journal.done(effect, happened[key], True, None, decided="happened")
+            return happened[key], True, None
+        effects.journal.decided(effect, "not-happened")
+        return effect  # it did not happen: run it now
     try:
         known, output = await effects.reconcile(name, effect, arguments)
     except LookupError:
+        if effects.row is not None:
+            raise OutcomeUnknown(effect, name, arguments, effects.row) from None
         raise ApprovalRequired(metadata={"outcome": "unknown", "effect_id": effect}) from None
     if not known:
+        effects.journal.decided(effect, "not-happened", by="reconcile")
         return effect
-    effects.journal.done(effect, output, True, None)
+    effects.journal.done(effect, output, True, None, decided="happened", by="reconcile")
     return output, True, None
 
 

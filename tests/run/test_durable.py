@@ -138,10 +138,12 @@ def test_an_interrupted_call_without_a_hook_pauses_marked_outcome_unknown(tmp_pa
         sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
     (request,) = stopped.value.requests
     assert (request.tool_name, request.arguments, request.outcome) == ("refund", {"order": "R7"}, "unknown")
-    assert request.label() == 'refund(order="R7") (outcome unknown: it started before and never finished)'
+    assert request.label() == 'outcome unknown: did refund(order="R7") happen?'
+    assert request.kind == "unknown_outcome"
     assert shop.refunds == ["R7"]
     state = json.loads(json.dumps(stopped.value.state))
     assert state["requests"][0]["outcome"] == "unknown" and state["options"]["journal"] == str(journal)
+    assert state["requests"][0]["kind"] == "unknown_outcome"
     denied = sd.resume(state, {request.id: "It was refunded already."}, model=refund_model([]), tools=[shop.tool()])
     assert denied["reply"] == "done: It was refunded already." and shop.refunds == ["R7"]
     approved = sd.resume(state, {request.id: True}, model=refund_model([]), tools=[shop.tool()])
@@ -159,6 +161,52 @@ def test_approve_decides_an_unknown_outcome_inline(tmp_path: Path) -> None:
 
     result = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal, approve=decide)
     assert [r.outcome for r in seen] == ["unknown"] and result["reply"] == "done: Do not refund twice."
+    assert shop.refunds == ["R7"]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_happened_answers_with_the_given_result_and_never_runs_the_call(tmp_path: Path, as_json: bool) -> None:
+    text = "refunded R7 (at the bank)"
+    decision = {"happened": text} if as_json else sd.Happened(text)
+    shop, journal = Shop(), tmp_path / "run.journal"
+    crashed_run(shop, journal)
+    with pytest.raises(sd.Paused) as stopped:
+        sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    state = json.loads(json.dumps(stopped.value.state))
+    result = sd.resume(state, {stopped.value.requests[0].id: decision}, model=refund_model([]), tools=[shop.tool()])
+    assert result["reply"] == "done: refunded R7 (at the bank)" and shop.refunds == ["R7"]
+    last = records(journal)[-1]
+    assert (last["state"], last["output"], last["decided"], last["by"]) == ("done", "refunded R7 (at the bank)",
+                                                                           "happened", "user")
+    again = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal, rerun_from="reply")
+    assert again["reply"] == "done: refunded R7 (at the bank)" and shop.refunds == ["R7"]
+
+
+def test_happened_is_refused_for_a_call_whose_outcome_is_known(tmp_path: Path) -> None:
+    shop = Shop()
+    with pytest.raises(ValueError, match="says the call happened, but its outcome is not unknown"):
+        sd.complete("Refund order R7. [[reply|use_tools=true, max_iter=3, approve=refund]]", model=refund_model([]),
+                    tools=[shop.tool()], approve=lambda request: sd.Happened())
+    assert shop.refunds == []
+
+
+def test_an_answer_built_on_an_undecided_call_is_never_reused(tmp_path: Path) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    crashed_run(shop, journal)
+    denied = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal, approve=False)
+    assert denied["reply"] == "done: The user denied this call."
+    with pytest.raises(sd.Paused) as stopped:  # the call stays undecided: asked again, not the old answer reused
+        sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    assert stopped.value.requests[0].kind == "unknown_outcome" and shop.refunds == ["R7"]
+
+
+def test_a_changed_approval_decision_reruns_the_denied_slot(tmp_path: Path) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    template = "Refund order R7. [[reply|use_tools=true, max_iter=3, approve=refund]]"
+    denied = sd.complete(template, model=refund_model([]), tools=[shop.tool()], journal=journal, approve=False)
+    assert denied["reply"] == "done: The user denied this call." and shop.refunds == []
+    allowed = sd.complete(template, model=refund_model([]), tools=[shop.tool()], journal=journal, approve=True)
+    assert allowed["reply"] == "done: refunded R7 (1)" and not allowed.results["reply"].reused
     assert shop.refunds == ["R7"]
 
 

@@ -224,13 +224,29 @@ class EffectJournal:
     def started(self, effect: str, name: str, arguments: dict[str, Any], slot: str, row: int | None) -> None:
         self._append({"effect": effect, "state": "started", "tool": name, "arguments": arguments, "slot": slot, "row": row})
 
-    def done(self, effect: str, output: Any, ok: bool, error: str | None) -> None:
+    def done(
+        self, effect: str, output: Any, ok: bool, error: str | None, *, decided: str | None = None, by: str | None = None
+    ) -> None:
+        """`decided`: how a call whose outcome was unknown was settled (`happened`, `deny`),
+        `by` whom (`reconcile`: the tool's hook; else the user)."""
         from pydantic_core import to_jsonable_python
 
-        self._append({"effect": effect, "state": "done", "ok": ok, "output": to_jsonable_python(output), "error": error})
+        entry = {"effect": effect, "state": "done", "ok": ok, "output": to_jsonable_python(output), "error": error}
+        if decided is not None:
+            entry.update(decided=decided, by=by or "user")
+        self._append(entry)
 
     def cleared(self, effect: str) -> None:
         self._append({"effect": effect, "state": "cleared"})
+
+    def decided(self, effect: str, how: str, *, by: str | None = None) -> None:
+        """A call whose outcome was unknown was decided: `not-happened` clears it (it runs now)."""
+        self._append({"effect": effect, "state": "cleared", "decided": how, "by": by or "user"})
+
+    def undecided(self, row: int | None = None) -> list[dict[str, Any]]:
+        """The `started` records of calls that never finished (of one batch row, or all)."""
+        found = [self.records[e] for e in sorted(self.open)]
+        return [r for r in found if row is None or r.get("row") == row]
 
     def close(self) -> None:
         try:
