@@ -140,6 +140,15 @@ def resume_(
     ] = None,
     approve_all: Annotated[bool, typer.Option("--approve-all", help="Allow every call that needs approval.")] = False,
     deny_all: Annotated[bool, typer.Option("--deny-all", help="Deny every call that needs approval.")] = False,
+    happened: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--happened", metavar="ID[=RESULT]",
+            help="A paused call whose outcome is unknown did happen: it does not run again and the model reads "
+            "RESULT as its result (repeatable). --approve ID says it did not happen (it runs now).",
+            show_default=False,
+        ),
+    ] = None,
     answer: Annotated[
         Optional[list[str]],
         typer.Option("--answer", metavar="SLOT=VALUE", help="The answer of a slot paused by escalate=approve "
@@ -179,6 +188,7 @@ def resume_(
                 deny=deny or (),
                 approve_all=approve_all,
                 deny_all=deny_all,
+                happened=happened or (),
                 answer=answer or (),
                 flags=flags,
                 output=output,

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from .approval_cmd import decisions_from_flags, read_state_file, report_pause, write_pause
-from .costs import otel
+from .costs import RunRecorder, otel
 from .display import RunDisplay, run_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, write_json
 from .keywords import run_keywords
 from .loading import load_mcp, load_tools
-from .run_cmd import run_record
+from .run_cmd import failed_summary, run_record
 
 
 @dataclass
@@ -35,6 +35,7 @@ class ResumeRequest:
     deny: Sequence[str] = ()
     approve_all: bool = False
     deny_all: bool = False
+    happened: Sequence[str] = ()  # ID[=RESULT]: a call of unknown outcome that did happen (SPEC §29)
     answer: Sequence[str] = ()  # SLOT=VALUE: the answer of a slot paused by escalate=approve (SPEC §27)
     flags: Mapping[str, Any] = field(default_factory=dict)  # the RUN_FLAGS given: they override the paused run's
     output: Path | None = None
@@ -45,7 +46,7 @@ class ResumeRequest:
 
 
 def resume_command(request: ResumeRequest) -> int:
-    from ..approval.signing import verify_state
+    from ..approval.signing import claim_resume, verify_state
     from ..approval.state import ApprovalRequest, read_state
     from ..environment import default_environment
 
@@ -69,8 +70,9 @@ def resume_command(request: ResumeRequest) -> int:
     names = default_environment().engine_caches().toolbox(tuple(tools)).names
     try:
         read_state(state, decisions, tools=names, servers=_server_names(flags, state))  # before any model call
+        claim_resume(state, f"sd resume {request.state_file}")  # SPEC §29: resumed once
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(f"{request.state_file}: {exc}" if "resumed already" in str(exc) else str(exc)) from None
     later: Any = True if request.approve_all else False if request.deny_all else None
     pause_to = request.pause_to or request.state_file
     include_paths = tuple(flags.get("include_path") or ()) or tuple(Path(p) for p in cli.get("include_paths") or ())
@@ -92,7 +94,14 @@ def resume_command(request: ResumeRequest) -> int:
             options["cache"] = cli.get("cache", True)  # a state written before options were recorded
         if "stop_at" not in (state.get("options") or {}) and cli.get("stop_at") is not None:
             options["stop_at"] = cli["stop_at"]  # a state written before options were recorded
-        result = asyncio.run(_drive_resume(state, decisions, display, stream, options))
+        recorder = RunRecorder()
+        try:
+            result = asyncio.run(_drive_resume(state, decisions, display, stream, options, recorder))
+        except BaseException as exc:  # SPEC §29: what failed is said, and -o written, as sd run does
+            failed_summary(display, recorder, time.perf_counter() - started)
+            if request.output is not None:
+                write_json(request.output, recorder.record(exc))
+            raise
     display.summary(result, time.perf_counter() - started)
     if request.output is not None:
         write_json(request.output, run_record(result))
@@ -162,7 +171,8 @@ def _model(request: ResumeRequest, cli: dict[str, Any]) -> Any:
 
 
 async def _drive_resume(
-    state: dict[str, Any], decisions: dict[str, Any], display: RunDisplay, stream: bool, options: dict[str, Any]
+    state: dict[str, Any], decisions: dict[str, Any], display: RunDisplay, stream: bool, options: dict[str, Any],
+    recorder: RunRecorder,
 ) -> Any:
     from ..api import resume_incremental_async
 
@@ -170,8 +180,11 @@ async def _drive_resume(
     with display:
         async for event in resume_incremental_async(state, decisions, stream=stream, **options):
             display.handle(event)
+            recorder.see(event)
             if event.type == "processing_complete":
                 result = event.result
+            elif event.type == "processing_error":  # the generator ends quietly after it: the CLI reports it
+                raise event.error
     if result is None:
         raise CliError("the run ended without a result", code=1)
     return result
