@@ -136,3 +136,18 @@ def test_resume_of_a_finished_batch_runs_nothing(tmp_path: Path, use_model: Any)
     assert again.exit_code == 0, again.output
     assert f"already finished: 2 rows in {paths['out']}" in again.output
     assert effects(paths) == ["R0", "R1"] and asked == ["R0", "R1"]
+
+
+def test_sd_run_journal_refuses_the_input_table(tmp_path: Path, use_model: Any) -> None:
+    asked: list[str] = []
+    use_model(refund_model(asked))
+    paths = setup_job(tmp_path, 1, cut_off=[])
+    table = tmp_path / "w.csv"
+    table.write_text("order\nR1\n")
+    refused = sd("run", paths["t"], "--set", "order=R1", "--tools", paths["tools"], "--journal", table, "--no-cache")
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"error: journal {table} exists and is not a struckdown journal (line 1 is not a journal's header); "
+        "give a new file (or one struckdown wrote as a journal)"
+    )
+    assert table.read_text() == "order\nR1\n" and asked == [] and effects(paths) == []

@@ -13,6 +13,7 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolRetu
 from pydantic_ai.models.function import FunctionModel
 
 import struckdown as sd
+from struckdown.errors import InputError
 
 TEMPLATE = "Refund order R7. [[reply|use_tools=true, max_iter=3]]"
 
@@ -291,3 +292,31 @@ def test_a_tool_takes_the_effect_id_as_a_parameter(tmp_path: Path) -> None:
     assert keys == [started[0]["effect"]]
     sd.complete(TEMPLATE, model=FunctionModel(reply), tools=[refund])
     assert keys[1] == ""  # no journal: no effect id
+
+
+def test_a_file_that_is_not_a_journal_is_refused_untouched(tmp_path: Path) -> None:
+    shop, table = Shop(), tmp_path / "w.csv"
+    table.write_text("order,amount\nR7,49\n")
+    with pytest.raises(InputError) as refused:
+        sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=table)
+    assert str(refused.value) == (f"journal {table} exists and is not a struckdown journal (line 1 is not a journal's "
+                                  "header); give a new file (or one struckdown wrote as a journal)")
+    assert table.read_text() == "order,amount\nR7,49\n" and shop.refunds == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.csv"]  # no lock file left behind
+
+
+def test_a_header_cut_short_by_a_kill_is_a_journal(tmp_path: Path) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    journal.write_text('{"journal": "struckdown eff')
+    first = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    again = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    assert first["reply"] == again["reply"] == "done: refunded R7 (1)" and again.results["reply"].reused
+
+
+def test_a_line_nested_too_deeply_is_refused_naming_its_line(tmp_path: Path) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    journal.write_text('{"journal": "struckdown effects", "version": 1, "job": "ab"}\n' + "[" * 100000 + "]" * 100000
+                       + "\n")
+    with pytest.raises(InputError, match=rf"^journal {journal} line 2: nested too deeply to be a journal line"):
+        sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    assert shop.refunds == []

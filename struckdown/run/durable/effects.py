@@ -118,7 +118,12 @@ class EffectJournal:
         self.latest: dict[tuple[int | None, str], int] = {}
         self.answered_rows: set[int | None] = set()
         self._reader: Any = None
-        self._read()
+        try:
+            self._read()
+        except BaseException:
+            self._lock_path.unlink(missing_ok=True)
+            os.close(self._lock)
+            raise
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         if self._ends_mid_line():
             os.write(self._fd, b"\n")  # a kill cut the last line short: start clean
@@ -134,9 +139,13 @@ class EffectJournal:
         except OSError as exc:
             raise InputError(f"cannot read journal {self.path}: {exc}") from None
         offset = 0
+        number = 0
         with handle:
             for line in handle:
+                number += 1
                 at, offset = offset, offset + len(line)
+                if not self.job and line.strip():
+                    self._check_header(line, number)
                 if line.startswith(ANSWER_PREFIX):
                     self._note_answer(line, at)
                     continue
@@ -146,6 +155,9 @@ class EffectJournal:
                     entry = json.loads(line)
                 except ValueError:
                     continue  # a line a kill cut short: its effect stays as it was before
+                except RecursionError:  # nested deeper than the parser goes: no journal line is
+                    raise InputError(f"journal {self.path} line {number}: nested too deeply to be a journal line "
+                                     "(it was edited): refusing to read it") from None
                 if not isinstance(entry, dict):
                     continue
                 if entry.get("journal") == HEADER:
@@ -160,6 +172,24 @@ class EffectJournal:
                 for entry in tail.read():
                     if tail.job == self.job:
                         self._note(entry)
+
+    def _check_header(self, line: bytes, number: int) -> None:
+        """SPEC §29: the first line of a file given as a journal is a journal's header, else
+        the file is refused (`--journal w.csv` must not append into the input)."""
+        header = f'{{"journal": "{HEADER}", "version": 1, "job": "'.encode()
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            entry = None
+        if isinstance(entry, dict) and entry.get("journal") == HEADER:
+            return
+        text = line.strip()
+        if entry is None and (header.startswith(text) or (text.startswith(header) and text[len(header):].isalnum())):
+            return  # the header a kill cut short (a whole one follows it)
+        raise InputError(
+            f"journal {self.path} exists and is not a struckdown journal (line {number} is not a journal's header); "
+            "give a new file (or one struckdown wrote as a journal)"
+        )
 
     def _note_answer(self, line: bytes, at: int) -> None:
         """An answer line's head (slot, row, request key) and where it starts; its result is
@@ -188,8 +218,8 @@ class EffectJournal:
         self._reader.seek(at)
         try:
             result: dict[str, Any] = json.loads(self._reader.readline())["result"]
-        except (ValueError, KeyError, TypeError):
-            return None
+        except (ValueError, KeyError, TypeError, RecursionError):
+            return None  # unreadable (or nested deeper than a struckdown answer): the slot runs
         return result
 
     def _ends_mid_line(self) -> bool:
