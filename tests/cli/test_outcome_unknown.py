@@ -151,3 +151,26 @@ def test_sd_run_journal_refuses_the_input_table(tmp_path: Path, use_model: Any) 
         "give a new file (or one struckdown wrote as a journal)"
     )
     assert table.read_text() == "order\nR1\n" and asked == [] and effects(paths) == []
+
+
+def test_a_batch_makes_no_scratch_folder_it_does_not_need(tmp_path: Path, use_model: Any,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGKILL leaves whatever is in the temp folder while rows run: no empty `sd-batch-*`."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    seen: list[list[str]] = []
+
+    def reply(messages: Any, info: Any) -> ModelResponse:
+        seen.append(sorted(p.name for p in scratch.glob("sd-batch-*")))  # while the row runs
+        return ModelResponse(parts=[TextPart("ok")])
+
+    use_model(FunctionModel(reply))
+    template = tmp_path / "t.sd"
+    template.write_text("Say ok to {{ order }}. [[reply]]\n")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"order": "R1"}\n')
+    assert sd("batch", template, rows, "-o", tmp_path / "out.jsonl", "--no-cache").exit_code == 0
+    assert seen == [[]]
