@@ -6,10 +6,11 @@ The public names are loaded on first use (PEP 562), so `import struckdown` and
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 _EXPORTS = {
     "complete": "api",
@@ -48,8 +49,8 @@ _EXPORTS = {
     "SlotResult": "results",
     "ToolCall": "results",
     "Usage": "results",
-    "readonly": "run.tools",
-    "sequential": "run.tools",
+    "readonly": "tools",
+    "sequential": "tools",
     "Safe": "compat.safe",
     "ProviderBatch": "batch.provider",
     "BatchCounts": "batch.provider",
@@ -62,8 +63,8 @@ _EXPORTS = {
     "OutcomeUnknown": "errors",
     "Happened": "approval.state",
     "ApprovalRequest": "approval.state",
-    "needs_approval": "run.approval.calls",
-    "effect": "run.durable.effects",
+    "needs_approval": "tools",
+    "effect": "tools",
     "Image": "media",
     "File": "media",
     "attach": "media",
@@ -77,8 +78,8 @@ _EXPORTS = {
     "make_search": "actions.search",
     "evaluate": "eval",
     "EvalReport": "eval",
-    "ACTION_LOOKUP": "compat.names",
-    "Actions": "compat.names",
+    "ACTION_LOOKUP": "api",
+    "Actions": "api",
     "CostSummary": "compat.names",
     "LLMConfig": "compat.names",
     "ParsedOptions": "compat.names",
@@ -97,10 +98,18 @@ _EXPORTS = {
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
+_DEPRECATED = frozenset({"LLM"})  # 0.x names that still import, with a DeprecationWarning
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
+    if module is None and name in _DEPRECATED:  # importable, with a DeprecationWarning each time
+        from .compat.names import DEPRECATED
+        from .notices import warn
+
+        if "importlib" not in sys._getframe(1).f_code.co_filename:  # not `from … import`'s own hasattr probe
+            warn(DEPRECATED[name], DeprecationWarning)
+        return getattr(import_module(".compat.names", __name__), name)
     if module is None:
         raise AttributeError(f"module 'struckdown' has no attribute {name!r}")
     value = getattr(import_module(f".{module}", __name__), name)
@@ -114,6 +123,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .actions.search import make_search as make_search
+    from .api import ACTION_LOOKUP as ACTION_LOOKUP
+    from .api import Actions as Actions
     from .api import (
         complete as complete,
     )
@@ -157,8 +168,6 @@ if TYPE_CHECKING:
     from .compat.calls import LLMError as LLMError
     from .compat.calls import StruckdownResult as StruckdownResult
     from .compat.calls import TemplateError as TemplateError
-    from .compat.names import ACTION_LOOKUP as ACTION_LOOKUP
-    from .compat.names import Actions as Actions
     from .compat.names import CostSummary as CostSummary
     from .compat.names import LLMConfig as LLMConfig
     from .compat.names import ParsedOptions as ParsedOptions
@@ -238,11 +247,11 @@ if TYPE_CHECKING:
     from .results import SlotResult as SlotResult
     from .results import ToolCall as ToolCall
     from .results import Usage as Usage
-    from .run.approval.calls import needs_approval as needs_approval
-    from .run.durable.effects import effect as effect
     from .run.tools import BadModelOutput as BadModelOutput
     from .run.tools import ToolLimitExceeded as ToolLimitExceeded
-    from .run.tools import readonly as readonly
-    from .run.tools import sequential as sequential
     from .run_options import OnHalt as OnHalt
+    from .tools import effect as effect
+    from .tools import needs_approval as needs_approval
+    from .tools import readonly as readonly
+    from .tools import sequential as sequential
     from .tools.mcp import MCPSessions as MCPSessions

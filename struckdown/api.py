@@ -1,11 +1,15 @@
-"""The module-level entry points (SPEC §5): each is a method of the default Environment."""
+"""The module-level entry points (SPEC §5): each is a method of the default Environment; and
+struckdown 0.x's action registry on it (`Actions`, `ACTION_LOOKUP`, SPEC §11)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from .environment import default_environment
+from .notices import warn
 from .plan import Program
 from .results import Result
 from .run_options import BatchExecutor, PathLike, RunOptions
@@ -17,6 +21,8 @@ if TYPE_CHECKING:
     from .batch.provider import ProviderBatch
 
 __all__ = [
+    "ACTION_LOOKUP",
+    "Actions",
     "complete",
     "complete_async",
     "complete_batch",
@@ -168,3 +174,102 @@ def resume_incremental_async(
     return default_environment().resume_incremental_async(
         state, decisions, template=template, context=context, stream=stream, **options
     )
+
+
+# -- 0.x's action registry (SPEC §11): on the default Environment, as `register_action` --------------
+
+OnError = Literal["propagate", "return_empty", "return_default"]
+
+
+class Actions:
+    """0.x's action registry, on the default Environment (`sd.register_action`)."""
+
+    @staticmethod
+    def register(
+        name: str | Callable[..., Any] | None = None,
+        *,
+        on_error: OnError = "propagate",
+        default: Any = "",
+        role: Literal["user", "assistant", "none"] | None = "user",
+        side_effects: bool = False,
+        default_save: bool = True,
+        return_type: Any = None,
+        allow_remote_use: bool = True,
+    ) -> Any:
+        """`@Actions.register("name", on_error=…, default=…)` on a function `(context, …)`.
+
+        `on_error="return_empty"` turns a failure into `""` and `"return_default"` into
+        `default`, each with a warning; `"propagate"` fails the run. `default_save`,
+        `return_type` and `allow_remote_use` are accepted and change nothing (0.x stored
+        them unread, or they belonged to its playground)."""
+        if on_error not in ("propagate", "return_empty", "return_default"):
+            raise ValueError(f"on_error is 'propagate', 'return_empty' or 'return_default', not {on_error!r}")
+
+        def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+            action = name if isinstance(name, str) else func.__name__
+            default_environment().register_action(
+                action, _guarded(action, func, on_error, default), side_effects=side_effects, role=role
+            )
+            return func
+
+        if callable(name):  # `@Actions.register` without arguments
+            return decorate(name)
+        return decorate
+
+    @staticmethod
+    def is_registered(name: str) -> bool:
+        return name in default_environment().actions
+
+    @staticmethod
+    def list_registered() -> list[str]:
+        return list(default_environment().actions.names())
+
+
+def _guarded(name: str, func: Callable[..., Any], on_error: OnError, default: Any) -> Callable[..., Any]:
+    if on_error == "propagate":
+        return func
+
+    def fallback(exc: Exception) -> Any:
+        value = "" if on_error == "return_empty" else default
+        warn(f"action @{name} failed ({type(exc).__name__}: {exc}); using {value!r}")
+        return value
+
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await func(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - on_error says what a failure gives
+                return fallback(exc)
+
+        return run_async
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - on_error says what a failure gives
+            return fallback(exc)
+
+    return run
+
+
+class _ActionLookup(Mapping[str, Callable[..., Any]]):
+    """0.x's `ACTION_LOOKUP`: action name → function, live over the default Environment."""
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        actions = default_environment().actions
+        if name not in actions:
+            raise KeyError(name)
+        func: Callable[..., Any] = inspect.unwrap(actions.get(name).func)  # the function as registered
+        return func
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(default_environment().actions.names())
+
+    def __len__(self) -> int:
+        return len(default_environment().actions.names())
+
+
+ACTION_LOOKUP: Mapping[str, Callable[..., Any]] = _ActionLookup()

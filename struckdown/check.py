@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from . import slot_options as opts
-from .errors import TemplateSyntaxError
+from .errors import TemplateSyntaxError, close_match
 from .render import jinja_syntax_error
 from .syntax.nodes import Action, If, JinjaValue, NodeVisitor, Option, Pos, Slot, Template, Text, Together
 from .syntax.source import SourceMap
@@ -34,15 +34,6 @@ _COMPILE_AT = 10
 def check_template(template: Template, env: EnvironmentView) -> None:
     """Raise the first problem of `template` (in document order) as a TemplateSyntaxError."""
     _Checker(template, env).visit_all(template.nodes)
-
-
-def close_match(word: str, choices: list[str], label: str) -> str:
-    """The hint for an unknown name: the closest known one, if any, then all of them."""
-    import difflib
-
-    close = difflib.get_close_matches(word, choices, n=1)
-    listing = f"{label}: {', '.join(choices)}"
-    return f"did you mean {close[0]!r}? {listing}" if close else listing
 
 
 class _Checker(NodeVisitor):

@@ -332,7 +332,6 @@ class Environment:
 
         from .approval.signing import verify_state
         from .approval.state import STATE_FORMAT, read_state
-        from .distributed.shipping import restored_option
         from .tools.mcp import resolve_servers
 
         if isinstance(state, str):
@@ -344,7 +343,7 @@ class Environment:
             verify_state(state)  # signed, unedited: before any option it records is used (issue 39 N3)
         recorded = state.get("options") if isinstance(state, Mapping) else None
         if isinstance(recorded, Mapping):
-            kept = {k: restored_option(k, v) for k, v in recorded.items() if k in _RUN_OPTIONS and k not in options}
+            kept = {k: OPTIONS[k].restored(v) for k, v in recorded.items() if k in _RUN_OPTIONS and k not in options}
             options = {**checked_options(kept), **options}  # type: ignore[typeddict-item]
         tools = self.engine_caches().toolbox(tuple(option_value("tools", options, self.defaults)))
         servers = [server.name for server in resolve_servers(option_value("mcp", options, self.defaults))]

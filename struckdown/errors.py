@@ -20,6 +20,15 @@ if TYPE_CHECKING:
     from .results import Result, SlotResult, Usage
 
 
+def close_match(word: str, choices: list[str], label: str) -> str:
+    """The hint for an unknown name: the closest known one, if any, then all of them."""
+    import difflib
+
+    close = difflib.get_close_matches(word, choices, n=1)
+    listing = f"{label}: {', '.join(choices)}"
+    return f"did you mean {close[0]!r}? {listing}" if close else listing
+
+
 class ApprovalRequestLike(Protocol):
     """What `Paused.requests` holds (`struckdown.ApprovalRequest`; a Protocol here, so
     errors.py imports nothing)."""

@@ -31,7 +31,10 @@ class EventType(str):
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
 
-    __hash__ = str.__hash__
+    def __hash__(self) -> int:
+        # hashed as 0.x's name, so a 0.x handler table (`handlers[event.type]`) finds it;
+        # a table keyed by today's names looks up `str(event.type)` (a plain str)
+        return hash(self.legacy)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (EventType, (str(self), self.legacy))
@@ -55,18 +58,32 @@ class _Event:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
-    def model_dump(self) -> dict[str, Any]:
+    def model_dump(self, *, mode: str = "python") -> dict[str, Any]:
         """The event as 0.x's pydantic events dumped it: `type` is 0.x's name, renamed
-        fields appear under their 0.x names too (`slot_key`, `segment_index`, ...)."""
+        fields appear under their 0.x names too (`slot_key`, `segment_index`, ...); the
+        values are JSON-ready in either `mode` (0.x's keyword, accepted)."""
         out = self.to_dict()
         out["type"] = getattr(self.type, "legacy", str(self.type))
         for old, new in _OLD_NAMES:
             if new in out:
                 out[old] = out[new]
+        if "slot" in out and "segment_index" not in out:
+            out["segment_index"] = self.segment_index
         if isinstance(self, ProcessingError):
             out["error_message"] = self.error_message
             out["error"] = str(self.error)
         return out
+
+    def model_dump_json(self, *, indent: int | None = None) -> str:
+        """`model_dump()` as JSON text (0.x's way of sending an event to a web client)."""
+        return json.dumps(self.model_dump(), ensure_ascii=False, indent=indent)
+
+    @property
+    def segment_index(self) -> int:
+        """0.x's field on every event: the index of the segment the event's slot is in
+        (0 for a one-segment template and for events of the whole run)."""
+        index: int = self.__dict__.get("_segment", 0)
+        return index
 
     @property
     def slot_key(self) -> str | None:
@@ -253,6 +270,11 @@ class SlotFallback(_Event):
     from_model: str
     to_model: str
     reason: str
+
+
+def stamp_segment(event: Any, index: int) -> None:
+    """Record on an event the segment its slot is in (read back as `segment_index`)."""
+    object.__setattr__(event, "_segment", index)
 
 
 _OLD_NAMES = (("slot_key", "slot"), ("segment_index", "segment"), ("segment_name", "name"))

@@ -35,7 +35,7 @@ class Tracing:
         from pydantic_ai.capabilities.instrumentation import Instrumentation
         from pydantic_ai.models.instrumented import InstrumentationSettings
 
-        from . import __version__
+        from ._version import __version__
 
         if isinstance(instrument, InstrumentationSettings):  # its tracer (and so its provider) for ours too
             settings = instrument

@@ -155,12 +155,12 @@ def fresh_default_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def instant_retry_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries of transient provider failures (SPEC §14) wait with backoff; in tests they
     wait no time (the delays are still computed and reported in `SlotRetry`)."""
-    from struckdown.run import attempts
+    from struckdown.run.wrappers import retries
 
     async def no_wait(seconds: float) -> None:
         return None
 
-    monkeypatch.setattr(attempts.CLOCK, "sleep", no_wait)
+    monkeypatch.setattr(retries, "sleep", no_wait)
 
 
 @pytest.fixture(scope="session", autouse=True)

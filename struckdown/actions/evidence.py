@@ -1,10 +1,10 @@
 """`[[@evidence|query]]`: the passages of local text files that best match a query (BM25).
 
 The files are the `.txt`, `.md`, `.markdown` and `.rst` files under a folder
-(`folder=`, else `context["_evidence_folder"]`, else `./evidence`), which must lie
+(`folder=`, else `context["evidence_folder"]` as in 0.x, else `./evidence`), which must lie
 inside the working directory. With no folder named and no `./evidence`, the value
-is empty text and a warning says so (as in 0.18); a named folder that is missing is
-an error. Each paragraph (text between blank lines) is a
+is empty text and a warning says so (as in 0.18); a named folder that is missing, or
+a folder with no text files in it, is an error naming it. Each paragraph (text between blank lines) is a
 passage; the top `n` (default 3) by BM25 score, best first, are the value, each
 headed by the file it came from. Passages that share no word with the query are
 never returned. The ranking is the `bm25s` library's (the `search` extra:
@@ -54,7 +54,8 @@ def evidence(
         raise ValueError("@evidence needs a query")
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
         raise ValueError(f"n= must be a whole number from 1 to {MAX_N}, not {n!r}")
-    chosen = folder if folder is not None else (context or {}).get("_evidence_folder")
+    named = context or {}
+    chosen = folder if folder is not None else (named.get("evidence_folder") or named.get("_evidence_folder"))
     try:
         where = _folder(str(chosen or DEFAULT_FOLDER))
     except FileNotFoundError as exc:
@@ -64,6 +65,9 @@ def evidence(
         warn(f"@evidence: {exc}; it returns no passages")
         return ""
     index = _index_of(where)
+    if not index.passages:  # a folder with nothing to search is a mistake, not "no evidence"
+        raise FileNotFoundError(f"evidence folder {str(chosen or DEFAULT_FOLDER)!r} holds no text files "
+                                f"({', '.join(sorted(SUFFIXES))})")  # fmt: skip
     return "\n\n".join(f"[{source}] {text}" for source, text in index.top(words, n))
 
 

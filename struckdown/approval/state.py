@@ -175,7 +175,7 @@ def build_state(
     tools: Sequence[str],
     options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    from .. import __version__
+    from .._version import __version__
     from .signing import sign_state
 
     return sign_state({

@@ -131,14 +131,6 @@ def accepts_keyword(function: Callable[..., Any], name: str) -> bool:
     return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
-def request_limiter(max_requests: int | None) -> Any:
-    """A cap on the model requests in flight at once (None: no cap)."""
-    from ..run_options import OPTIONS
-
-    max_requests = OPTIONS["max_requests"].check(max_requests)  # type: ignore[misc]  # the option's own rule
-    return None if max_requests is None else anyio.CapacityLimiter(max_requests)
-
-
 @dataclass(frozen=True)
 class BatchCall:
     """One checked batch call: what runs, over what, and where (see the module's text)."""
@@ -181,6 +173,7 @@ class BatchCall:
 
     async def _here(self, emit: Emit) -> None:
         from ..run.accounting import batch_budget
+        from ..run.settings import request_limiter
 
         environment, program = self.environment, self.program
         requests = request_limiter(self.options.get("max_requests"))  # one cap for every row

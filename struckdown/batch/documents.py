@@ -1,6 +1,7 @@
 """Text and document inputs of `sd batch`, as 0.18 read them: one row per file with
-`input` and `content` (the text), `source` (the path or URL), `filename` and
-`basename` (the name without its suffix). PDF and DOCX files give their text through
+`input` and `content` (the text), `source` (the path or URL), `filename` (the path
+as given or matched by the glob, `data/a.txt`) and `basename` (the name without its
+suffix, `a`). PDF and DOCX files give their text through
 pypdf and python-docx (the `docs` extra, imported only when such a file is read)."""
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ def file_row(path: Path, source: str | None = None) -> dict[str, Any]:
         text = _docx_text(path)
     else:
         text = read_text(path, "input")
-    return text_row(text, source or str(path), path.name)
+    row = text_row(text, source or str(path), path.name)
+    row["filename"] = str(path)  # as 0.18: the path as given or matched (`data/a.txt`); basename is the stem
+    return row
 
 
 def _pdf_text(path: Path) -> str:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .compat.options import TypeFileOpt
+from .compat.options import Batch0xCommand, TypeFileOpt
 from .errors import reporting_errors
 from .options import RUN_COMMAND_FLAGS, IncludeOpt, McpConfigOpt, McpOpt, TemplateArg, ToolsOpt, run_flags
 
@@ -58,7 +58,7 @@ ApproveOpt = Annotated[
 
 def _version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from .._version import __version__
 
         typer.echo(f"struckdown {__version__}")
         raise typer.Exit()
@@ -255,9 +255,10 @@ def explain(
 
 
 @app.command(
+    cls=Batch0xCommand,  # 0.18's `-h N` and `-t FILE.yaml` (compat_options.batch_0x_args)
     epilog="Exit codes: 0 every row ok, 1 a row failed (or a model error), 2 template or input error, "
     "3 no row failed but a guard halted some, 5 no row failed but some wait for a decision about a call whose "
-    "outcome is unknown (--resume --decide), 130 interrupted (finished rows are in the journal)."
+    "outcome is unknown (--resume --decide), 130 interrupted (finished rows are in the journal).",
 )
 @run_flags(*RUN_COMMAND_FLAGS, "max_requests")
 def batch(
@@ -422,7 +423,7 @@ def batch(
     ] = None,
     compare: Annotated[
         Optional[list[str]],
-        typer.Option("--compare", metavar="COLUMN[=SLOT]", help="Score the answers against a ground-truth column: "
+        typer.Option("--compare", "-c", metavar="COLUMN[=SLOT]", help="Score the answers against a ground-truth column: "
                      "accuracy, per-class precision/recall/F1, Cohen's kappa (needs struckdown[stats]; repeatable).",
                      show_default=False),
     ] = None,

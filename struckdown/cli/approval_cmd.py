@@ -163,7 +163,7 @@ def write_pause(path: Path, paused: Any, cli: dict[str, Any]) -> None:
 def resume_flags(cli: dict[str, Any]) -> str:
     """The flags `sd resume` needs to load what the paused run loaded (it imports only
     what its command line names): `--tools FILE`, and `--model NAME` for a factory."""
-    from ..tools.files import factory_reference
+    from ..models.factory import factory_reference
 
     flags = f" --tools {cli['tools']}" if cli.get("tools") else ""
     model = cli.get("model")

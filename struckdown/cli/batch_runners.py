@@ -13,7 +13,6 @@ from typing import Any
 
 from ..batch.journal import journal_path
 from ..run.durable.effects import effects_path
-from . import loading
 from .errors import CliError, interrupts_end_the_process
 from .keywords import run_keywords
 from .loading import load_tools
@@ -55,13 +54,12 @@ def thaw() -> None:
 
 def _model(name: str | None, program: Any) -> Any:
     """Resolve once, up front: a missing model is one error, not one per row."""
-    model = loading.resolve_cli_model(name)  # via the module: tests patch it
     if not program.slots():
-        return model
-    show_config_models(program, model)
+        return name
+    show_config_models(program, name)
     from ..environment import default_environment
 
-    return default_environment().resolve_model(model)
+    return default_environment().resolve_model(name)
 
 
 def local_runner(job: Any, request: Any, program: Any) -> Any:

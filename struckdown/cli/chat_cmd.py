@@ -77,8 +77,8 @@ def command(
         Optional[Path], typer.Option("--history", help="A conversation file for [[@history]].", show_default=False)
     ] = None,
     output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", help="Write {answers, usage, halted} to this JSON file.",
-                                     show_default=False)
+        Optional[Path], typer.Option("--output", "-o", help="Write the answers ({slot: answer}, as 0.x did) to this "
+                                     "JSON file (sd run -o writes {answers, usage, halted}).", show_default=False)
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the answers as JSON on stdout.")] = False,
     stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream tokens as they arrive.")] = True,
@@ -136,6 +136,7 @@ def command(
                 output=output,
                 as_json=as_json,
                 stream=stream,
+                answers_only=True,
             )
         )
     raise typer.Exit(code)

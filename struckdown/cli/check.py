@@ -26,7 +26,7 @@ def check_command(
     tools = load_tools(tools_file)
     known = None
     if tools_file is not None or mcp_tools:  # the run's tool names: pydantic-ai only when there are tools
-        from ..run.tools import tool_name
+        from ..tools import tool_name
 
         known = [tool_name(tool) for tool in tools] + list(mcp_tools)
     diagnostics: list[Diagnostic] = []

@@ -122,17 +122,11 @@ def _run_one(
 ) -> Any:
     from ..eval.runner import evaluate_async
     from ..sync import run_sync
-    from . import loading
     from .display import make_console
     from .progress import BatchProgress
 
     names = [flags["model"]] if flags.get("model") else list(suite.models) or [None]
-    models = {name or "default": loading.resolve_cli_model(name) for name in names}
-    judges = {
-        model: loading.resolve_cli_model(model)
-        for case in suite.cases for e in case.expect.values() if e.judge is not None
-        for model in [e.judge[1]] if model is not None
-    }
+    models = {name or "default": name for name in names}
     keywords = {k: v for k, v in keywords.items() if k != "model"}
     console = make_console(sys.stderr)
     progress: list[Any] = []
@@ -146,7 +140,7 @@ def _run_one(
     try:
         return run_sync(lambda: evaluate_async(
             program, suite, models=models, repeat=repeat, concurrency=jobs, min_pass=min_pass, baseline=old,
-            blame=blame, judge_models=judges, on_start=start, on_row=row, template_path=str(template), **keywords,
+            blame=blame, on_start=start, on_row=row, template_path=str(template), **keywords,
         ))
     finally:
         if progress:

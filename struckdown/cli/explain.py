@@ -36,7 +36,7 @@ def explain_command(
 
 
 def _cache_command(program: Any, tools: Any, rows: Path | None, model: str | None, prices: Path | None) -> int:
-    """`sd explain --cache`: the predicted prompt-cache use per slot (struckdown/cache_report.py)."""
+    """`sd explain --cache`: the predicted prompt-cache use per slot (struckdown/explain/cache.py)."""
     from ..batch.tables import read_inputs
     from ..explain.cache import cache_report, pricer, report_lines
     from ..models.pricing import load_prices_file

@@ -76,12 +76,6 @@ def load_type_path(path: Path) -> list[str]:
         raise CliError(f"type file {path}: {exc}") from None
 
 
-def resolve_cli_model(name: str | None) -> Any:
-    """What the CLI passes as `model=`: the `--model` string (a model string, an alias,
-    or `package.module:factory`), or None for the environment's default."""
-    return name
-
-
 def load_mcp(servers: Sequence[str], config: Path | None) -> list[str] | None:
     """What the CLI passes as `mcp=`: the `--mcp` servers and the `--mcp-config` file,
     checked now (a missing script, program or config is an input error, exit 2)."""

@@ -138,7 +138,7 @@ def _refuse_state_code(request: ResumeRequest, state: dict[str, Any]) -> None:
     name start or import code: only with --trust-state, or when --mcp / --fallback replace them."""
     if request.trust_state:
         return
-    from ..tools.files import factory_reference
+    from ..models.factory import factory_reference
 
     found = state.get("options")
     recorded: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -160,7 +160,7 @@ def _model(request: ResumeRequest, cli: dict[str, Any]) -> Any:
         return request.flags["model"]
     named = cli.get("model")
     if isinstance(named, str) and ":" in named and not request.trust_state:
-        from ..tools.files import factory_reference
+        from ..models.factory import factory_reference
 
         if factory_reference(named) is not None:
             raise CliError(

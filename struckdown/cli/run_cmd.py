@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import check_writable
-from . import approval_cmd, loading
+from . import approval_cmd
 from .costs import RunRecorder, otel
 from .display import Line, RunDisplay, answer_order, as_rich, run_console, stats_line
 from .errors import EXIT_HALTED, EXIT_OK, CliError, interrupts_end_the_process
@@ -33,6 +33,7 @@ class RunRequest:
     approve: str | None = None  # SPEC §12: all | none decides every call that needs approval
     pause_to: Path | None = None  # pause instead: the state goes to this file, exit code 4
     source: str | None = None  # the template's text itself (`sd chat "… [[x]]"`); `template` then only names it
+    answers_only: bool = False  # -o writes {slot: answer}, as 0.x's `sd chat -o` did (not the run record)
 
     @property
     def include_paths(self) -> Sequence[Path]:
@@ -74,7 +75,7 @@ def run_command(request: RunRequest) -> int:
         raise CliError("--rerun-from re-runs part of a journaled run: give --journal FILE too")
     if request.output is not None:
         check_writable(request.output)  # before any paid request
-    model = loading.resolve_cli_model(request.flags.get("model"))  # via the module: tests patch it
+    model = request.flags.get("model")
     if program.slots():
         show_config_models(program, model)
     # --json keeps stdout for the answers alone; the live display moves to stderr.
@@ -91,12 +92,12 @@ def run_command(request: RunRequest) -> int:
             ended = time.perf_counter()  # the run's time: exporting its traces (--otel) comes after
         except BaseException as exc:
             failed_summary(display, recorder, time.perf_counter() - started)
-            if request.output is not None:  # the answers so far, every request made, and the error
+            if request.output is not None and not request.answers_only:  # the answers so far, every request, the error
                 write_json(request.output, recorder.record(exc))
             raise
     display.summary(result, ended - started)
     if request.output is not None:
-        write_json(request.output, run_record(result))
+        write_json(request.output, result.to_dict() if request.answers_only else run_record(result))
     if request.as_json:
         sys.stdout.write(dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
@@ -141,7 +142,7 @@ async def _drive(
     result = None
 
     def keep_output() -> None:  # docs/cli.md: an interrupted run is still written
-        if request.output is not None and recorder is not None:
+        if request.output is not None and recorder is not None and not request.answers_only:
             write_json(request.output, {**recorder.record(KeyboardInterrupt()), "error": "interrupted", "interrupted": True})
 
     with interrupts_end_the_process(before_exit=keep_output), display:

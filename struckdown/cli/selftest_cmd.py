@@ -18,12 +18,10 @@ def selftest_command(model_name: str | None) -> int:
     from ..api import complete
     from ..environment import default_environment
     from ..models import model_label
-    from . import loading
 
     started = time.perf_counter()
-    chosen = loading.resolve_cli_model(model_name)  # via the module: tests patch it
-    model = default_environment().resolve_model(chosen)  # a missing model: one clear sentence (exit 1)
-    label = _label(chosen, model, model_label(model))
+    model = default_environment().resolve_model(model_name)  # a missing model: one clear sentence (exit 1)
+    label = _label(model_name, model, model_label(model))
     try:
         result = complete(PROBE, model=model, cache=False)
     except Exception as exc:  # noqa: BLE001 - the reason is the answer

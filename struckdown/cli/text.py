@@ -36,3 +36,12 @@ def plain_warnings() -> None:
         sys.stderr.write(f"warning: {visible(str(message))}\n")
 
     warnings.showwarning = show
+
+
+def prepare() -> None:
+    """The typer app's callback (`app.main`) for the paths that start without typer: no
+    pydantic-ai banner, warnings as `warning:` lines."""
+    import os
+
+    os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
+    plain_warnings()

@@ -1,7 +1,6 @@
 """struckdown 0.x's public names that have no place in today's API, kept so that 0.x
 calling code imports and runs unchanged (SPEC §11, docs/migration.md).
 
-`Actions` registers on the default Environment (`sd.register_action`);
 `escape_struckdown_syntax` / `escape_context_dict` / `mark_struckdown_safe` change
 nothing now that values never become structure; `CostSummary` sums `Result.usage`;
 `parse_options` reads a slot's option words as 0.x's validator did; `LLMConfig` is
@@ -10,20 +9,15 @@ nothing now that values never become structure; `CostSummary` sums `Result.usage
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from ..notices import warn
 from ..results import Result
-from .llm_config import LLMConfig
+from ..types.llm_config import LLMConfig
 from .safe import Safe
 
 __all__ = [
-    "ACTION_LOOKUP",
-    "Actions",
     "CostSummary",
     "LLMConfig",
     "ParsedOptions",
@@ -51,111 +45,6 @@ def escape_struckdown_syntax(value: Any, var_name: str = "") -> tuple[Any, bool]
 def escape_context_dict(context: Mapping[str, Any]) -> dict[str, Any]:
     """0.x escaped every value of a context; now a plain copy."""
     return dict(context)
-
-
-# -- actions ------------------------------------------------------------------------------------
-
-OnError = Literal["propagate", "return_empty", "return_default"]
-
-
-def _environment() -> Any:
-    from ..environment import default_environment
-
-    return default_environment()
-
-
-class Actions:
-    """0.x's action registry, on the default Environment (`sd.register_action`)."""
-
-    @staticmethod
-    def register(
-        name: str | Callable[..., Any] | None = None,
-        *,
-        on_error: OnError = "propagate",
-        default: Any = "",
-        role: Literal["user", "assistant", "none"] | None = "user",
-        side_effects: bool = False,
-        default_save: bool = True,
-        return_type: Any = None,
-        allow_remote_use: bool = True,
-    ) -> Any:
-        """`@Actions.register("name", on_error=…, default=…)` on a function `(context, …)`.
-
-        `on_error="return_empty"` turns a failure into `""` and `"return_default"` into
-        `default`, each with a warning; `"propagate"` fails the run. `default_save`,
-        `return_type` and `allow_remote_use` are accepted and change nothing (0.x stored
-        them unread, or they belonged to its playground)."""
-        if on_error not in ("propagate", "return_empty", "return_default"):
-            raise ValueError(f"on_error is 'propagate', 'return_empty' or 'return_default', not {on_error!r}")
-
-        def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-            action = name if isinstance(name, str) else func.__name__
-            _environment().register_action(
-                action, _guarded(action, func, on_error, default), side_effects=side_effects, role=role
-            )
-            return func
-
-        if callable(name):  # `@Actions.register` without arguments
-            return decorate(name)
-        return decorate
-
-    @staticmethod
-    def is_registered(name: str) -> bool:
-        return name in _environment().actions
-
-    @staticmethod
-    def list_registered() -> list[str]:
-        return list(_environment().actions.names())
-
-
-def _guarded(name: str, func: Callable[..., Any], on_error: OnError, default: Any) -> Callable[..., Any]:
-    if on_error == "propagate":
-        return func
-
-    def fallback(exc: Exception) -> Any:
-        value = "" if on_error == "return_empty" else default
-        warn(f"action @{name} failed ({type(exc).__name__}: {exc}); using {value!r}")
-        return value
-
-    if inspect.iscoroutinefunction(func):
-
-        @functools.wraps(func)
-        async def run_async(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await func(*args, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - on_error says what a failure gives
-                return fallback(exc)
-
-        return run_async
-
-    @functools.wraps(func)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - on_error says what a failure gives
-            return fallback(exc)
-
-    return run
-
-
-class _ActionLookup(Mapping[str, Callable[..., Any]]):
-    """0.x's `ACTION_LOOKUP`: action name → function, live over the default Environment."""
-
-    def __getitem__(self, name: str) -> Callable[..., Any]:
-        actions = _environment().actions
-        if name not in actions:
-            raise KeyError(name)
-        func: Callable[..., Any] = inspect.unwrap(actions.get(name).func)  # the function as registered
-        return func
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_environment().actions.names())
-
-    def __len__(self) -> int:
-        return len(_environment().actions.names())
-
-
-ACTION_LOOKUP: Mapping[str, Callable[..., Any]] = _ActionLookup()
 
 
 # -- option words -------------------------------------------------------------------------------
@@ -298,3 +187,32 @@ class CostSummary:
         if self.cached_call_count:
             line += f"\n  This run: ${self.fresh_cost:.4f} ({self.fresh_call_count} fresh, {self.cached_call_count} cached)"
         return line
+
+
+# -- LLM: 0.x's model object --------------------------------------------------------------------
+
+
+class LLM(str):
+    """0.x's `LLM(model_name)`, deprecated: a model string, so `complete(..., model=LLM("gpt-4o"))`
+    runs as `model="gpt-4o"` (with `credentials=` as before). No name: STRUCKDOWN_MODEL /
+    DEFAULT_LLM, else 0.x's default `gpt-4.1-mini`. `model_type="decision"` changes nothing
+    (`decide` is answered by the run's model); `model_ref` is kept, unread."""
+
+    model_name: str
+    model_type: str
+    model_ref: str | None
+
+    def __new__(cls, model_name: str | None = None, model_type: str = "llm", model_ref: str | None = None) -> LLM:
+        import os
+
+        name = model_name or os.environ.get("STRUCKDOWN_MODEL") or os.environ.get("DEFAULT_LLM") or "gpt-4.1-mini"
+        self = super().__new__(cls, name)
+        self.model_name, self.model_type, self.model_ref = name, model_type, model_ref
+        return self
+
+    def __repr__(self) -> str:
+        return f"LLM(model_name={self.model_name!r})"
+
+
+#: names importable for 0.x code with a DeprecationWarning (struckdown/__init__.py)
+DEPRECATED = {"LLM": 'LLM is deprecated: pass model="provider:name" (a string) to complete()'}

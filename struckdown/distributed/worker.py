@@ -30,8 +30,9 @@ from typing import Any
 import anyio
 import distributed
 
+from ..models.factory import import_name
 from ..run.accounting import usage_of
-from ..tools.files import import_name, module_from_source, public_tools
+from ..tools.files import module_from_source, public_tools
 from .budget import row_may_start, row_spent
 from .packing import pack_error, pack_outcomes
 

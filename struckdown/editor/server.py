@@ -26,7 +26,7 @@ from pygls.protocol import default_converter
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from .. import __version__
+from .._version import __version__
 from . import features
 from .debounce import Debouncer, Timers
 from .roles import SEMANTIC_TYPES

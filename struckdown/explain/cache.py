@@ -89,7 +89,8 @@ def cache_report(
     price: Any = None,
 ) -> CacheReport:
     """The predicted prompt-cache use of running `program` over `rows`. `price`: a callable
-    (input_tokens, cached_tokens) → USD or None, for the saving."""
+    (input_tokens, cached_tokens) → USD or None, for the saving. The rows run on the
+    Environment that compiled `program`, as the real runs would."""
     if rule not in ("anthropic", "prefix"):
         raise ValueError(f"rule must be 'anthropic' or 'prefix', not {rule!r}")
     rows = list(rows) or [{}]
@@ -157,7 +158,6 @@ def _record(program: Any, rows: list[Mapping[str, Any]], tools: Sequence[Any]) -
     from pydantic_ai.models.test import TestModel
     from pydantic_ai.models.wrapper import WrapperModel
 
-    from ..api import complete
     from ..run.ledger import CURRENT_METER
     from ..run.prompt_cache import plan_prompt_cache
 
@@ -181,8 +181,8 @@ def _record(program: Any, rows: list[Mapping[str, Any]], tools: Sequence[Any]) -
             return await super().request(messages, model_settings, model_request_parameters)
 
     for index, row in enumerate(rows):
-        complete(program, dict(row), model=Recorder(index), tools=list(tools), cache=False, prompt_cache=False,
-                 on_halt="return")
+        program.environment.complete(program, dict(row), model=Recorder(index), tools=list(tools), cache=False,
+                                     prompt_cache=False, on_halt="return")
     return recorded
 
 

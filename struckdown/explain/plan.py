@@ -110,8 +110,7 @@ class PlanTree:
         self.tools = [describe_tool(t) for t in tools]
         self.needs_approval: set[str] = set()  # the host's marks (SPEC §12)
         if tools:
-            from ..run.approval.calls import host_needs_approval
-            from ..run.tools import tool_name
+            from ..tools import host_needs_approval, tool_name
 
             self.needs_approval = {tool_name(t) for t in tools if host_needs_approval(t)}
         self.ceiling = Limits.of(program.environment.limits)

@@ -4,8 +4,9 @@ Resolution order for a string: `"test"` → `TestModel` (its `SampleModel` form)
 (an importable module that is not a pydantic-ai provider) → the Model the factory
 returns; an alias from
 `struckdown.toml` / `[tool.struckdown]`; with `LLM_API_BASE` set, a bare name, an
-`openai:`/`openai-chat:` name or a name whose prefix is no pydantic-ai provider
-(`qwen3:8b`) → the chat-completions endpoint at that URL; a bare name without it →
+`openai:`/`openai-chat:` name, an `anthropic:` or `google:` (`google-gla:`, …) name as 0.18
+sent them to its proxy (the prefix dropped) or a name whose prefix
+is no pydantic-ai provider (`qwen3:8b`) → the chat-completions endpoint at that URL; a bare name without it →
 the OpenAI chat model of that name (`gpt-4.1-mini`, as in 0.x); anything else →
 `pydantic_ai.models.infer_model` (which reads the provider's own key variables).
 Resolved models are cached (same string and settings → the same object) so a batch
@@ -33,8 +34,8 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..tools.files import factory_reference, file_stamp
 from .config import EndpointAlias, load_config
+from .factory import factory_reference, file_stamp
 from .store import ModelStore
 
 MISSING_MODEL = (
@@ -54,6 +55,8 @@ _OPENAI_COMPATIBLE = frozenset({
     "openai", "openai-chat", "ollama", "deepseek", "openrouter", "together", "fireworks", "litellm", "github",
     "vercel", "heroku", "moonshotai", "cerebras", "nebius", "ovhcloud", "alibaba", "sambanova", "grok", "xai",
 })
+#: Providers 0.18 also sent to its LLM_API_BASE proxy (a LiteLLM-style gateway), the prefix dropped
+_PROXIED_0X = frozenset({"anthropic", "google", "google-gla", "google-vertex", "gemini"})
 #: struckdown's extra that installs each provider's SDK (`pip install 'struckdown[anthropic]'`).
 PROVIDER_EXTRAS: Mapping[str, str] = {
     "anthropic": "anthropic", "google": "google", "google-gla": "google", "google-vertex": "google",
@@ -180,10 +183,12 @@ def _from_string(name: str, env: Mapping[str, str], store: ModelStore, *, aliase
             return _from_string(target, env, store, aliases=False)
     base = env.get("LLM_API_BASE")
     prefix, _, rest = name.partition(":")
-    if base and (":" not in name or prefix in _OPENAI_COMPATIBLE or not is_provider(prefix)):
-        # a bare name, an OpenAI-compatible provider's (0.18 sent every name to its proxy), or a
-        # server's own `name:tag` (qwen3:8b) goes to the endpoint; a provider prefix is dropped
-        served = rest if ":" in name and prefix in _OPENAI_COMPATIBLE else name
+    proxied = prefix in _OPENAI_COMPATIBLE or prefix in _PROXIED_0X
+    if base and (":" not in name or proxied or not is_provider(prefix)):
+        # a bare name, an OpenAI-compatible provider's or an anthropic:/google: one (0.18 sent
+        # them to its proxy), or a server's own `name:tag` (qwen3:8b) goes to the endpoint;
+        # a provider prefix is dropped
+        served = rest if ":" in name and proxied else name
         return openai_compatible(served, base, env.get("LLM_API_KEY"), env=env, store=store)
     if prefix == "ollama" and rest:  # 0.x: Ollama on this machine unless OLLAMA_BASE_URL says otherwise
         where = (env.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL).rstrip("/")
@@ -320,7 +325,7 @@ def _strip_provider(name: str) -> str:
 def _from_factory(reference: str, stamp: int | None = None) -> Any:
     """`package.module:factory` → the Model it returns (called once per process, and
     again when the module's file changes: `stamp` is its mtime now)."""
-    from ..tools.files import import_fresh
+    from .factory import import_fresh
 
     try:
         factory = import_fresh(reference, stamp)

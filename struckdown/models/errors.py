@@ -52,6 +52,12 @@ class ModelError(StruckdownError):
         if what is not None:
             self.what = what
 
+    @property
+    def is_retryable(self) -> bool:
+        """0.x's flag: whether another attempt may succeed (rate limits, connection
+        errors, timeouts, 5xx), as the retry layer decides (`is_transient`)."""
+        return is_transient(self)
+
     def __str__(self) -> str:
         where = f" (HTTP {self.status})" if self.status is not None else ""
         detail = f": {self.detail}" if self.detail else ""

@@ -52,9 +52,7 @@ from .resilience_settings import Emit as Emit
 from .resilience_settings import Resilience as Resilience
 from .resilience_settings import describe as describe
 from .resilience_settings import report as report
-from .wrappers.retries import CLOCK as CLOCK
 from .wrappers.retries import CURRENT_RETRIES as CURRENT_RETRIES
-from .wrappers.retries import Clock as Clock
 from .wrappers.retries import RetryingModel as RetryingModel
 from .wrappers.retries import RetryRun as RetryRun
 from .wrappers.retries import retry_after_of as retry_after_of
@@ -309,7 +307,7 @@ def slot_error(exc: BaseException, slot: str, model: Any) -> StruckdownError | N
 
 # -- tool choice: checked before any model call -----------------------------------
 def unknown_tool_message(slot: str, choice: str, tool_names: Sequence[str]) -> str:
-    from ..check import close_match
+    from ..errors import close_match
 
     known = list(tool_names)
     where = close_match(choice, known, "tools") if known else "no tools were given"

@@ -37,6 +37,7 @@ from ..incremental import (
     ProcessingError,
     SlotCompleted,
     SlotRetracted,
+    stamp_segment,
 )
 from ..models import resolve_model
 from ..observe import slot_span
@@ -78,6 +79,8 @@ class Run:
 
     def __post_init__(self) -> None:
         self.variables = dict(self.context)
+        if len(self.program.segments) > 1:  # 0.x's `segment_index` on slot events (0 unless stamped)
+            self.emit = _stamping(self.emit, self.program)
         # only the answers a later segment waits for get an Event (an anyio.Event costs ~20 µs)
         self.ready = {key: anyio.Event() for key in _awaited(self.program)}
         self.guards = GuardBoard({seg.index: list(seg.guards) for seg in self.program.segments})
@@ -588,3 +591,18 @@ def _cache(cache: Any, stores: dict[Any, Any]) -> Any:
     from ..cache import resolve_cache
 
     return resolve_cache(cache, stores)
+
+
+def _stamping(emit: Callable[[Any], Awaitable[None]], program: Program) -> Callable[[Any], Awaitable[None]]:
+    """`emit` that records on each slot event the segment its slot is in (0.x's `segment_index`)."""
+    segment_of: dict[str, int] = program.memo.get("segment_of") or program.memo.setdefault(
+        "segment_of", {key: seg.index for seg in program.segments for key in seg.keys}
+    )
+
+    async def stamped(event: Any) -> None:
+        index = segment_of.get(getattr(event, "slot", None) or "")
+        if index:
+            stamp_segment(event, index)
+        await emit(event)
+
+    return stamped

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 from collections.abc import AsyncIterable, Awaitable, Callable
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
@@ -48,16 +48,6 @@ class SlotEnv(Protocol):
     def streaming_now(self) -> set[str]: ...
 
 PER_SECOND = 20  # SPEC §26: at most this many SlotPartial events a second per slot
-
-
-class Clock:
-    """Where the coalescing reads the time; tests replace `CLOCK.now` (no test sleeps)."""
-
-    def __init__(self) -> None:
-        self.now: Callable[[], float] = time.monotonic
-
-
-CLOCK = Clock()
 
 
 @functools.lru_cache(maxsize=256)
@@ -195,7 +185,7 @@ class Partials:
         scanner.feed(piece)
         assert self.answer is not None
         text = self.parts[self.answer]
-        now = CLOCK.now()
+        now = monotonic()
         if now - self.sent_at < 1.0 / PER_SECOND:
             return  # coalesced: the next piece (or the end) shows it
         try:
@@ -210,7 +200,7 @@ class Partials:
             value = self.spec.to_value(self.adapter.validate_json(text or "{}"))
         except (ValidationError, ValueError):
             return  # an answer pydantic-ai will reject (and ask again): nothing final to show
-        await self._send(value, _complete(text, value, 0, True), CLOCK.now())
+        await self._send(value, _complete(text, value, 0, True), monotonic())
 
     async def _send(self, value: Any, complete: tuple[str | int, ...], now: float) -> None:
         if self.last is not None and self.last[1] == complete and _same(self.last[0], value):

@@ -114,7 +114,6 @@ def _build(
     batch: Any = None,
     resume: Any = None,
 ) -> RunSettings:
-    from ..batch import request_limiter
     from ..models.pricing import Pricing
     from ..observe import tracing_for
     from .attempts import Resilience
@@ -187,13 +186,11 @@ def spent_before(point: Any) -> Any:
 def recorded_options(options: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
     """What a paused run's state keeps of its options: each recorded option that has a plain
     form (the form a Dask worker gets), so `resume` runs on as the run began."""
-    from ..distributed.shipping import plain_option
-
     out: dict[str, Any] = {}
     for name, option in OPTIONS.items():
         if not option.recorded or (name not in options and name not in defaults):
             continue
-        plain = plain_option(name, option_value(name, options, defaults))
+        plain = option.plain(option_value(name, options, defaults))
         if plain is not None:
             out[name] = plain[0]
     return out
@@ -207,3 +204,11 @@ def _remembered(holder: Any, attribute: str, key: Any, make: Any) -> Any:
     made = make(key)
     setattr(holder, attribute, (key, made))
     return made
+
+
+def request_limiter(max_requests: int | None) -> Any:
+    """A cap on the model requests in flight at once (None: no cap)."""
+    import anyio
+
+    max_requests = OPTIONS["max_requests"].check(max_requests)  # type: ignore[misc]  # the option's own rule
+    return None if max_requests is None else anyio.CapacityLimiter(max_requests)

@@ -26,7 +26,7 @@ from ..render import Renderer
 from ..results import SlotResult, Usage
 from ..syntax.nodes import JinjaValue
 from ..types import OutputSpec, TypeRegistry, TypeRequest, build_output
-from . import confidence
+from . import confidence, prompted
 from .approval import answers as answer_approval
 from .attempts import SlotAttempts, is_truncated, model_name, slot_error
 from .budgets import slot_budget
@@ -285,6 +285,7 @@ async def run_model_slot(
     measured: float | None = None
     escalated_to: str | None = None
     decided: tuple[Any, ...] = ()  # escalate=approve: (the person's answer,)
+    no_tools: set[int] = set()  # ids of the models that refused tool calling in this slot (run/prompted.py)
     token = CURRENT_WRAP.set(wrap)
     meter_token = CURRENT_METER.set(meter)
     try:
@@ -312,6 +313,7 @@ async def run_model_slot(
             served_by = model_stack(caches, model, cached=cached)  # run/wrappers: the order, written once
             cache_token = CURRENT_CACHE_RUN.set(cache_run)
             message_history, text_prompt = attempts.request(history, prompt)
+            asked_type: Any = None
             user_prompt = prepare_prompt(message_history, text_prompt)  # images placed in the question: content parts
             try:
                 with attempts.running() as run_usage:
@@ -324,6 +326,8 @@ async def run_model_slot(
                     asked_type = output_type
                     if measuring and method is not None and method.logprobs:
                         asked_type = caches.content_output(output_type, confidence.native_json(model))
+                    elif not spec.is_text and not use_tools and (id(model) in no_tools or prompted.known_to_refuse(model)):
+                        asked_type = caches.content_output(output_type, False)  # the server has no tools
                     agent = caches.agent_for(asked_type, served_by, env.toolbox if use_tools else None)
                     call: dict[str, Any] = {
                         "instructions": instructions, "deps": env.deps, "model_settings": settings,
@@ -352,6 +356,10 @@ async def run_model_slot(
                 if cut is not None:
                     raise cut
             except Exception as exc:
+                if asked_type is output_type and not spec.is_text and not use_tools and prompted.refuses_tools(exc):
+                    no_tools.add(id(model))  # SPEC §37: ask again, the schema in the prompt (PromptedOutput)
+                    prompted.remember(model)
+                    continue
                 error = slot_error(exc, key, model)
                 if error is None:
                     raise
@@ -540,7 +548,7 @@ def _limits(env: SlotEnv, plan: SlotPlan, resolved: Resolved) -> Limits:
 
 
 def _cache_run(cache: Any, model: Any, spec: OutputSpec) -> CacheRun:
-    from .. import __version__
+    from .._version import __version__
     from ..models import endpoint_of, model_label
 
     return CacheRun(cache, endpoint_of(model), model_label(model), spec.answer_schema, __version__)

@@ -51,7 +51,7 @@ def unknown_tools(
     whose tools are not in `known`) nothing is checked: the servers' tools are listed later."""
     if mcp:
         return
-    from ..check import close_match
+    from ..errors import close_match
 
     listing = list(known)
     for plan in program.plans.values():

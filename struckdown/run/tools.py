@@ -33,10 +33,8 @@ from pydantic_ai.toolsets import WrapperToolset
 from ..errors import OutcomeUnknown, StruckdownError, exception_text
 from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
+from ..tools import READONLY_ATTR, SEQUENTIAL_ATTR, is_readonly, tool_name
 from .problems import validation_problem
-
-READONLY_ATTR = "__struckdown_readonly__"
-SEQUENTIAL_ATTR = "__struckdown_sequential__"
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -92,29 +90,6 @@ def _in_words(detail: str) -> str:
 _RETRIES = re.compile(r"Exceeded maximum (?:output )?retries \((\d+)\)")
 
 
-def readonly(tool: T) -> T:
-    """Mark a tool (function or `pydantic_ai.Tool`) as free of side effects.
-
-    A tool slot whose tools are all readonly may run beside a pending guard; any
-    other tool slot waits for the guard's verdict first.
-    """
-    setattr(tool, READONLY_ATTR, True)
-    if isinstance(tool, Tool):
-        setattr(tool.function, READONLY_ATTR, True)
-    return tool
-
-
-def sequential(tool: T) -> T:
-    """Mark a tool (function or `pydantic_ai.Tool`) to run alone (SPEC §14): the calls a
-    response makes before it finish first, then it runs, then the calls after it, in the
-    order the model wrote them (pydantic-ai's `Tool(sequential=True)`)."""
-    if isinstance(tool, Tool):
-        tool.sequential = True
-    else:
-        setattr(tool, SEQUENTIAL_ATTR, True)
-    return tool
-
-
 def _as_tool(tool: Any) -> Any:
     """A function marked `@sequential` as the `Tool(sequential=True)` pydantic-ai runs alone; one
     with an `effect_id` parameter as a tool that gets it (SPEC §25, run/effects.py)."""
@@ -128,16 +103,6 @@ def _as_tool(tool: Any) -> Any:
             setattr(wrapped, READONLY_ATTR, True)
         return wrapped
     return tool
-
-
-def is_readonly(tool: Any) -> bool:
-    if getattr(tool, READONLY_ATTR, False):
-        return True
-    return isinstance(tool, Tool) and bool(getattr(tool.function, READONLY_ATTR, False))
-
-
-def tool_name(tool: Any) -> str:
-    return tool.name if isinstance(tool, Tool) else tool.__name__
 
 
 @dataclass(frozen=True)

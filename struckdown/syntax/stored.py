@@ -85,7 +85,7 @@ def _key(source: str, path: str | None, roots: Sequence[str]) -> str:
     import hashlib
     import json
 
-    from .. import __version__
+    from .._version import __version__
 
     base = "" if path is not None and os.path.isabs(path) else os.getcwd()
     what = [__version__, _code_stamp(), source, path, [str(r) for r in roots], base]

@@ -74,6 +74,31 @@ def answer_model(model_name: str, /, **definitions: Any) -> type[BaseModel]:
     except SchemaError:
         return create_model(model_name, __config__=BACKTRACKING_ANSWER_CONFIG, **definitions)
 
+
+class _NamedAnswer(BaseModel):
+    """0.x's YAML answers: `str()` names the class, as `repr()` does."""
+
+    model_config = ANSWER_MODEL_CONFIG
+
+    def __str__(self) -> str:
+        return repr(self)
+
+
+class _NamedBacktrackingAnswer(_NamedAnswer):
+    model_config = BACKTRACKING_ANSWER_CONFIG
+
+
+def legacy_answer_model(model_name: str, /, **definitions: Any) -> type[BaseModel]:
+    """`answer_model` for a 0.x YAML type: the same, and `str()` of an answer names its class."""
+    from pydantic import create_model
+    from pydantic_core import SchemaError
+
+    try:
+        return create_model(model_name, __base__=_NamedAnswer, **definitions)
+    except SchemaError:
+        return create_model(model_name, __base__=_NamedBacktrackingAnswer, **definitions)
+
+
 _TEMPORAL_KINDS: dict[str, type] = {
     "date": dt.date,
     "datetime": dt.datetime,

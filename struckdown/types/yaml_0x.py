@@ -14,12 +14,17 @@
 
 `optional: true` is `required: false`; `ge`/`le` are `min`/`max`, `minlength`/
 `maxlength` and `regex` are accepted as in slot options, `enum` is `choices`, and
-the field types `text`, `array`, `dict`/`object` are `str`, `list`, `json`.
-A field of the extending type replaces the parent's field of that name.
+the field types `text`, `array`, `dict`/`object` are `str`, `list`, `json`;
+`list[str]` is `{type: list, items: str}`, and a field type (or list item) naming
+another 0.x type loaded before (or in the same folder) is a nested object of that type.
+Without a `temperature` in `llm_config:` the type runs at 0.7, 0.x's default.
+A field of the extending type replaces the parent's field of that name; `str()` of an
+answer names its class, as in 0.x (`Hero(alias='Ann', powers=['flight'])`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -28,6 +33,8 @@ from .spec import TypeBuildError
 _TOP_KEYS = frozenset({"name", "description", "extends", "llm_config", "fields"})
 _FIELD_RENAMES = {"ge": "min", "le": "max", "minlength": "min_length", "maxlength": "max_length",
                   "regex": "pattern", "enum": "choices"}
+#: 0.x's temperature for a YAML type whose llm_config names none (its LLMConfig's default)
+_DEFAULT_TEMPERATURE = 0.7
 _TYPE_ALIASES = {"text": "str", "array": "list", "dict": "json", "object": "json"}
 
 
@@ -40,7 +47,7 @@ def is_0x_form(data: Any) -> bool:
 def read_0x(data: Mapping[str, Any], known: MutableMapping[str, dict[str, Any]]) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(name, today's record definition, llm settings) of a 0.x type; `known` holds the
     fields of the 0.x types read so far (for `extends:`) and gains this one's."""
-    from ..compat.llm_config import LLMConfig
+    from .llm_config import LLMConfig
 
     unknown = set(data) - _TOP_KEYS
     if unknown:
@@ -71,7 +78,7 @@ def read_0x(data: Mapping[str, Any], known: MutableMapping[str, dict[str, Any]])
     from pydantic import ValidationError
 
     try:
-        settings = LLMConfig(**config).settings()
+        settings = {"temperature": _DEFAULT_TEMPERATURE, **LLMConfig(**config).settings()}
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(p) for p in problem["loc"])
@@ -83,7 +90,18 @@ def read_0x(data: Mapping[str, Any], known: MutableMapping[str, dict[str, Any]])
     return name, definition, settings
 
 
+def _list_of(kind: Any) -> str | None:
+    """The item type of 0.x's `list[X]` / `List[X]` field type, else None."""
+    if isinstance(kind, str):
+        found = re.fullmatch(r"\s*(?:list|List)\s*\[\s*(\w+)\s*\]\s*", kind)
+        if found:
+            return _TYPE_ALIASES.get(found.group(1), found.group(1))
+    return None
+
+
 def _field(name: Any, spec: Any) -> Any:
+    if isinstance(spec, str) and _list_of(spec) is not None:
+        return {"type": "list", "items": _list_of(spec)}
     if not isinstance(spec, dict):
         return {"type": _TYPE_ALIASES.get(spec, spec)} if isinstance(spec, str) else spec
     out: dict[str, Any] = {}
@@ -93,7 +111,11 @@ def _field(name: Any, spec: Any) -> Any:
                 raise TypeBuildError(f"field {name!r}: optional must be true or false")
             out.setdefault("required", not value)
         elif key == "type":
-            out["type"] = _TYPE_ALIASES.get(value, value)
+            listed = _list_of(value)
+            if listed is not None:  # 0.x's `list[str]`, `List[hero]`
+                out["type"], out["items"] = "list", listed
+            else:
+                out["type"] = _TYPE_ALIASES.get(value, value)
         elif key == "items":
             out["items"] = _TYPE_ALIASES.get(value, value)
         else:

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 
-from .builtin import BUILTIN_OPTIONS, answer_model, plan_builtin
+from .builtin import BUILTIN_OPTIONS, answer_model, legacy_answer_model, plan_builtin
 from .custom import CustomType, check_type_name, make_preset
 from .options import parse_quantifier
 from .spec import OPTION_NAMES, TypeBuildError
@@ -61,11 +61,33 @@ def read_type_file(
         )
         if not files:
             raise TypeBuildError(f"{os.fspath(path)}: the folder holds no .yaml type files")
-        entries = [entry for file in files for entry in _read_one(file, known)]
+        entries = _read_in_order(files, known)
     else:
         entries = _read_one(path, known)
     if known_0x is not None:
         known_0x.update(known)
+    return entries
+
+
+class _MissingType(TypeBuildError):
+    """A field names a type that is not loaded (yet): a later file of the folder may define it."""
+
+
+def _read_in_order(files: list[str], known: dict[str, dict[str, Any]]) -> list[CustomType]:
+    """Every file's entries, in name order, except that a 0.x file whose field names a type
+    of a later file is read after it."""
+    entries: list[CustomType] = []
+    waiting = list(files)
+    while waiting:
+        deferred: list[str] = []
+        for file in waiting:
+            try:
+                entries.extend(_read_one(file, known))
+            except _MissingType:
+                deferred.append(file)
+        if len(deferred) == len(waiting):
+            _read_one(deferred[0], known)  # nothing more can load: its error says which type is missing
+        waiting = deferred
     return entries
 
 
@@ -84,10 +106,16 @@ def _read_one(path: str | os.PathLike[str], known: dict[str, dict[str, Any]]) ->
         return []
     if is_0x_form(data):
         try:
+            fields_before = dict(known)
             name, definition, settings = read_0x(data, known)
-            entry = _entry(name, definition)
+            try:
+                entry = _entry(name, definition, refs=fields_before)
+            except ValueError:
+                known.pop(name, None)
+                raise
         except ValueError as exc:  # TypeBuildError included
-            raise TypeBuildError(f"{shown}: type {data['name']!r}: {exc}") from exc
+            kind = _MissingType if isinstance(exc, _MissingType) else TypeBuildError
+            raise kind(f"{shown}: type {data['name']!r}: {exc}") from exc
         return [replace(entry, settings=MappingProxyType(settings))]
     if not isinstance(data, dict):
         raise TypeBuildError(f"{shown}: a type file must map type names to definitions")
@@ -100,7 +128,8 @@ def _read_one(path: str | os.PathLike[str], known: dict[str, dict[str, Any]]) ->
     return entries
 
 
-def _entry(name: Any, spec: Any) -> CustomType:
+def _entry(name: Any, spec: Any, refs: Mapping[str, Any] | None = None) -> CustomType:
+    """`refs`: the fields of the 0.x types loaded before, which a 0.x field may name."""
     check_type_name(name)
     if not isinstance(spec, dict):
         raise TypeBuildError("definition must be a mapping with either base: or fields:")
@@ -122,7 +151,7 @@ def _entry(name: Any, spec: Any) -> CustomType:
         return make_preset(name, spec["base"], tuple(str(c) for c in choices), options, description)
     if "fields" in spec:
         _reject_unknown(spec, _RECORD_KEYS, "record")
-        model = _record_model(name, spec["fields"], description)
+        model = _record_model(name, spec["fields"], description, refs)
         return CustomType(name, "model", model, description)
     raise TypeBuildError("definition needs base: (a preset of a builtin type) or fields: (a record)")
 
@@ -136,7 +165,12 @@ def _reject_unknown(spec: Mapping[str, Any], known: frozenset[str], what: str) -
         )
 
 
-def _record_model(name: str, fields: Any, description: str | None) -> type[BaseModel]:
+def _record_model(
+    name: str, fields: Any, description: str | None, refs: Mapping[str, Any] | None = None,
+    seen: tuple[str, ...] = (),
+) -> type[BaseModel]:
+    """A record's answer model; with `refs` (a 0.x type) a field may name another 0.x type,
+    and `str()` of an answer names its class as 0.x's did."""
     if not isinstance(fields, dict) or not fields:
         raise TypeBuildError("fields must be a non-empty mapping of field name to field spec")
     definitions: dict[str, Any] = {}
@@ -144,14 +178,17 @@ def _record_model(name: str, fields: Any, description: str | None) -> type[BaseM
         if not isinstance(field_name, str) or not field_name.isidentifier() or field_name.startswith("_"):
             raise TypeBuildError(f"field name must be an identifier not starting with _, not {field_name!r}")
         try:
-            definitions[field_name] = _field(field_spec)
+            definitions[field_name] = _field(field_spec, refs, (*seen, name))
         except ValueError as exc:
-            raise TypeBuildError(f"field {field_name!r}: {exc}") from exc
+            kind = _MissingType if isinstance(exc, _MissingType) else TypeBuildError
+            raise kind(f"field {field_name!r}: {exc}") from exc
     model_name = "".join(part[:1].upper() + part[1:] for part in name.split("_") if part) or name
+    if refs is not None:
+        return legacy_answer_model(model_name, __doc__=description, **definitions)
     return answer_model(model_name, __doc__=description, **definitions)
 
 
-def _field(spec: Any) -> tuple[Any, Any]:
+def _field(spec: Any, refs: Mapping[str, Any] | None = None, seen: tuple[str, ...] = ()) -> tuple[Any, Any]:
     """One record field: its annotation and ``Field`` (optional fields default to null)."""
     if spec is None:
         spec = {}
@@ -169,6 +206,8 @@ def _field(spec: Any) -> tuple[Any, Any]:
     if not listed and ("items" in spec or "min_items" in spec or "max_items" in spec):
         raise TypeBuildError("items/min_items/max_items only apply to type: list")
     item_kind = spec.get("items", "str") if listed else kind
+    if refs is not None and item_kind not in _FIELD_TYPES:
+        return _nested(spec, item_kind, listed, required, description, refs, seen)
     if item_kind not in _FIELD_TYPES:
         known = ", ".join(sorted({*_FIELD_TYPES, "list"}))
         raise TypeBuildError(f"unknown field type {item_kind!r} (use one of {known})")
@@ -204,3 +243,27 @@ def _field(spec: Any) -> tuple[Any, Any]:
     else:
         annotation = Optional[annotation]  # noqa: UP045 - works for any runtime type object
     return annotation, Field(default=None, description=description, **constraints)
+
+
+def _nested(
+    spec: Mapping[str, Any], kind: Any, listed: bool, required: bool, description: str | None,
+    refs: Mapping[str, Any], seen: tuple[str, ...],
+) -> tuple[Any, Any]:
+    """A 0.x field (or list item) naming another 0.x type: an object of that type."""
+    if not isinstance(kind, str) or kind not in refs:
+        known = ", ".join(sorted({*_FIELD_TYPES, "list", *refs}))
+        raise _MissingType(f"unknown field type {kind!r} (use one of {known}, or a 0.x type loaded before)")
+    if kind in seen:
+        raise TypeBuildError(f"type {kind!r} contains itself ({' -> '.join((*seen, kind))})")
+    item: Any = _record_model(kind, refs[kind], None, refs, seen)
+    constraints: dict[str, Any] = {}
+    annotation: Any = item
+    if listed:
+        bounds = parse_quantifier("list", (spec.get("min_items", 0), spec.get("max_items")))
+        assert bounds is not None
+        low, high = bounds
+        annotation = list[item]
+        constraints = {"min_length": max(low, 1 if required else 0) or None, "max_length": high}
+    if required:
+        return annotation, Field(description=description, **constraints)
+    return Optional[annotation], Field(default=None, description=description, **constraints)  # noqa: UP045

@@ -44,6 +44,6 @@ def is_factory(name: str) -> bool:
     the search for its module; called only for names the operator listed)."""
     if ":" not in name:
         return False
-    from ..tools.files import factory_reference
+    from ..models.factory import factory_reference
 
     return factory_reference(name.strip()) is not None

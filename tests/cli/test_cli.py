@@ -1,7 +1,7 @@
 """The `sd` command line: run/chat, check, explain (batch is in test_cli_batch.py).
 
 Commands run in-process through typer's CliRunner with a scripted model put in
-place of the CLI's model factory (`struckdown.cli.loading.resolve_cli_model`).
+place of every model string (`struckdown.models._from_string`, where one becomes a Model).
 """
 
 from __future__ import annotations
@@ -507,7 +507,7 @@ def test_the_live_region_shows_a_typed_answer_growing_then_the_answer(
     from struckdown.run import partials
 
     ticks = iter(range(1000))
-    monkeypatch.setattr(partials.CLOCK, "now", lambda: float(next(ticks)))  # no partial coalesced
+    monkeypatch.setattr(partials, "monotonic", lambda: float(next(ticks)))  # no partial coalesced
     monkeypatch.setattr("struckdown.cli.run_cmd.run_console", lambda stream: Console(file=stream, force_terminal=True))
     frames: list[str] = []
     original = RunDisplay._on_slot_partial

@@ -135,7 +135,7 @@ def test_inputs_json_jsonl_text_files_and_stdin(tmp_path: Path, use_model: Any) 
     assert result.exit_code == 0
     rows = [json.loads(line) for line in result.stdout.splitlines()]  # default: JSONL on stdout
     assert [r["answer"] for r in rows] == ["j1", "j2", "l1", "text file", "s1"]
-    assert rows[3] == {"input": "text file", "content": "text file", "source": str(tmp_path / "c.txt"), "filename": "c.txt",
+    assert rows[3] == {"input": "text file", "content": "text file", "source": str(tmp_path / "c.txt"), "filename": str(tmp_path / "c.txt"),
                        "basename": "c", "answer": "text file"}  # 0.18's columns of a text input
 
 
@@ -276,7 +276,7 @@ def test_resume_reruns_rows_when_the_job_changed(tmp_path: Path, monkeypatch: py
             raise RuntimeError("first run fails row 1")  # so the journal stays for --resume
         return f"answer {row}"
 
-    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: scripted(counting, name=name))
+    monkeypatch.setattr("struckdown.models._from_string", lambda name, *args, **kwargs: scripted(counting, name=name))
     (tmp_path / "part.sd").write_text("Row {{ id }}: {{ text }}\n", encoding="utf-8")
     template = tmp_path / "t.sd"
     template.write_text('<include src="part.sd"/> [[answer]]\n', encoding="utf-8")
@@ -337,7 +337,7 @@ def test_resume_reruns_rows_when_a_config_alias_points_somewhere_new(
 
     config = tmp_path / "struckdown.toml"
     # the model the alias leads to (the real resolution reads the config file too)
-    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: scripted(counting, name=config.read_text()))
+    monkeypatch.setattr("struckdown.models._from_string", lambda *args, **kwargs: scripted(counting, name=config.read_text()))
     monkeypatch.chdir(tmp_path)
     config.write_text('[models]\nfast = "openai-chat:gpt-4o-mini"\n', encoding="utf-8")
     template = tmp_path / "t.sd"

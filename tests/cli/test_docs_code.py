@@ -136,7 +136,6 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("struckdown.models._from_string", scripted_model)
     monkeypatch.setattr("struckdown.models.openai_compatible", scripted_model)
-    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", scripted_model)
     monkeypatch.setenv("STRUCKDOWN_MODEL", "test")
     # the scripted model's price, so max_cost= examples run (a real model's is known)
     monkeypatch.setitem(sd.default_environment().defaults, "prices", {"scripted": {"input": 1.0, "output": 1.0}})

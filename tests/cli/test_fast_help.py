@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import typer.main
 
+from struckdown.cli import generate
 from struckdown.cli.fast import help as fast_help
 from struckdown.cli.app import app
 from struckdown.cli.fast.help_pages import PAGES
@@ -23,7 +24,7 @@ def typer_help(path: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytes
 
 
 def test_every_command_has_a_stored_page() -> None:
-    assert set(PAGES) == set(fast_help.generate())
+    assert set(PAGES) == set(generate.help_pages())
     assert {"", "run", "check", "batch", "resume", "cache", "cache stats", "cache clear"} <= set(PAGES)
 
 
@@ -32,7 +33,7 @@ def test_stored_page_is_typers_page(
     path: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert PAGES[path] == typer_help(path, capsys, monkeypatch), (
-        f"`sd {path} --help` changed: run python -m struckdown.cli.fast.help --write"
+        f"`sd {path} --help` changed: run python -m struckdown.cli.generate --write"
     )
 
 
@@ -40,7 +41,7 @@ def test_stored_module_is_what_the_generator_writes() -> None:
     from pathlib import Path
 
     stored = Path(fast_help.__file__).with_name("help_pages.py").read_text(encoding="utf-8")
-    assert stored == fast_help.render_module(fast_help.generate())
+    assert stored == generate.render_module(generate.help_pages())
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from struckdown.cli import run_cmd
+from struckdown.cli import generate, run_fast
 from struckdown.cli.fast import run as fast_run
 from struckdown.cli.app import app
 from struckdown.cli.fast.run import parse_run_args
@@ -25,7 +26,7 @@ TYPER = "import sys; sys.argv = ['sd', *sys.argv[1:]]; from struckdown.cli.app i
 
 def test_the_stored_table_is_the_typer_apps() -> None:
     stored = (Path(fast_run.__file__).with_name("run_params.py")).read_text(encoding="utf-8")
-    assert stored == fast_run.generate(), "run python -m struckdown.cli.fast.help --write"
+    assert stored == generate.run_params(), "run python -m struckdown.cli.generate --write"
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,7 @@ def _requests(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[Any, An
     assert typer_exit.value.code == 0
     values = parse_run_args(argv)
     assert values is not None, argv
-    assert fast_run.run_fast(values) == 0
+    assert run_fast(values) == 0
     assert len(seen) == 2 and len(loaded) in (0, 2)
     return (seen[0], loaded[:1]), (seen[1], loaded[1:])
 

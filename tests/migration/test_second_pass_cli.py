@@ -37,7 +37,7 @@ def test_batch_inline_prompt_over_a_recursive_glob_writes_several_formats(texts:
     rows = json.loads((texts / "out.json").read_text())
     # the inline prompt read no variable, so {{ input }} came first, as in 0.18
     assert [(r["filename"], r["basename"], r["summary"]) for r in rows] == [
-        ("a.txt", "a", "Apples are red."), ("b.txt", "b", "Bananas are yellow."),
+        ("data/a.txt", "a", "Apples are red."), ("data/deep/b.txt", "b", "Bananas are yellow."),
     ]
     assert rows[0]["input"] == rows[0]["content"] == "Apples are red." and rows[0]["source"] == "data/a.txt"
     with (texts / "out.csv").open(newline="") as handle:

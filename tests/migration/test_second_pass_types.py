@@ -97,7 +97,8 @@ def test_type_flag_and_types_folder_in_the_cli(tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(tmp_path)
     template = write(tmp_path / "t.sd", "Describe [[product:p]]\n")
     answer = {"title": "Lamp", "price": 3, "colour": "red", "tags": [], "sku": "S"}
-    monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: Script(lambda c: answer).model())
+    monkeypatch.setenv("STRUCKDOWN_MODEL", "scripted")
+    monkeypatch.setattr("struckdown.models._from_string", lambda *args, **kwargs: Script(lambda c: answer).model())
     unknown = cli("run", template)
     assert unknown.exit_code == 2 and "product" in unknown.output
     ok = cli("run", template, "--type", TYPES_0X, "-o", "out.json")

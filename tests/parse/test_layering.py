@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "struckdown"
-#: What syntax/ may import from struckdown: itself and the error classes.
-SYNTAX_MAY_IMPORT = {"struckdown.errors"}
+#: What syntax/ may import from struckdown: itself, the error classes and the version.
+SYNTAX_MAY_IMPORT = {"struckdown.errors", "struckdown._version"}
 
 
 def _modules() -> dict[str, Path]:
@@ -144,3 +145,129 @@ def test_the_front_end_rule_sees_a_crossing() -> None:
     graph = _graph()
     assert any(_front_end(t) == "struckdown.web" for t in graph["struckdown.cli.web_cmd"])
     assert _front_end("struckdown.cli.check") == "struckdown.cli" and _front_end("struckdown.lint") is None
+
+
+# -- between folders: the same walk lifted to folders (struckdown.run.slot -> "run") ------------
+
+#: The library's layers, bottom first: a folder or top-level module imports only from its own
+#: layer and the ones below (docs/architecture.md). "struckdown" is the package's __init__.
+LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
+    "_version codec results wording errors log notices fileio feed lru sync media render cache limits incremental observe",
+    "syntax",
+    "types actions slot_options",
+    "models compat",
+    "env_view check plan variables",
+    "tools approval run_options",
+    "run",
+    "batch",
+    "environment",
+    "api lint eval explain distributed",
+    "struckdown state_signing cache_report",
+    "cli web editor",
+))
+#: Arrows that may run back up a layer (the issue's ceiling; today none does).
+MAX_ARROWS_UP = 3
+
+
+def _folder(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def _folder_graph() -> dict[str, set[str]]:
+    folders: dict[str, set[str]] = {}
+    for module, targets in _graph().items():
+        edges = folders.setdefault(_folder(module), set())
+        edges.update(_folder(t) for t in targets if _folder(t) != _folder(module))
+    return folders
+
+
+def _cycles_between(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's walk)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_between_folders() -> None:
+    """Every import, lazy or for annotations only, lifted to its folder: no two folders (or
+    top-level modules) import each other, however far round."""
+    assert _cycles_between(_folder_graph()) == []
+
+
+def test_the_folder_walk_sees_a_cycle() -> None:
+    """The walk can fail: one arrow back from run/ to environment closes a loop."""
+    graph = {folder: set(targets) for folder, targets in _folder_graph().items()}
+    graph["run"].add("environment")
+    assert any({"run", "environment"} <= set(c) for c in _cycles_between(graph))
+
+
+def _layer(folder: str) -> int:
+    return next((i for i, layer in enumerate(LAYERS) if folder in layer), len(LAYERS))  # unplaced: see the test above
+
+
+def test_every_folder_has_a_layer() -> None:
+    placed = set().union(*LAYERS)
+    assert sorted(set(_folder_graph()) - placed) == [], "place a new folder or module in LAYERS"
+    assert sorted(placed - set(_folder_graph())) == [], "LAYERS names a folder that is gone"
+
+
+def test_arrows_run_down_the_layers() -> None:
+    """An import from a lower layer into a higher one is an arrow up; at most MAX_ARROWS_UP."""
+    up = sorted(
+        f"{module} -> {target}"
+        for module, targets in _graph().items()
+        for target in targets
+        if _layer(_folder(target)) > _layer(_folder(module))
+    )
+    assert len(up) <= MAX_ARROWS_UP, up
+
+
+#: What cli/fast/ may import: the standard library (and its own package).
+STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+
+
+def test_cli_fast_imports_only_the_standard_library() -> None:
+    """`sd --help`, `sd run` and `sd check` start without typer: what reads their command
+    lines imports nothing but the standard library and cli/fast/ itself, even lazily."""
+    outside: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "cli" / "fast").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [("." * node.level) + (node.module or "")]
+            else:
+                continue
+            for name in names:
+                own = name.startswith(".") and name.count(".", 0, len(name) - len(name.lstrip("."))) == 1
+                if not own and name.split(".")[0] not in STDLIB:
+                    outside.setdefault(path.name, []).append(name)
+    assert outside == {}

@@ -301,7 +301,7 @@ def test_feature_across_a_pause_and_resume(feature: str) -> None:
     by itself; only what has no plain form (functions, Model objects) is passed again."""
     import json
 
-    from struckdown.distributed.shipping import plain_option
+    from struckdown.run_options import OPTIONS
 
     ctx, template, context, options = _setup(("approval", feature))
     options["approve"] = None
@@ -311,7 +311,7 @@ def test_feature_across_a_pause_and_resume(feature: str) -> None:
     assert [r.tool_name for r in paused.requests] == ["refund"]
     assert "refund text" not in ctx.ran
     state = json.loads(json.dumps(paused.state))
-    again = {k: v for k, v in options.items() if k not in state["options"] and plain_option(k, v) is None}
+    again = {k: v for k, v in options.items() if k not in state["options"] and OPTIONS[k].plain(v) is None}
     # a state holds its context as JSON: values JSON cannot hold (an image) are passed again (docs/approval.md)
     resumed = sd.resume(state, {r.id: True for r in paused.requests}, context=context, **again)
     _check(("approval", feature), resumed, ctx)

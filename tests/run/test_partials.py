@@ -1,7 +1,7 @@
 """SPEC §26: typed answers stream as `SlotPartial` events, field by field.
 
 Scripted streaming FunctionModels send the answer's tool-call arguments in pieces
-(`DeltaToolCall`); the coalescing clock is `partials.CLOCK.now`, replaced by a fake one
+(`DeltaToolCall`); the coalescing clock is `partials.monotonic`, replaced by a fake one
 (no test sleeps).
 """
 
@@ -21,7 +21,8 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 import struckdown as sd
 from struckdown.incremental import SlotCompleted, SlotPartial, SlotRetracted, SlotRetry
-from struckdown.run import attempts, partials
+from struckdown.run import partials
+from struckdown.run.wrappers import retries
 
 
 class FakeClock:
@@ -39,7 +40,7 @@ class FakeClock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], FakeClock]:
     def set_step(step: float) -> FakeClock:
         fake = FakeClock(step)
-        monkeypatch.setattr(partials.CLOCK, "now", fake)
+        monkeypatch.setattr(partials, "monotonic", fake)
         return fake
 
     set_step(1.0)  # by default every piece is a second after the last: none coalesced
@@ -170,8 +171,8 @@ def test_a_retry_after_partials_retracts_them_and_the_next_attempt_starts_empty(
     async def no_wait(seconds: float) -> None:
         return None
 
-    monkeypatch.setattr(attempts.CLOCK, "sleep", no_wait)
-    monkeypatch.setattr(attempts.CLOCK, "random", random.Random(7))
+    monkeypatch.setattr(retries, "sleep", no_wait)
+    monkeypatch.setattr(retries, "uniform", random.Random(7).uniform)
     model, calls = streaming(['{"response": {"a": 1', ', "b": 2', "FAIL"], ['{"response": {"z": 9', "}}"])
     events = events_of("Go [[json:x]]", model=model)
     x_events = [e for e in events if getattr(e, "slot", None) == "x" and not isinstance(e, SlotCompleted)]

@@ -2,7 +2,7 @@
 and full jitter (Retry-After honoured), permanent ones never; `SlotRetry` events, and a
 retry after streamed tokens retracts them and streams the new attempt from empty.
 
-No test sleeps: `attempts.CLOCK.sleep` records the waits, `CLOCK.random` is seeded.
+No test sleeps: the retry wrapper's `sleep` records the waits, its jitter (`uniform`) is seeded.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from struckdown.incremental import (
     TokenDelta,
 )
 from struckdown.models.errors import AuthenticationError, BadRequestError, ContentFilterError, ContextWindowError
-from struckdown.run import attempts
+from struckdown.run.wrappers import retries
 
 OVERLOADED = "the provider failed (HTTP 503): overloaded"
 
@@ -41,8 +41,8 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def sleep(seconds: float) -> None:
         seen.append(seconds)
 
-    monkeypatch.setattr(attempts.CLOCK, "sleep", sleep)
-    monkeypatch.setattr(attempts.CLOCK, "random", random.Random(7))
+    monkeypatch.setattr(retries, "sleep", sleep)
+    monkeypatch.setattr(retries, "uniform", random.Random(7).uniform)
     return seen
 
 

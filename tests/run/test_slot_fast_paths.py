@@ -123,19 +123,19 @@ def test_a_streamed_slot_meters_and_streams_as_before() -> None:
         raise AssertionError("the slot streams")
 
     async def collect() -> list[Any]:
-        from struckdown.run.wrappers.retries import CLOCK
+        from struckdown.run.wrappers import retries
 
         async def instant(seconds: float) -> None:
             return None
 
-        CLOCK.sleep = instant
+        retries.sleep = instant  # type: ignore[assignment]
         try:
             model = FunctionModel(whole, stream_function=stream)
             return [e async for e in sd.complete_incremental_async("Say it. [[a]]", {}, model=model)]
         finally:
             import anyio
 
-            CLOCK.sleep = anyio.sleep
+            retries.sleep = anyio.sleep
 
     events = asyncio.run(collect())
     assert [type(e).__name__ for e in events] == [

@@ -32,7 +32,14 @@ def plain_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture
 def use_model(monkeypatch: pytest.MonkeyPatch) -> Any:
     def install(model: Any) -> None:
-        monkeypatch.setattr("struckdown.cli.loading.resolve_cli_model", lambda name: model)
+        """Every model string (the default's included) but `test` is `model`: `models._from_string`
+        is where one becomes a Model, whichever command or option named it (`--fallback test`
+        still names pydantic-ai's TestModel)."""
+        from struckdown import models
+
+        real = models._from_string
+        monkeypatch.setenv("STRUCKDOWN_MODEL", "scripted")
+        monkeypatch.setattr(models, "_from_string", lambda name, *a, **k: real(name, *a, **k) if name == "test" else model)
 
     return install
 

@@ -69,29 +69,3 @@ def parse_check_args(argv: list[str]) -> CheckArgs | None:
         else:
             setattr(args, target, Path(value))
     return args if args.templates else None
-
-
-def run_check(args: CheckArgs) -> int:
-    """What the typer command `check` does (app.py), with the app's callback and
-    `reporting_errors` around it; returns the exit code."""
-    from ..errors import reported
-
-    prepare()
-
-    def body() -> int:
-        from ..check import check_command, mcp_tool_names
-
-        listed = mcp_tool_names(args.mcp, args.mcp_config)
-        return check_command(args.templates, args.context, args.pairs, args.tools, args.include_paths, listed)
-
-    return reported(body)
-
-
-def prepare() -> None:
-    """The typer app's callback (`app.main`): no pydantic-ai banner, warnings as `warning:` lines."""
-    import os
-
-    from ..text import plain_warnings
-
-    os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
-    plain_warnings()

@@ -22,7 +22,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic_ai import Tool
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
 from ...approval.state import (
@@ -42,6 +41,7 @@ from ...incremental import ApprovalDecided, ApprovalRequested
 from ...results import SlotResult, ToolCall, Usage
 from ...slot_options import server_names, tool_names
 from ...syntax.nodes import Action, JinjaValue
+from ...tools import host_needs_approval
 from ..tools import Flight, ToolBox, ToolWrap, _canonical
 
 if TYPE_CHECKING:
@@ -50,29 +50,12 @@ if TYPE_CHECKING:
     from ...types import OutputSpec
     from ..guards import GuardBoard
 
-NEEDS_APPROVAL_ATTR = "__struckdown_needs_approval__"
 
 T = TypeVar("T")
 
 #: What `approve=` takes: a callback `(ApprovalRequest) -> bool | str` (sync or async),
 #: True / False (approve / deny every call), or None (pause the run).
 Approver = Callable[[ApprovalRequest], Any] | bool | None
-
-
-def needs_approval(tool: T) -> T:
-    """Mark a tool (function or `pydantic_ai.Tool`) so that every call of it waits for a
-    person's decision (`approve=` of the run, or a pause). A template cannot remove it."""
-    setattr(tool, NEEDS_APPROVAL_ATTR, True)
-    if isinstance(tool, Tool):
-        setattr(tool.function, NEEDS_APPROVAL_ATTR, True)
-    return tool
-
-
-def host_needs_approval(tool: Any) -> bool:
-    """Whether the host marked the tool: `@needs_approval` or `Tool(requires_approval=True)`."""
-    if getattr(tool, NEEDS_APPROVAL_ATTR, False):
-        return True
-    return isinstance(tool, Tool) and (tool.requires_approval or bool(getattr(tool.function, NEEDS_APPROVAL_ATTR, False)))
 
 
 class SlotPaused(Exception):
@@ -310,7 +293,7 @@ def _unknown_name(
 ) -> Exception:
     """The positioned error for an `approve=` name that is no tool of the run (or, `used`
     given, a tool of a server the slot's `mcp=` leaves out)."""
-    from ...check import close_match
+    from ...errors import close_match
     from ...syntax.source import SourceMap
 
     option = next(o for o in plan.slot.options if o.key == "approve")

@@ -29,20 +29,18 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 from ...errors import InputError
+from ...tools import Reconcile, reconcile_of
 from .files import HEADER, Tail, shard_paths
 
-EFFECT_ATTR = "__struckdown_effect__"
 ANSWER_PREFIX = b'{"answer": '  # a slot answer line (incremental re-runs, run/durable/rerun.py)
 
 T = TypeVar("T")
-Reconcile = Callable[[str, dict[str, Any]], Any]
 
 #: The batch row a run belongs to (set around each row of a batch; None: a single run).
 CURRENT_ROW: ContextVar[int | None] = ContextVar("struckdown_effect_row", default=None)
@@ -60,35 +58,6 @@ class RowContext(dict[str, Any]):
 def effects_path(journal: Path) -> Path:
     """`out.journal.jsonl` → `out.journal.effects.jsonl` (`sd batch`'s effect journal)."""
     return journal.with_name(journal.name.removesuffix(".jsonl") + ".effects.jsonl")
-
-
-@dataclass(frozen=True)
-class EffectSpec:
-    reconcile: Reconcile | None = None
-
-
-@overload
-def effect(tool: T, /) -> T: ...
-@overload
-def effect(*, reconcile: Reconcile | None = None) -> Callable[[T], T]: ...
-def effect(tool: Any = None, /, *, reconcile: Reconcile | None = None) -> Any:
-    """Declare how a write tool's interrupted calls are settled: `reconcile(effect_id,
-    arguments)` looks the effect up (at the payment provider, in the database) and returns
-    the call's result, or None for "it did not happen" (the call then runs). Sync or async."""
-
-    def mark(target: T) -> T:
-        setattr(target, EFFECT_ATTR, EffectSpec(reconcile))
-        function = getattr(target, "function", None)  # a pydantic_ai.Tool
-        if function is not None:
-            setattr(function, EFFECT_ATTR, EffectSpec(reconcile))
-        return target
-
-    return mark if tool is None else mark(tool)
-
-
-def reconcile_of(tool: Any) -> Reconcile | None:
-    spec = getattr(tool, EFFECT_ATTR, None) or getattr(getattr(tool, "function", None), EFFECT_ATTR, None)
-    return spec.reconcile if isinstance(spec, EffectSpec) else None
 
 
 def canonical(arguments: Any) -> str:

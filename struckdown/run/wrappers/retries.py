@@ -12,7 +12,6 @@ per-request meter; what one slot attempt needs travels in `CURRENT_RETRIES` (set
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -20,9 +19,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from random import uniform
 from typing import Any, TypeVar
 
-import anyio
+from anyio import sleep
 from pydantic_ai.messages import ModelResponse, ModelResponseStreamEvent
 from pydantic_ai.models import StreamedResponse
 from pydantic_ai.usage import RequestUsage
@@ -35,18 +35,6 @@ from .streams import Request, SlotRunWrapper, StreamContext
 T = TypeVar("T")
 
 
-class Clock:
-    """How a retry waits and where its jitter comes from; tests replace `CLOCK`'s parts
-    (an instant `sleep`, a seeded `random`) so that no test sleeps for real."""
-
-    def __init__(self) -> None:
-        self.sleep: Callable[[float], Awaitable[None]] = anyio.sleep
-        self.random: random.Random = random.Random()
-
-
-CLOCK = Clock()
-
-
 def retry_delay(retry: int, retry_after: float | None, settings: Resilience) -> float:
     """Seconds before the `retry`-th retry (from 1) of a request: what the provider asked
     for (`Retry-After`, at most `retry_max_delay`), else a random time between 0 and
@@ -54,7 +42,7 @@ def retry_delay(retry: int, retry_after: float | None, settings: Resilience) -> 
     if retry_after is not None and retry_after >= 0:
         return min(float(retry_after), settings.retry_max_delay)
     ceiling = min(settings.retry_max_delay, settings.retry_base_delay * 2.0 ** min(retry - 1, 60))
-    return CLOCK.random.uniform(0.0, ceiling)
+    return uniform(0.0, ceiling)
 
 
 def retry_after_of(exc: BaseException) -> float | None:
@@ -95,7 +83,7 @@ class RetryRun:
         if streamed and self.restart is not None:
             await self.restart("retry")  # SlotRetracted first, when tokens had gone out
         await report(self.emit, self.settings, SlotRetry(self.slot, retry, error, delay))
-        await CLOCK.sleep(delay)
+        await sleep(delay)
 
     async def attempt(self, call: Callable[[], Awaitable[T]], used: int = 0) -> tuple[T, int]:
         """`call()`, again after each transient failure while retries are left; (its
