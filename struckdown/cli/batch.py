@@ -131,6 +131,7 @@ def batch_command(request: BatchRequest) -> int:
                        "in one process (the provider runs them); drop one of the two")
     if request.otel and (request.engine != "local" or (request.workers or 1) > 1):
         raise CliError("--otel is for this process's rows (the Dask workers export their own traces)")
+    _refuse_escalate_approve(program, request)
     inputs = InputRows(request.inputs)
     lock = JournalLock(journal_path(request.output)) if request.output is not None else None
     try:
@@ -531,6 +532,22 @@ class BatchRun:
 
 
 DECISIONS = ("happened", "not-happened", "deny")
+
+
+def _refuse_escalate_approve(program: Any, request: BatchRequest) -> None:
+    """SPEC §29: `escalate=approve` hands a less confident answer to a person, and a batch has
+    none to ask (rows cannot pause): refused before any call, naming both. `--approve all`
+    keeps the model's answers, so it is allowed."""
+    from ..run.confidence import asks_a_person
+
+    slots = asks_a_person(program)
+    if not slots or request.approve == "all":
+        return
+    workers = " with --workers" if (request.workers or 1) > 1 or request.engine != "local" else ""
+    raise CliError(
+        f"slot {slots[0]!r} has escalate=approve, and sd batch{workers} has no person to answer it (its rows "
+        "cannot pause): give escalate=a model instead, or --approve all to keep the model's answers"
+    )
 
 
 def check_decide(request: BatchRequest) -> None:

@@ -83,6 +83,7 @@ def run_command(request: RunRequest) -> int:
     guards = {slot.key: program.plans[slot].when for slot in program.slots() if slot.is_guard}
     display = RunDisplay(console, guards, program.keys, answer_order(program))
     approve = approval_cmd.decider(request.approve, request.pause_to, display)
+    _refuse_escalate_approve(program, approve)
     started = time.perf_counter()
     recorder = RunRecorder()
     with otel(bool(request.flags.get("otel"))) as provider:
@@ -106,6 +107,22 @@ def run_command(request: RunRequest) -> int:
         approval_cmd.write_pause(request.pause_to, result.paused, flags)
         return approval_cmd.report_pause(result.paused, request.pause_to, flags)
     return EXIT_HALTED if result.halted is not None else EXIT_OK
+
+
+def _refuse_escalate_approve(program: Any, approve: Any) -> None:
+    """SPEC §29: `escalate=approve` with nobody to answer (no terminal and no --pause-to,
+    or --approve none) would fail the slot at its first less confident answer: refused
+    before any call, naming both."""
+    from ..run.confidence import asks_a_person
+
+    slots = asks_a_person(program) if approve is False or isinstance(approve, approval_cmd.DenyWithNote) else []
+    if not slots:
+        return
+    why = "--approve none rejects every answer" if approve is False else "there is no terminal to ask"
+    raise CliError(
+        f"slot {slots[0]!r} has escalate=approve and {why}: give --pause-to FILE (decide later with sd resume), "
+        "--approve all (keep the model's answers) or run it on a terminal"
+    )
 
 
 def _resume_flags(request: RunRequest, model: Any) -> dict[str, Any]:

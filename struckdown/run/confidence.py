@@ -162,3 +162,13 @@ def escalation(control: Mapping[str, Any], measured: float) -> str | None:
     if floor is None or target is None or measured >= float(floor):
         return None
     return str(target)
+
+
+def asks_a_person(program: Any) -> list[str]:
+    """The slots with `escalate=approve` (SPEC §27: a less confident answer goes to a person)."""
+    found = []
+    for plan in program.plans.values():
+        target = plan.control.get("escalate")
+        if isinstance(target, str) and target.strip() == "approve":
+            found.append(plan.key)
+    return found
