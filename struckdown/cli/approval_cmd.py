@@ -163,12 +163,21 @@ def write_pause(path: Path, paused: Any, cli: dict[str, Any]) -> None:
 def resume_flags(cli: dict[str, Any]) -> str:
     """The flags `sd resume` needs to load what the paused run loaded (it imports only
     what its command line names): `--tools FILE`, and `--model NAME` for a factory."""
+    import shlex
+
     from ..models.factory import factory_reference
 
-    flags = f" --tools {cli['tools']}" if cli.get("tools") else ""
+    flags = f" --tools {shlex.quote(str(cli['tools']))}" if cli.get("tools") else ""
     model = cli.get("model")
     if isinstance(model, str) and ":" in model and factory_reference(model) is not None:
-        flags += f" --model {model}"
+        flags += f" --model {shlex.quote(model)}"
+    for spec in cli.get("mcp") or ():  # SPEC §29: the MCP servers, given again (no --trust-state needed)
+        flags += f" --mcp {shlex.quote(str(spec))}"
+    if cli.get("mcp_config"):
+        flags += f" --mcp-config {shlex.quote(str(cli['mcp_config']))}"
+    factories = [n for n in cli.get("fallback") or () if ":" in n and factory_reference(n) is not None]
+    if factories:  # a fallback model factory is code the state names: only with --trust-state
+        flags += " --trust-state"
     return flags
 
 

@@ -144,14 +144,16 @@ def _refuse_state_code(request: ResumeRequest, state: dict[str, Any]) -> None:
     recorded: dict[str, Any] = found if isinstance(found, dict) else {}
     flags = request.flags
     given_mcp = flags.get("mcp") or flags.get("mcp_config")
-    named = [f"MCP servers {recorded['mcp']!r}"] if recorded.get("mcp") and not given_mcp else []
+    servers = recorded.get("mcp") if isinstance(recorded.get("mcp"), list) else []
+    listed = ", ".join(str(s.get("name") if isinstance(s, Mapping) else s) for s in servers)
+    named = [f"the MCP servers {listed}"] if recorded.get("mcp") and not given_mcp else []
     fallback = () if flags.get("fallback") else recorded.get("fallback") or ()
     for name in [fallback] if isinstance(fallback, str) else fallback:
         if isinstance(name, str) and ":" in name and factory_reference(name) is not None:
             named.append(f"the fallback model factory {name}")
     if named:
         raise CliError(f"the paused run used {' and '.join(named)}; sd resume starts or imports them only with "
-                       "--trust-state (or when --mcp / --fallback replace them)")
+                       "--trust-state (or when --mcp / --mcp-config / --fallback give them again)")
 
 
 def _model(request: ResumeRequest, cli: dict[str, Any]) -> Any:

@@ -136,6 +136,10 @@ def _resume_flags(request: RunRequest, model: Any) -> dict[str, Any]:
         "stream": request.stream,
         "cache": not request.flags.get("no_cache"),
         "stop_at": request.flags.get("stop_at"),
+        # SPEC §29: the resume command printed after a pause names the MCP servers again
+        "mcp": [str(spec) for spec in request.flags.get("mcp") or ()],
+        "mcp_config": str(Path(request.flags["mcp_config"]).resolve()) if request.flags.get("mcp_config") else None,
+        "fallback": [str(name) for name in request.flags.get("fallback") or ()],
     }
 
 
