@@ -144,7 +144,8 @@ def _refuse_state_code(request: ResumeRequest, state: dict[str, Any]) -> None:
     recorded: dict[str, Any] = found if isinstance(found, dict) else {}
     flags = request.flags
     given_mcp = flags.get("mcp") or flags.get("mcp_config")
-    servers = recorded.get("mcp") if isinstance(recorded.get("mcp"), list) else []
+    found_mcp = recorded.get("mcp")
+    servers: list[Any] = found_mcp if isinstance(found_mcp, list) else []
     listed = ", ".join(str(s.get("name") if isinstance(s, Mapping) else s) for s in servers)
     named = [f"the MCP servers {listed}"] if recorded.get("mcp") and not given_mcp else []
     fallback = () if flags.get("fallback") else recorded.get("fallback") or ()
