@@ -135,6 +135,7 @@ class Flight:
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: tuple[Any, bool, str | None] | None = None  # (output, ok, error)
     retry: ModelRetry | ApprovalRequired | OutcomeUnknown | None = None  # re-raised to every waiter, never cached
+    source: str | None = None  # SPEC §29: "replayed from the journal", "reconciled: happened", …: it did not run
 
 
 def _canonical(arguments: Any) -> str:
@@ -275,7 +276,7 @@ class SlotToolset(WrapperToolset[Any]):
             if flight.outcome is not None:
                 break
             # the task running the shared call was cancelled (not this one): run it here
-        return await self._finish(name, arguments, started, flight.outcome, was_cached)
+        return await self._finish(name, arguments, started, flight.outcome, was_cached, source=flight.source)
 
     async def _finish(
         self,
@@ -286,6 +287,7 @@ class SlotToolset(WrapperToolset[Any]):
         was_cached: bool,
         *,
         ran: bool = True,
+        source: str | None = None,
     ) -> Any:
         state = self.state
         assert state is not None
@@ -293,7 +295,7 @@ class SlotToolset(WrapperToolset[Any]):
         state.failed += ran and not ok
         elapsed = (time.perf_counter() - started) * 1000
         state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
-        await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached))
+        await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached, source))
         if state.tracing is not None:
             state.tracing.tool_outcome(was_cached, ok)
         if not ok:
@@ -316,7 +318,7 @@ class SlotToolset(WrapperToolset[Any]):
             if effects is not None:
                 settled = await _settled(effects, self.state.slot, name, key_arguments(key), ctx, self.state.happened, key)
                 if isinstance(settled, tuple):  # done before (or reconciled): answered from the journal
-                    flight.outcome = settled
+                    flight.outcome, flight.source = settled
                     return
                 effect = settled
                 ctx = replace(ctx)
@@ -379,11 +381,14 @@ def key_arguments(key: tuple[str, str]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+REPLAYED = "replayed from the journal"
+
+
 async def _settled(
     effects: Any, slot: str, name: str, arguments: dict[str, Any], ctx: RunContext[Any],
     happened: Mapping[tuple[str, str], Any], key: tuple[str, str],
-) -> tuple[Any, bool, str | None] | str:
-    """SPEC §25: a call's outcome from the journal, or its effect id when it is to run.
+) -> tuple[tuple[Any, bool, str | None], str] | str:
+    """SPEC §25: a call's outcome from the journal (and how it was settled, SPEC §29), or its effect id when it is to run.
     A call started but never finished goes to the tool's reconcile hook, else waits for a
     person's decision marked "outcome unknown" (run/approval.py): "it happened" answers
     with the result they gave, "did not happen" (an approval) runs it. A batch row cannot
@@ -394,11 +399,12 @@ async def _settled(
         return effect
     if record.get("state") == "done":
         ok = bool(record.get("ok"))
-        return (record.get("output"), True, None) if ok else (record.get("error"), False, record.get("error"))
+        outcome = (record.get("output"), True, None) if ok else (record.get("error"), False, record.get("error"))
+        return outcome, REPLAYED
     if ctx.tool_call_approved:  # a person decided
         if key in happened:  # it happened: answered with the result they gave, never run again
             effects.journal.done(effect, happened[key], True, None, decided="happened")
-            return happened[key], True, None
+            return (happened[key], True, None), "decided: happened"
         effects.journal.decided(effect, "not-happened")
         return effect  # it did not happen: run it now
     try:
@@ -411,7 +417,7 @@ async def _settled(
         effects.journal.decided(effect, "not-happened", by="reconcile")
         return effect
     effects.journal.done(effect, output, True, None, decided="happened", by="reconcile")
-    return output, True, None
+    return (output, True, None), "reconciled: happened"
 
 
 class ThreadPerCall(Executor):

@@ -174,3 +174,17 @@ def test_a_batch_makes_no_scratch_folder_it_does_not_need(tmp_path: Path, use_mo
     rows.write_text('{"order": "R1"}\n')
     assert sd("batch", template, rows, "-o", tmp_path / "out.jsonl", "--no-cache").exit_code == 0
     assert seen == [[]]
+
+
+def test_sd_run_shows_a_replayed_call_as_such(tmp_path: Path, use_model: Any) -> None:
+    use_model(refund_model([]))
+    paths = setup_job(tmp_path, 1, cut_off=[])
+    journal = tmp_path / "run.journal"
+    args = ("run", paths["t"], "--set", "order=R1", "--tools", paths["tools"], "--journal", journal, "--no-cache",
+            "--no-stream")
+    first = sd(*args)
+    assert first.exit_code == 0 and 'tool refund(order="R1") → refunded R1 (' in first.output
+    again = sd(*args, "--rerun-from", "reply")
+    assert again.exit_code == 0, again.output
+    assert '[reply] tool refund(order="R1") → refunded R1 (replayed from the journal)' in again.output
+    assert effects(paths) == ["R1"]

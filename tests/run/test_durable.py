@@ -320,3 +320,21 @@ def test_a_line_nested_too_deeply_is_refused_naming_its_line(tmp_path: Path) -> 
     with pytest.raises(InputError, match=rf"^journal {journal} line 2: nested too deeply to be a journal line"):
         sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
     assert shop.refunds == []
+
+
+def test_replayed_and_reconciled_calls_say_so_in_their_events(tmp_path: Path) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    crashed_run(shop, journal)
+    tool = sd.effect(reconcile=lambda effect_id, arguments: "refunded R7 (found at the bank)")(shop.tool())
+
+    def sources(**options: Any) -> list[Any]:
+        events = list(sd.complete_incremental(TEMPLATE, model=refund_model([]), tools=[tool], journal=journal,
+                                              stream=False, **options))
+        return [(e.tool_name, e.source) for e in events if e.type == "tool_completed"]
+
+    assert sources() == [("refund", "reconciled: happened")]
+    assert sources(rerun_from="reply") == [("refund", "replayed from the journal")]
+    fresh = tmp_path / "fresh.journal"
+    events = list(sd.complete_incremental(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=fresh,
+                                          stream=False))
+    assert [e.source for e in events if e.type == "tool_completed"] == [None]  # it ran
