@@ -46,7 +46,7 @@ def refund_model(asked: list[str]) -> FunctionModel:
     return FunctionModel(reply)
 
 
-def setup_job(tmp_path: Path, rows: int, cut_off: list[int]) -> dict[str, Path]:
+def setup_job(tmp_path: Path, rows: int, cut_off: list[int], shard: bool = False) -> dict[str, Path]:
     """A job whose earlier run was killed in the refund of each row in `cut_off` (the
     effect journal holds their calls as started and never finished)."""
     paths = {"log": tmp_path / "effects.log", "tools": tmp_path / "tools.py", "t": tmp_path / "t.sd",
@@ -59,6 +59,10 @@ def setup_job(tmp_path: Path, rows: int, cut_off: list[int]) -> dict[str, Path]:
         effect = effect_id(JOB, row, "reply", "refund", {"order": f"R{row}"})
         lines.append({"effect": effect, "state": "started", "tool": "refund", "arguments": {"order": f"R{row}"},
                       "slot": "reply", "row": row})
+    if shard:  # a --workers process was cut off: its started record is in its shard
+        (tmp_path / "out.journal.effects.jsonl").write_text(json.dumps(lines[0]) + "\n")
+        (tmp_path / "out.journal.effects.jsonl.worker1").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return paths
     (tmp_path / "out.journal.effects.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     return paths
 
@@ -113,6 +117,20 @@ def test_decide_runs_or_denies_the_call(tmp_path: Path, use_model: Any, decide: 
     result = batch(paths, "--resume", "--decide", decide)
     assert result.exit_code == 0, result.output
     assert effects(paths) == log and [r["reply"] for r in outputs(paths)][1] == reply
+
+
+@pytest.mark.parametrize("decide", ["happened", "not-happened"])
+def test_a_decision_settles_a_call_a_workers_shard_holds(tmp_path: Path, use_model: Any, decide: str) -> None:
+    """The decision goes to the journal, the cut-off call is in a worker's shard: whichever
+    is read first, the decision settles it (it used to stay unknown for ever)."""
+    use_model(refund_model([]))
+    paths = setup_job(tmp_path, 2, cut_off=[1], shard=True)
+    assert batch(paths, "--resume").exit_code == 5
+    result = batch(paths, "--resume", "--decide", decide)
+    assert result.exit_code == 0, result.output
+    assert effects(paths) == (["R0", "R1"] if decide == "not-happened" else ["R0"])
+    again = batch(paths, "--resume")
+    assert again.exit_code == 0 and "already finished: 2 rows" in again.output
 
 
 def test_decide_needs_resume_and_a_known_answer(tmp_path: Path, use_model: Any) -> None:

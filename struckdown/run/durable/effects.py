@@ -80,6 +80,8 @@ class EffectJournal:
         self._lock = _locked(self._lock_path, path)
         self.records: dict[str, dict[str, Any]] = {}
         self.open: set[str] = set()  # ids started and not settled
+        self.starts: dict[str, int] = {}  # id → its `started` records read so far (all files)
+        self.settled: dict[str, dict[str, Any]] = {}  # id → the settling record that covers the most starts
         self.job = ""
         # SPEC §25 incremental re-runs: the slot answers the file held when it was opened, by
         # (row, slot, request key) and (row, slot) → the offset of the line (read back on use)
@@ -200,17 +202,38 @@ class EffectJournal:
             return raw.read(1) != b"\n"
 
     def _append(self, entry: dict[str, Any]) -> None:
+        if entry.get("state") in ("done", "cleared"):  # which starts it settles: files merge in any order
+            entry = {**entry, "starts": self.starts.get(entry["effect"], 0)}
         line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
         os.write(self._fd, line.encode("utf-8", "surrogatepass"))  # one write: whole, or cut short by a kill
         if "effect" in entry:
             self._note(entry)
 
     def _note(self, entry: dict[str, Any]) -> None:
+        """One record, from any of the files (the journal, the workers' shards), read in any
+        order: a `done`/`cleared` record says how many `started` records it settles
+        (`starts`), so a decision written in the journal about a call a worker's shard holds
+        as started settles it whichever is read first, and a later start is open again."""
         effect = entry["effect"]
-        self.records[effect] = {**self.records.get(effect, {}), **entry}
         if entry.get("state") == "started":
+            count = self.starts[effect] = self.starts.get(effect, 0) + 1
+            settled = self.settled.get(effect)
+            if settled is not None and settled["starts"] >= count:
+                self.records[effect] = {**entry, **self.records.get(effect, {})}  # keeps the call's tool, arguments
+                return  # settled already by a record read before it
+            self.records[effect] = {**self.records.get(effect, {}), **entry}
             self.open.add(effect)
-        else:
+            return
+        starts = entry.get("starts")
+        if not isinstance(starts, int):  # written before records said so: settles what was read so far
+            starts = self.starts.get(effect, 0)
+        entry = {**entry, "starts": starts}
+        best = self.settled.get(effect)
+        if best is not None and best["starts"] > starts:
+            return  # an older settlement than one read already
+        self.settled[effect] = entry
+        if starts >= self.starts.get(effect, 0):
+            self.records[effect] = {**self.records.get(effect, {}), **entry}
             self.open.discard(effect)
 
     def unsettled(self) -> bool:

@@ -41,6 +41,8 @@ class ShardJournal(EffectJournal):
         self.path = path
         self.records: dict[str, dict[str, Any]] = {}
         self.open: set[str] = set()
+        self.starts: dict[str, int] = {}
+        self.settled: dict[str, dict[str, Any]] = {}
         # a worker writes its slots' answer lines to its shard but reuses none (docs/durable.md)
         self.answers: dict[tuple[int | None, str, str], int] = {}
         self.latest: dict[tuple[int | None, str], int] = {}
