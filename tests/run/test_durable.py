@@ -338,3 +338,56 @@ def test_replayed_and_reconciled_calls_say_so_in_their_events(tmp_path: Path) ->
     events = list(sd.complete_incremental(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=fresh,
                                           stream=False))
     assert [e.source for e in events if e.type == "tool_completed"] == [None]  # it ran
+
+
+def test_a_reused_slot_runs_again_when_a_readonly_tool_answers_differently(tmp_path: Path) -> None:
+    journal, stock = tmp_path / "run.journal", {"R7": 3}
+    asked: list[str] = []
+
+    @sd.readonly
+    def in_stock(order: str) -> int:
+        """How many are in stock."""
+        return stock[order]
+
+    def model(messages: Any, info: Any) -> ModelResponse:
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        asked.append("answer" if returns else "call")
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("in_stock", {"order": "R7"})])
+        return ModelResponse(parts=[TextPart(f"{returns[-1].content} left")])
+
+    first = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[in_stock], journal=journal)
+    same = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[in_stock], journal=journal)
+    assert first["reply"] == same["reply"] == "3 left" and same.results["reply"].reused
+    assert asked == ["call", "answer"]  # the tool ran again and agreed: no request
+    stock["R7"] = 0
+    changed = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[in_stock], journal=journal)
+    assert changed["reply"] == "0 left" and not changed.results["reply"].reused
+    assert asked == ["call", "answer", "call", "answer"]
+    assert changed.reruns is not None and changed.reruns.rerun == ("reply",)
+
+
+def test_an_edit_to_a_helper_a_tool_uses_reruns_its_slot(tmp_path: Path) -> None:
+    journal = tmp_path / "run.journal"
+    source = tmp_path / "shop_tools.py"
+    import importlib.util
+
+    def load(rate: str) -> Any:
+        source.write_text(f"RATE = {rate}\n\ndef price(order: str) -> float:\n    '''The price.'''\n"
+                          "    return total(order)\n\ndef total(order):\n    return 10 * RATE\n")
+        spec = importlib.util.spec_from_file_location(f"shop_tools_{rate.replace('.', '_')}", source)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return sd.readonly(module.price)
+
+    def model(messages: Any, info: Any) -> ModelResponse:
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("price", {"order": "R7"})])
+        return ModelResponse(parts=[TextPart(f"costs {returns[-1].content}")])
+
+    first = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[load("1.0")], journal=journal)
+    edited = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[load("2.25")], journal=journal)
+    assert (first["reply"], edited["reply"]) == ("costs 10.0", "costs 22.5")
+    assert not edited.results["reply"].reused

@@ -263,6 +263,40 @@ class Reruns:
                         continue
         return any(effect_id(journal.job, self.row, slot, name, arguments) in journal.open for name, arguments in calls)
 
+    async def still_same(self, env: SlotEnv, slot: str, result: SlotResult) -> bool:
+        """SPEC §29: the calls a reused slot made to `@readonly` tools run again and are
+        compared with what the journal holds; a different result (or a tool that cannot be
+        called outside a run, or fails) means the slot runs again (it is then not reused)."""
+        import functools
+        import inspect
+
+        import anyio
+        from pydantic_core import to_jsonable_python
+
+        box = env.toolbox
+        same = True
+        for call in result.tool_calls:
+            if call.tool_name not in box.readonly_names or call.tool_name not in box.names:
+                continue
+            tool = box.tools[box.names.index(call.tool_name)]
+            function = getattr(tool, "function", tool)
+            if getattr(tool, "takes_ctx", False) or not callable(function):
+                same = False
+                break
+            try:
+                if inspect.iscoroutinefunction(function):
+                    output = await function(**call.arguments)
+                else:
+                    output = await anyio.to_thread.run_sync(functools.partial(function, **call.arguments))
+                same = to_jsonable_python(output, fallback=repr) == to_jsonable_python(call.output, fallback=repr)
+            except Exception:  # noqa: BLE001 - a tool that fails now: the slot runs and the model reads it
+                same = False
+            if not same:
+                break
+        if not same and slot in self.reused:
+            self.reused.remove(slot)
+        return same
+
     def record(self, pending: Pending, result: SlotResult) -> None:
         """A slot that ran: its answer goes to the journal under its request key."""
         if self.journal is None:
