@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .actions import ActionRegistry
+    from .authority import HostPolicy
     from .models.store import ModelStore
     from .render import Renderer
     from .types import TypeRegistry
@@ -24,6 +25,7 @@ class EnvironmentView(Protocol):
     models: ModelStore
     response_caches: dict[Path, Any]
     defaults: dict[str, Any]  # the run keywords' defaults (run_options.OPTIONS)
+    policy: HostPolicy  # SPEC §30: what the runs may reach (models, files, code, network)
 
     @property
     def limits(self) -> Any: ...  # the per-slot ceiling (pydantic_ai UsageLimits or None)

@@ -17,6 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from .actions import ActionRegistry, builtin_actions
+from .authority import PERMISSIVE, HostPolicy
 from .lru import LRU
 from .models.store import ModelStore
 from .plan import Program
@@ -60,6 +61,9 @@ class Environment:
         self.actions: ActionRegistry = builtin_actions()
         self.renderer = Renderer()
         self.models = ModelStore()  # models built from strings, and their run defaults
+        # SPEC §30: what runs of this Environment may reach (models, files, code, network); a host
+        # such as `sd serve` sets a restrictive one. The default allows everything (the CLI's user).
+        self.policy: HostPolicy = PERMISSIVE
         self.response_caches: dict[Any, Any] = {}  # on-disk response caches by directory
         self._programs: LRU[Program] = LRU(_PROGRAM_CACHE_SIZE)
         self._engine_caches: Any = None
@@ -160,12 +164,13 @@ class Environment:
         check_template(template, self)
         return plan_program(template, self)
 
-    def resolve_model(self, model: ModelLike) -> Any:
+    def resolve_model(self, model: ModelLike, *, option: str = "model") -> Any:
         """The pydantic-ai Model this environment runs for `model` (None: its default,
-        else the environment variables and config). Built once per model string."""
-        from .models import resolve_model
+        else the environment variables and config). Built once per model string, after
+        this Environment's `policy` allowed the name (`option`: the row it came from)."""
+        from .authority import resolve_model
 
-        return resolve_model(self.model if model is None else model, self.models)
+        return resolve_model(self.model if model is None else model, self.models, self.policy, option=option)
 
     def clear_caches(self) -> None:
         """Forget parsed Programs, the sandbox's compiled Jinja and the models built from

@@ -109,6 +109,9 @@ class RunOption:
     ships: Shipping = "data"
     recorded: bool = False  # a paused run's state records it; resume uses it unless given again
     check: Callable[[Any], Any] | None = None  # the value checked (and normalised) at the call, before any work
+    # SPEC §30: what its value reaches ("model", "file", "code", "network"): the host's policy
+    # (`sd serve --models`, no files, no code) checks every marked row (struckdown/authority.py)
+    authority: frozenset[str] = frozenset()
 
     def shipped(self, value: Any) -> Any:
         """`value` as a Dask worker gets it (by `ships`); a ValueError naming the importable
@@ -204,12 +207,13 @@ def _journal(value: Any) -> Any:
 
 
 _O = RunOption
+_MODEL, _FILE, _NET = frozenset({"model"}), frozenset({"file"}), frozenset({"network"})
 #: The run keywords, each declared once (SPEC §22). Read by `Environment` (defaults, checks),
 #: `run/settings.py` (the one RunSettings builder), `distributed/shipping.py` (what a Dask
 #: worker gets), `approval/state.py` (what a paused run records) and `cli/options.py` (flags).
 OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
-    _O("model", "model", flags=("--model",), ships="model", recorded=True),
-    _O("tools", "function tools", default=(), flags=("--tools",), ships="tools"),
+    _O("model", "model", flags=("--model",), ships="model", recorded=True, authority=_MODEL),
+    _O("tools", "function tools", default=(), flags=("--tools",), ships="tools", authority=frozenset({"code", "file"})),
     _O("deps", "function tools"),
     _O("deps_type", "function tools", ships="caller"),  # 0.x's; accepted, nothing reads it (docs/migration.md)
     _O("limits", "budgets", ships="limits", recorded=True, check=_usage_limits("limits")),
@@ -222,32 +226,34 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
     _O("on_halt", "guards", default="raise", check=_choice("on_halt", "raise", "return")),
     _O("settings", "model settings", flags=("--max-tokens", "--seed", "--thinking"), recorded=True,
        check=_mapping("settings")),
-    _O("cache", "response cache", flags=("--no-cache",), ships="cache", recorded=True),
+    _O("cache", "response cache", flags=("--no-cache",), ships="cache", recorded=True, authority=_FILE),
     _O("prompt_cache", "prompt caching", default=True, flags=("--no-prompt-cache",), recorded=True,
        check=_flag("prompt_cache")),
-    _O("template_path", "templates", environment=False, ships="caller"),
+    _O("template_path", "templates", environment=False, ships="caller", authority=_FILE),
     _O("include_paths", "templates", default=(), flags=("--include-path",), ships="caller", recorded=True,
-       check=_paths),
+       check=_paths, authority=_FILE),
     _O("stop_at", "templates", environment=False, flags=("--stop-at",), recorded=True),
     _O("strict_undefined", "strict_undefined", default=False, flags=("--strict",), recorded=True,
        check=_flag("strict_undefined")),
-    _O("mcp", "MCP tools", flags=("--mcp", "--mcp-config"), ships="mcp", recorded=True),
+    _O("mcp", "MCP tools", flags=("--mcp", "--mcp-config"), ships="mcp", recorded=True,
+       authority=frozenset({"code", "file", "network"})),
     _O("approve", "approval", ships="decision"),  # --approve is each command's own (run: all|none; resume: ID)
     _O("run_limits", "budgets", environment=False, ships="limits", recorded=True, check=_usage_limits("run_limits")),
     _O("max_cost", "max_cost", environment=False, flags=("--max-cost",), ships="caller", recorded=True, check=_cost),
     _O("prices", "prices", flags=("--prices",), recorded=True, check=_mapping("prices")),
     _O("tool_limits", "budgets", recorded=True, check=_mapping("tool_limits")),
-    _O("instrument", "instrument", default=False, flags=("--otel",), ships="decision"),
+    _O("instrument", "instrument", default=False, flags=("--otel",), ships="decision", authority=_NET),
     _O("image_max_side", "images", default=2048, recorded=True, check=_whole("image_max_side", 1)),
     _O("max_images", "images", default=50, recorded=True, check=_whole("max_images", 0)),
     _O("retries", "retries", flags=("--retries",), recorded=True, check=_whole("retries", 0)),
     _O("retry_base_delay", "retries", recorded=True),
     _O("retry_max_delay", "retries", recorded=True),
-    _O("fallback", "fallback", flags=("--fallback",), ships="models", recorded=True),
+    _O("fallback", "fallback", flags=("--fallback",), ships="models", recorded=True, authority=_MODEL),
     _O("on_truncate", "on_truncate", default="keep", flags=("--on-truncate",), recorded=True,
        check=_choice("on_truncate", "keep", "error")),
     _O("on_retry", "retries", environment=False, ships="no"),
-    _O("journal", "journal", environment=False, flags=("--journal",), ships="path", recorded=True, check=_journal),
+    _O("journal", "journal", environment=False, flags=("--journal",), ships="path", recorded=True, check=_journal,
+       authority=_FILE),
     _O("rerun_from", "rerun", environment=False, flags=("--rerun-from",), recorded=True, check=_slot_name("rerun_from")),
 )}
 

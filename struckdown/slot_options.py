@@ -194,9 +194,13 @@ class SlotOption:
     doc: str  # one line for hovers and docs
     choices: tuple[str, ...] = ()  # the values a completion offers
     names_tools: bool = False  # its value names tools of the run (checked against them, completed from them)
+    # SPEC §30: what its value reaches ("model", "file", "code", "network"): the host's policy
+    # (`sd serve --models`, no files, no code) checks every marked row (struckdown/authority.py)
+    authority: frozenset[str] = frozenset()
 
 
 _BOOL = ("true", "false")
+_MODEL = frozenset({"model"})
 _S = SlotOption
 #: Every slot option, once.
 SLOT_OPTIONS: Mapping[str, SlotOption] = {o.name: o for o in (
@@ -204,7 +208,8 @@ SLOT_OPTIONS: Mapping[str, SlotOption] = {o.name: o for o in (
     _S("max_tokens", "settings", _integer(1), "Most tokens the answer may use (a whole number of at least 1)."),
     _S("seed", "settings", _integer(), "Sampling seed (a whole number)."),
     _S("top_p", "settings", _number(0, 1), "Nucleus sampling, 0 to 1."),
-    _S("model", "settings", _string, "The model for this slot only (a pydantic-ai model string)."),
+    _S("model", "settings", _string, "The model for this slot only (a pydantic-ai model string).",
+       authority=_MODEL),
     _S("thinking", "settings", _thinking, "Reasoning effort: off, low, medium or high.", THINKING_LEVELS),
     _S("required", "type", _boolean, "`required=true`: the answer may not be null (same as `!`).", _BOOL),
     _S("min", "type", lambda v: v if not isinstance(v, bool) else _string(v),
@@ -236,7 +241,8 @@ SLOT_OPTIONS: Mapping[str, SlotOption] = {o.name: o for o in (
        "(every tool of the slot that is not @readonly); adds to the host's, never removes.", names_tools=True),
     # SPEC §14 (resilience): read by run/attempts.py
     _S("fallback", "control", _models,
-       'Models this slot runs on, in order, when it cannot finish on its own: `fallback="m1, m2"`.'),
+       'Models this slot runs on, in order, when it cannot finish on its own: `fallback="m1, m2"`.',
+       authority=_MODEL),
     _S("on_truncate", "control", _on_truncate,
        "An answer cut at its token limit: `keep` it (flagged truncated, the default) or `error`.", ("keep", "error")),
     _S("tool_choice", "control", _tool_choice,
@@ -255,7 +261,7 @@ SLOT_OPTIONS: Mapping[str, SlotOption] = {o.name: o for o in (
        "An answer less confident than this (0 to 1) escalates (`escalate=`)."),
     _S("escalate", "control", check_escalate,
        "Where a less confident answer goes: a model name (asked again there) or `approve` (a person picks it).",
-       ("approve",)),
+       ("approve",), authority=_MODEL),
 )}
 
 

@@ -42,6 +42,13 @@ class ActionSpec:
     validate: Callable[[Action], None] = field(default=lambda node: None)
     role: Role | None = "user"  # the result also joins the conversation as this turn (None: it does not)
     turns: bool = False  # the result is a list of {"role", "content"} turns that join the conversation
+    # SPEC §30: per argument, what it reaches ("model", "file", "code", "network"); a host's policy
+    # (`sd serve`: no files, no network) refuses an action with a marked argument before the run
+    authority: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def reaches(self) -> frozenset[str]:
+        """Every kind this action's arguments reach (its marks, together)."""
+        return frozenset(kind for kinds in self.authority.values() for kind in kinds)
 
     def check(self, node: Action) -> None:
         role = self.role_option(node)
@@ -130,13 +137,15 @@ class ActionRegistry:
         validate: Callable[[Action], None] | None = None,
         role: Role | Literal["none"] | None = "user",
         turns: bool = False,
+        authority: Mapping[str, frozenset[str] | set[str]] | None = None,
     ) -> None:
         if not name.isidentifier():
             raise ValueError(f"action names are identifiers, got {name!r}")
         if role not in (None, "user", "assistant", "none"):
             raise ValueError(f"role must be 'user', 'assistant' or 'none' (None), not {role!r}")
         kept: Role | None = None if role in (None, "none") else role  # type: ignore[assignment]
-        self._actions[name] = ActionSpec(name, func, side_effects, validate or (lambda node: None), kept, turns)
+        marks = {arg: frozenset(kinds) for arg, kinds in (authority or {}).items()}
+        self._actions[name] = ActionSpec(name, func, side_effects, validate or (lambda node: None), kept, turns, marks)
 
     def unregister(self, name: str) -> None:
         self._actions.pop(name, None)
@@ -324,10 +333,14 @@ def builtin_actions() -> ActionRegistry:
     registry = ActionRegistry()
     registry.register("timestamp", _timestamp, validate=_check_timestamp)
     registry.register("set", _set, validate=_check_set)
-    registry.register("fetch", _fetch, validate=_check_fetch)
-    registry.register("history", action_history.history, validate=action_history.check, turns=True, role=None)
-    registry.register("evidence", action_evidence.evidence, validate=action_evidence.check)
-    registry.register("search", action_search.builtin_search, validate=action_search.check)
+    # SPEC §30: the arguments that reach a file or the network say so
+    registry.register("fetch", _fetch, validate=_check_fetch, authority={"url": {"network"}})
+    registry.register("history", action_history.history, validate=action_history.check, turns=True, role=None,
+                      authority={"filename": {"file"}})
+    registry.register("evidence", action_evidence.evidence, validate=action_evidence.check,
+                      authority={"folder": {"file"}})
+    registry.register("search", action_search.builtin_search, validate=action_search.check,
+                      authority={"query": {"network"}})
     registry.register(
         "markdownify", _markdownify,
         validate=takes_only("html", "extract_content", usage="[[@markdownify:text|html=page]]", needs_value=True),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MediaError
-from ..media import File, Image, Media, guess, sniff
+from ..media import SNIFFABLE, File, Image, Media, guess, sniff
 from .errors import CliError
 
 _TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/x-yaml", "application/toml")
@@ -28,18 +28,51 @@ def file_value(spec: str, where: str, base: Path | None = None) -> Any:
     path = Path(spec).expanduser()
     if base is not None and not path.is_absolute():
         path = base / path
-    if not path.is_file():
-        raise CliError(f"{where}: no such file: {path}")
     try:
-        data = path.read_bytes()
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):  # /dev/zero, a FIFO, a folder: never read (one would never end)
+            raise CliError(f"{where}: {path} is not a regular file ({_file_kind(mode)})")
+        # O_NONBLOCK: a FIFO swapped in after the check opens at once, and is refused below
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise CliError(f"{where}: no such file: {path}") from None
     except OSError as exc:
         raise CliError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise CliError(f"{where}: {path} is not a regular file ({_file_kind(mode)})")
+        try:
+            data = handle.read()
+        except OSError as exc:
+            raise CliError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
     return _value(data, path, where)
+
+
+def _file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, in words."""
+    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "not a file"
+
+
+def media_type_of(data: bytes, name: str) -> str | None:
+    """A file's media type from its bytes (SPEC §30): the name decides only for types whose
+    bytes cannot tell (text, most documents). A name that claims a type the bytes would show
+    (`.png`, `.pdf`, `.mp3`, …) over bytes that do not show it is not believed: plain text
+    named `fake.png` is text."""
+    found = sniff(data)
+    if found is not None:
+        return found
+    named = guess(name)
+    return None if named in SNIFFABLE else named
 
 
 def _value(data: bytes, path: Path, where: str) -> Any:
     """What a file's bytes become: an Image, a File, text or a parsed JSON value."""
-    media_type = sniff(data) or guess(path.name)
+    media_type = media_type_of(data, path.name)
     if media_type is not None and media_type.startswith("image/"):
         return Image(data, media_type, name=path.name)
     if media_type is None or media_type.startswith("text/") or media_type in _TEXT_TYPES or media_type.endswith("+json"):

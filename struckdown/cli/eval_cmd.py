@@ -61,21 +61,27 @@ def command(
         bool, typer.Option("--blame", help="Re-run failing cases with gold answers put in place of earlier slots.")
     ] = False,
     cache: Annotated[bool, typer.Option("--cache", help="Use the response cache (off by default: repeats must ask).")] = False,
+    max_runs: Annotated[
+        int, typer.Option("--max-runs", min=1, metavar="N",
+                          help="Refuse an eval of more runs (cases × models × repeats) than this, before any call.")
+    ] = 10_000,
     *,
     flags: dict[str, Any],
 ) -> None:
     """Test templates against their eval files: pass rates over repeats, baselines, per-slot blame."""
     with reporting_errors():
-        code = run_eval(templates, cases, jobs, repeat, min_pass, json_out, junit, baseline, blame, cache, flags)
+        code = run_eval(templates, cases, jobs, repeat, min_pass, json_out, junit, baseline, blame, cache, flags,
+                        max_runs)
     raise typer.Exit(code)
 
 
 def run_eval(
     templates: list[Path], cases: Path | None, jobs: int, repeat: int | None, min_pass: float, json_out: Path | None,
     junit: Path | None, baseline: Path | None, blame: bool, cache: bool, flags: dict[str, Any],
+    max_runs: int = 10_000,
 ) -> int:
     from ..eval import load_suite
-    from ..eval.cases import check_slots
+    from ..eval.cases import check_slots, count_runs
     from . import loading
     from .io import load_mapping_file
     from .keywords import run_keywords
@@ -90,6 +96,8 @@ def run_eval(
         suite = load_suite(cases if cases is not None else cases_file(template))
         program = loading.load_program(template, tuple(flags.get("include_path") or ()))
         check_slots(suite, program.keys, template.name)
+        models = 1 if flags.get("model") else len(suite.models) or 1
+        count_runs(suite, models, repeat or suite.repeat, max_runs)  # SPEC §30: before any call
         plans.append((template, suite, program))
     old = load_mapping_file(baseline) if baseline is not None else None
     if old is not None:
@@ -101,7 +109,7 @@ def run_eval(
     keywords["cache"] = cache
     code = EXIT_OK
     for template, suite, program in plans:
-        report = _run_one(template, suite, program, jobs, repeat, min_pass, old, blame, keywords, flags)
+        report = _run_one(template, suite, program, jobs, repeat, min_pass, old, blame, keywords, flags, max_runs)
         sys.stdout.write(render(report))
         if json_out is not None:
             from .io import write_text_file
@@ -118,7 +126,7 @@ def run_eval(
 
 def _run_one(
     template: Path, suite: Any, program: Any, jobs: int, repeat: int | None, min_pass: float, old: Any,
-    blame: bool, keywords: dict[str, Any], flags: dict[str, Any],
+    blame: bool, keywords: dict[str, Any], flags: dict[str, Any], max_runs: int = 10_000,
 ) -> Any:
     from ..eval.runner import evaluate_async
     from ..sync import run_sync
@@ -140,7 +148,7 @@ def _run_one(
     try:
         return run_sync(lambda: evaluate_async(
             program, suite, models=models, repeat=repeat, concurrency=jobs, min_pass=min_pass, baseline=old,
-            blame=blame, on_start=start, on_row=row, template_path=str(template), **keywords,
+            blame=blame, on_start=start, on_row=row, template_path=str(template), max_runs=max_runs, **keywords,
         ))
     finally:
         if progress:

@@ -31,6 +31,7 @@ def evaluate(
     baseline: Mapping[str, Any] | None = None,
     blame: bool = False,
     judge_models: Mapping[str, Any] | None = None,
+    max_runs: int | None = 10_000,
     **run_options: Any,
 ) -> EvalReport:
     """Run every case × model × repeat of an eval and report pass rates (SPEC §23).
@@ -40,12 +41,13 @@ def evaluate(
     cases. `models`: a list of models (or a mapping label → model); default the file's
     `models:`, else `model=`. `repeat`: default the file's (else 1). `baseline`: a saved
     `to_json()` (parsed) to compare with; `blame=True` re-runs failing cases with gold answers
-    put in place. `judge_models`: judge `model:` names → models. Other keywords are run
-    options (`cache` is False unless given).
+    put in place. `judge_models`: judge `model:` names → models. `max_runs`: more cases ×
+    models × repeats than this is an `InputError` before anything runs (None: no limit).
+    Other keywords are run options (`cache` is False unless given).
     """
     from ..sync import run_sync
 
     return run_sync(lambda: evaluate_async(
         template, cases, models=models, repeat=repeat, concurrency=concurrency, min_pass=min_pass,
-        baseline=baseline, blame=blame, judge_models=judge_models, **run_options,
+        baseline=baseline, blame=blame, judge_models=judge_models, max_runs=max_runs, **run_options,
     ))

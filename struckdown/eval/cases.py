@@ -16,10 +16,23 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..wording import counted
 from .expect import Expectation, parse_expectation
 
 TOP_KEYS = ("template", "models", "repeat", "cases")
 CASE_KEYS = ("name", "context", "expect", "rows")
+#: SPEC §30: what each key's value reaches ("model", "file", "code", "network"); every key of
+#: TOP_KEYS and CASE_KEYS has its row (tests/test_authority.py walks them). `expect:` names a
+#: model when an expectation is a judge (`judge: {rubric, model}`).
+KEY_AUTHORITY: dict[str, frozenset[str]] = {
+    "template": frozenset({"file"}), "models": frozenset({"model"}), "repeat": frozenset(), "cases": frozenset(),
+    "name": frozenset(), "context": frozenset(), "expect": frozenset({"model"}), "rows": frozenset({"file"}),
+}
+#: SPEC §30: `sd eval` refuses more runs (cases × models × repeats) than this unless told otherwise.
+MAX_RUNS = 10_000
+#: Values an eval file's YAML may expand to, aliases counted as often as they are used: an alias
+#: bomb (a few lines that expand to billions) is a positioned error, never a MemoryError.
+MAX_YAML_VALUES = 1_000_000
 
 
 class EvalFileError(InputError):
@@ -84,7 +97,54 @@ def load_suite(path: Path) -> EvalSuite:
         raise EvalFileError(name, 1, 1, "yaml", str(exc)) from None
     if root is None:
         raise EvalFileError(name, 1, 1, "cases", "the file is empty: give `cases:` (a list of cases)")
+    bound_aliases(root, name)
     return suite_from_node(root, name, path.parent)
+
+
+def bound_aliases(root: Any, name: str, limit: int = MAX_YAML_VALUES) -> None:
+    """Refuse a YAML document that expands to more than `limit` values, each alias counted as
+    often as it is used (in linear time: the size of each node is counted once), at the
+    innermost node that crosses the limit."""
+    import yaml
+
+    sizes: dict[int, int] = {}  # node id → values it expands to (0: being counted, a recursive alias)
+
+    def size(node: Any) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return max(known, 1)
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            sizes[id(node)] = 1
+            return 1
+        sizes[id(node)] = 0
+        total = 1 + sum(size(child) for child in children)
+        if total > limit:
+            mark = node.start_mark
+            raise EvalFileError(
+                name, mark.line + 1, mark.column + 1, "yaml",
+                f"the aliases here expand to more than {limit:,} values (an alias bomb?); write the values out",
+            )
+        sizes[id(node)] = total
+        return total
+
+    size(root)
+
+
+def count_runs(suite: EvalSuite, models: int, repeat: int, max_runs: int | None = MAX_RUNS) -> int:
+    """cases × models × repeats, refused (naming the numbers) when more than `max_runs`,
+    before anything runs."""
+    total = len(suite.cases) * models * repeat
+    if max_runs is not None and total > max_runs:
+        raise InputError(
+            f"{suite.path}: {counted(len(suite.cases), 'case')} × {counted(models, 'model')} × "
+            f"{counted(repeat, 'repeat')} = {total:,} runs, more than --max-runs {max_runs:,}; "
+            "lower repeat: or the models, or raise --max-runs"
+        )
+    return total
 
 
 def suite_from_data(data: Mapping[str, Any] | Sequence[Any], base: Path | None = None) -> EvalSuite:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cases import EvalCase, EvalSuite, check_slots, load_suite, suite_from_data
+from .cases import MAX_RUNS, EvalCase, EvalSuite, check_slots, count_runs, load_suite, suite_from_data
 from .expect import MISSING, check_answer, check_halted, check_tools, check_usage
 from .report import EvalReport, RunOutcome, compare
 
@@ -88,6 +88,7 @@ async def evaluate_async(
     on_start: Callable[[int], Any] | None = None,
     on_row: Callable[[bool], Any] | None = None,
     environment: Any = None,
+    max_runs: int | None = MAX_RUNS,
     **options: Any,
 ) -> EvalReport:
     """Run every case × model × repeat and report (see `struckdown.evaluate`)."""
@@ -105,6 +106,7 @@ async def evaluate_async(
     options.setdefault("cache", False)
     options.setdefault("on_halt", "return")
     matrix = targets(models, suite, options.pop("model", None))
+    count_runs(suite, len(matrix), count, max_runs)  # SPEC §30: before any run is even listed
     budget = options.pop("max_cost", None)
     if on_start is not None:
         on_start(len(matrix) * len(suite.cases) * count)

@@ -50,6 +50,7 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
 )
 #: Types `sniff` recognises: a file named like one of these must start like one.
 _SNIFFABLE = frozenset(t for _, t in _SIGNATURES) | {"image/webp", "image/heic", "image/avif", "audio/wav"}
+SNIFFABLE = _SNIFFABLE
 _EXTENSIONS = {  # what `mimetypes` may not know on every platform
     ".md": "text/markdown", ".webp": "image/webp", ".heic": "image/heic", ".heif": "image/heif",
     ".avif": "image/avif", ".m4a": "audio/mp4", ".flac": "audio/flac", ".mkv": "video/x-matroska",

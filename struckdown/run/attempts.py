@@ -90,7 +90,7 @@ class SlotAttempts:
     settings: Resilience
     control: Mapping[str, Any]
     models: list[Any]  # the slot's model, then its fallbacks (resolved as they are reached)
-    resolve: Callable[[Any], Any]
+    resolve: Callable[..., Any]
     index: int = 0
     hint: str | None = None
     restart: Callable[[str], Awaitable[None]] | None = None
@@ -106,7 +106,7 @@ class SlotAttempts:
         settings: Resilience | None,
         control: Mapping[str, Any],
         model: Any,
-        resolve: Callable[[Any], Any],
+        resolve: Callable[..., Any],
         tool_names: Sequence[str],
     ) -> SlotAttempts:
         settings = settings or DEFAULTS
@@ -191,7 +191,7 @@ class SlotAttempts:
             self.spent_runs.append(self.usage)
             self.usage = None
         try:
-            model = self.resolve(target)
+            model = self.resolve(target, option="escalate")
         except StruckdownError:
             raise
         except Exception as exc:

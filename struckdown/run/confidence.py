@@ -172,3 +172,29 @@ def asks_a_person(program: Any) -> list[str]:
         if isinstance(target, str) and target.strip() == "approve":
             found.append(plan.key)
     return found
+
+
+def check_votes(program: Any, ceiling: Any) -> None:
+    """Before any model call: `confidence=vote:N` asks N times, each a request of the slot, so
+    N may not exceed the slot's request limit (the caller's `limits=`, default 20, lowered by
+    `max_iter=`). Without this a template could make any number of requests from one slot
+    (issue 47: `vote:5000` made 5,000 on the host's keys). A positioned TemplateSyntaxError."""
+    from ..limits import clamp_limits
+    from ..syntax.nodes import JinjaValue
+    from ..syntax.source import SourceMap
+
+    for plan in program.plans.values():
+        asked = plan.control.get("confidence")
+        if not isinstance(asked, str) or not asked.startswith("vote:") or isinstance(asked, JinjaValue):
+            continue
+        votes = int(asked.partition(":")[2])
+        limit = clamp_limits(ceiling, plan.control.get("max_iter"), None, plan.key, warn=False).request_limit
+        if limit is None or votes <= limit:
+            continue
+        option = next(o for o in plan.slot.options if o.key == "confidence")
+        pos = option.value_pos or option.pos
+        template = program.template
+        raise SourceMap(template.source, template.filename).for_file(pos.filename).error(
+            f"slot {plan.key!r}: confidence={asked} asks {votes:,} times, more than the slot's request limit of {limit}",
+            pos.line, pos.column, "lower N, or raise the caller's limits= (UsageLimits(request_limit=…))",
+        )

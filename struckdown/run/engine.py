@@ -18,6 +18,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..actions import call_action, check_allowed, option_argument
+from ..authority import allow, check_program, resolve_model
 from ..codec import as_text
 from ..errors import (
     BudgetExceeded,
@@ -39,7 +40,6 @@ from ..incremental import (
     SlotRetracted,
     stamp_segment,
 )
-from ..models import resolve_model
 from ..observe import slot_span
 from ..plan import Program, Segment
 from ..results import Result, SlotResult
@@ -47,6 +47,7 @@ from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Tex
 from ..variables import check_context
 from .accounting import check_run, so_far
 from .approval.calls import ApprovalRun, SegmentPaused, SlotPaused
+from .confidence import check_votes
 from .conversation import Conversation, Layers, user_turn
 from .durable.rerun import Reruns, check_rerun_from
 from .guards import GuardBoard
@@ -100,12 +101,15 @@ class Run:
         default_model = self.options.model
         resolved_default: list[Any] = []
 
-        def model_for(name: str | None) -> Any:
+        policy = environment.policy
+
+        def model_for(name: str | None, option: str = "model") -> Any:
+            # SPEC §30: every model name a run reaches is resolved here, through the host's policy
             if name:
-                model = resolve_model(name, environment.models)
+                model = resolve_model(name, environment.models, policy, option=option)
                 return batching.wrap(model) if batching is not None else model
             if not resolved_default:
-                model = resolve_model(default_model, environment.models)
+                model = resolve_model(default_model, environment.models, policy, option="model")
                 resolved_default.append(batching.wrap(model) if batching is not None else model)
             return resolved_default[0]
 
@@ -138,8 +142,8 @@ class Run:
             tool_limits=self.options.tool_limits or {},
             tracing=tracing,
             resilience=self.options.resilience,
-            resolve_fallback=partial(resolve_model, store=environment.models),
-            prompt_cache=plan_prompt_cache(self.program, self.options.prompt_cache),
+            resolve_fallback=partial(resolve_model, store=environment.models, policy=policy, option="fallback"),
+            prompt_cache=plan_prompt_cache(self.program, self.options.prompt_cache, policy.tenant),
         )
         self.approval = ApprovalRun(
             decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
@@ -166,7 +170,11 @@ class Run:
 
     async def _main(self) -> None:
         try:
+            policy = self.env.environment.policy
+            if not policy.permissive:  # SPEC §30: every marked option against the host's policy, before any call
+                check_program(self.program, policy)
             check_allowed(self.program, self.env.environment.actions)  # @fetch/@search not allowed: before any request
+            check_votes(self.program, self.env.limits)  # vote:N within the slot's request limit (issue 47)
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
                 check_run(self)  # budgets' tool names, max_cost's prices: before any model call
@@ -492,6 +500,11 @@ class Run:
                 args.append(value)
             else:
                 kwargs[option.key] = value
+        policy = self.env.environment.policy
+        if spec.authority and not policy.permissive:  # SPEC §30: the values it reaches, as computed
+            for argument, kinds in spec.authority.items():
+                if argument in kwargs:
+                    allow(kinds, kwargs[argument], policy, option=f"@{node.name} {argument}")
         started = time.perf_counter()
         with self.blaming(node.key or f"@{node.name}"):
             try:

@@ -10,7 +10,8 @@ settings:
   of the conversation (or the agent loop's next request) resends it (`anthropic_cache`):
   at most 3 of Anthropic's 4.
 * OpenAI's own API: `prompt_cache_key` = the template and the segment, so the requests
-  that share a prefix land on the same cache.
+  that share a prefix land on the same cache; under a shared host (`sd serve`) also the
+  asking API key's id (`HostPolicy.tenant`, SPEC §30), so keys never share a cache key.
 * An OpenAI-compatible server elsewhere (llama.cpp): `cache_prompt: true` in the body.
 
 Nothing is reordered: the settings only mark where the prefix ends. A setting the caller
@@ -64,8 +65,9 @@ class PromptCachePlan:
         return {}
 
 
-def plan_prompt_cache(program: Program, enabled: bool) -> PromptCachePlan:
-    """The Program's prompt-cache facts (computed once per Program) with the run's switch."""
+def plan_prompt_cache(program: Program, enabled: bool, tenant: str | None = None) -> PromptCachePlan:
+    """The Program's prompt-cache facts (computed once per Program) with the run's switch;
+    `tenant` (the host's id of who asks) becomes part of the cache key."""
     facts = program.memo.get("prompt_cache")
     if facts is None:
         digest = hashlib.sha256(program.template.source.encode("utf-8")).hexdigest()[:16]
@@ -78,6 +80,8 @@ def plan_prompt_cache(program: Program, enabled: bool) -> PromptCachePlan:
             followed.update(n.key for n in asking[:-1])
         facts = (f"sd-{digest}", segments, frozenset(followed))
         program.memo["prompt_cache"] = facts
+    if tenant:
+        return PromptCachePlan(enabled, f"{facts[0]}-t{tenant}", facts[1], facts[2])
     return PromptCachePlan(enabled, *facts)
 
 

@@ -68,7 +68,7 @@ class SlotEnv:
     tool_limits: Mapping[str, int] = field(default_factory=dict)  # the host's per-tool call ceilings
     tracing: Any = None  # struckdown spans (observe.py), or None
     resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
-    resolve_fallback: Callable[[Any], Any] = lambda model: model  # a fallback model (or its name) → a Model
+    resolve_fallback: Callable[..., Any] = lambda model, **_: model  # a fallback model (or its name) → a Model
     prompt_cache: Any = None  # run/prompt_cache.PromptCachePlan: what requests ask the provider to cache
     effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
 

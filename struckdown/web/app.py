@@ -300,11 +300,18 @@ class Playground:
         api_key = str(request.scope["state"]["api_key"])
         return hmac.new(self.state_secret, b"paused-state\0" + api_key.encode(), "sha256").hexdigest()
 
+    def _tenant(self, request: Request) -> str:
+        """An id of the asking API key (not the key): part of its runs' prompt-cache keys."""
+        api_key = str(request.scope["state"]["api_key"])
+        return hmac.new(self.state_secret, b"tenant\0" + api_key.encode(), "sha256").hexdigest()[:16]
+
     def _job(self, op: str, data: dict[str, Any], request: Request | None = None) -> dict[str, Any]:
         job: dict[str, Any] = {"op": op, "template": _required(data, "template")}
-        job["policy"] = self.config.model_policy.to_dict()  # the template's own model= and fallback= (issue 39 N1)
+        job["policy"] = self.config.model_policy.to_dict()  # every marked option of the template (SPEC §30)
         if request is not None:
             job["state_key"] = self._state_key(request)
+            if self.config.shared:  # provider prompt-cache keys are the asking API key's (issue 47)
+                job["policy"]["tenant"] = self._tenant(request)
         context = _text(data, "context")
         kind = data.get("context_kind", "json")
         if kind not in ("json", "yaml"):
@@ -392,6 +399,9 @@ class Playground:
         while len(self.batches) > KEPT_BATCHES:
             shutil.rmtree(self.batches.pop(next(iter(self.batches)))[0], ignore_errors=True)
         job.update(filename=filename, content=_required(data, "content"), folder=str(folder), jobs=jobs)
+        if self.config.shared and self.config.rate_per_minute > 0:
+            # every row is a run: a batch may not hold more than the key may start a minute (issue 47)
+            job["max_rows"] = self.config.rate_per_minute
 
         def with_downloads(message: dict[str, Any]) -> dict[str, Any]:
             if message.get("type") == "batch_complete":

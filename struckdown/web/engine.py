@@ -9,12 +9,15 @@ itself. When the library's names move, this is the file to re-point.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: Actions a shared server refuses: they reach the network or change the world
-#: (and @history/@evidence, which read files of the server's working directory).
+#: The built-in actions a shared server refuses whatever the registry says: they reach the
+#: network or read files of the server's working directory. Every other action whose
+#: arguments are marked (SPEC §30: `authority=` at registration) or that has side effects
+#: is refused as well.
 NETWORK_ACTIONS = frozenset({"fetch", "search", "history", "evidence"})
 
 
@@ -29,49 +32,29 @@ def resolve_model(name: str | None) -> Any:
     return name
 
 
-def models_reached(program: Any) -> list[tuple[str, str, str | None, int, int]]:
-    """Every model name a run of `program` can reach besides the page's pick: each
-    slot's (guards' too) `model=` and `fallback=` options, as (slot key, option, name,
-    line, column); name None when the option is `{{ … }}` (known only at run time)."""
-    from ..syntax.nodes import JinjaValue
-
-    found: list[tuple[str, str, str | None, int, int]] = []
-    for plan in program.plans.values():
-        for option in plan.slot.options:
-            if option.key not in ("model", "fallback"):
-                continue
-            pos = option.value_pos or option.pos
-            where = (pos.line, pos.column)
-            if isinstance(option.value, JinjaValue):
-                found.append((plan.key, option.key, None, *where))
-                continue
-            names = [str(option.value).strip()] if option.key == "model" else str(option.value).split(",")
-            found += [(plan.key, option.key, name.strip(), *where) for name in names if name.strip()]
-    return found
-
-
 def model_refusals(program: Any, policy: Any) -> list[dict[str, Any]]:
-    """What the server's allow-list (`ModelPolicy`) says of each model the template names,
-    as diagnostics at the option: checked before any model is resolved or called."""
-    found = []
-    for key, option, name, line, column in models_reached(program):
-        if name is None:
-            if not (policy.allowed or policy.shared):
-                continue
-            message = f"slot {key!r}: {option}= is computed with {{{{ … }}}}, which this server does not allow: name the model"
-        else:
-            refusal = policy.refusal(name)
-            if refusal is None:
-                continue
-            message = f"slot {key!r}: {option}=: {refusal}"
-        found.append({"line": line, "column": column, "severity": "error", "message": message, "hint": None})
-    return found
+    """What the server's policy (`HostPolicy`) says of every option of the template whose
+    row is marked as reaching a model, a file, code or the network (SPEC §30: `model=`,
+    `fallback=`, `escalate=` and every row marked later), as diagnostics at the option:
+    checked before any model is resolved or called."""
+    from ..authority import program_refusals
+
+    return [
+        {"line": line, "column": column, "severity": "error", "message": message, "hint": None}
+        for _key, _option, message, line, column in program_refusals(program, policy)
+    ]
 
 
 def refuse_models(program: Any, policy: Any) -> None:
     found = model_refusals(program, policy)
     if found:
         raise Refused(found[0]["message"])
+
+
+def use_policy(program: Any, policy: Any) -> None:
+    """The worker's Environment resolves every model, path and import through `policy`
+    from now on (a second check at resolution: a value no static check saw)."""
+    program.environment.policy = policy
 
 
 def load_tools(path: str | None) -> list[Any]:
@@ -156,7 +139,8 @@ def network_actions(program: Any) -> list[dict[str, Any]]:
     registry = _action_registry(program)
     found = []
     for name, line, column in actions_used(program):
-        side_effects = name in registry and registry.get(name).side_effects
+        spec = registry.get(name) if name in registry else None
+        side_effects = spec is not None and (spec.side_effects or bool(spec.reaches()))
         if name in NETWORK_ACTIONS or side_effects:
             message = f"@{name} is turned off on this server (no network or side-effecting actions)"
             found.append({"line": line, "column": column, "severity": "error", "message": message, "hint": None})
@@ -176,10 +160,36 @@ def explain(program: Any, tools: Sequence[Any], title: str) -> str:
     return plan_text(program, tools, title, width=110)
 
 
-def event_dict(event: Any) -> dict[str, Any]:
+#: Usage fields that tell whether a provider's prompt cache already held a prefix: on a shared
+#: server, another API key's request may have put it there (issue 47), so they are not sent.
+CACHE_COUNTS = ("cache_read_tokens", "cache_write_tokens", "cache_saved")
+
+
+def without_cache_counts(data: Any, keep: str | None = None) -> Any:
+    """`data` with the provider cache counts removed from every usage in it (SPEC §30);
+    the top-level key `keep` as it is (a signed state, cleaned before it was signed)."""
+    if isinstance(data, dict):
+        return {k: v if k == keep else without_cache_counts(v) for k, v in data.items() if k not in CACHE_COUNTS}
+    if isinstance(data, list):
+        return [without_cache_counts(v) for v in data]
+    return data
+
+
+def event_dict(event: Any, shared: bool = False) -> dict[str, Any]:
     """An event as the page receives it. `token_delta` drops `accumulated` (the page
     adds the deltas up), so a long answer costs its length on the wire, not its square;
-    the final event also carries usage, per-slot types and the halt."""
+    the final event also carries usage, per-slot types and the halt. On a shared server
+    (`shared`) no usage in it holds provider cache counts."""
+    data = _event_dict(event, shared)
+    if not shared:
+        return data
+    if isinstance(data.get("error"), str):  # the worker's folder is none of the page's business (issue 47)
+        data["error"] = data["error"].replace(str(Path.cwd()) + os.sep, "")
+    cleaned: dict[str, Any] = without_cache_counts(data, keep="state")
+    return cleaned
+
+
+def _event_dict(event: Any, shared: bool) -> dict[str, Any]:
     data: dict[str, Any] = event.to_dict()
     if data["type"] == "token_delta":
         data.pop("accumulated", None)
@@ -195,24 +205,25 @@ def event_dict(event: Any) -> dict[str, Any]:
         data["halted"] = None if halted is None else {"slot": halted.slot, "reason": halted.reason}
         if result.paused is not None:  # SPEC §12: the page decides, then posts the state back
             data["requests"] = [request.to_dict() for request in result.paused.requests]
-            data["state"] = page_state(result.paused.state)
+            state = result.paused.state
+            data["state"] = page_state(without_cache_counts(state) if shared else state)
     return data
 
 
 async def run_events(
-    program: Any, context: Mapping[str, Any], *, model: Any, tools: Sequence[Any], cache: bool
+    program: Any, context: Mapping[str, Any], *, model: Any, tools: Sequence[Any], cache: bool, shared: bool = False
 ) -> AsyncIterator[dict[str, Any]]:
     from .. import complete_incremental_async
 
     async for event in complete_incremental_async(
         program, context, model=model, tools=tools, cache=cache, on_halt="return", stream=True
     ):
-        yield event_dict(event)
+        yield event_dict(event, shared)
 
 
 async def resume_events(
     program: Any, state: Mapping[str, Any], decisions: Mapping[str, Any], *, model: Any, tools: Sequence[Any],
-    cache: bool,
+    cache: bool, shared: bool = False,
 ) -> AsyncIterator[dict[str, Any]]:
     """A paused run continued with the page's decisions (SPEC §12). The state came back
     from the page, signed by this server for this API key (`check_state`): the template
@@ -235,7 +246,7 @@ async def resume_events(
         state, decisions, template=template.source, template_path=template.filename,
         model=model, tools=tools, cache=cache, on_halt="return", stream=True,
     ):
-        yield event_dict(event)
+        yield event_dict(event, shared)
 
 
 def page_state(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -263,12 +274,13 @@ def check_state(state: Any, policy: Any) -> None:
         return
     if recorded.get("mcp"):
         raise Refused("this paused run used MCP servers, which this server does not start")
-    fallback = recorded.get("fallback") or ()
-    names = [recorded.get("model"), *([fallback] if isinstance(fallback, str) else fallback)]
-    for name in names:
-        refusal = policy.refusal(name) if isinstance(name, str) else None
-        if refusal is not None:
-            raise Refused(f"this paused run cannot be resumed here: {refusal}")
+    from ..authority import run_option_refusals
+    from ..run_options import OPTIONS
+
+    # SPEC §30: every recorded run keyword whose row is marked (model, fallback, journal, …)
+    refusals = run_option_refusals(recorded, policy, OPTIONS)
+    if refusals:
+        raise Refused(f"this paused run cannot be resumed here: {refusals[0]}")
 
 
 def claim(state: Mapping[str, Any]) -> None:
@@ -290,6 +302,7 @@ async def run_batch(
     jobs: int,
     cache: bool,
     on_row: Callable[[int, dict[str, Any]], None],
+    shared: bool = False,
 ) -> list[dict[str, Any]]:
     """Every row through the template, as `sd batch` runs it; `on_row(index, entry)` for
     each finished row. Returns the journal entries in input order."""
@@ -299,7 +312,8 @@ async def run_batch(
     entries: list[dict[str, Any]] = [{} for _ in rows]
 
     def finished(index: int, outcome: Any) -> None:
-        entries[index] = journal_entry(index, outcome, "", "")
+        entry = journal_entry(index, outcome, "", "")
+        entries[index] = without_cache_counts(entry) if shared else entry
         on_row(index, entries[index])
 
     if rows:

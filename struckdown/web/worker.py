@@ -189,7 +189,8 @@ class Worker:
         if self.shared:
             engine.refuse_network_actions(program)
         policy = ModelPolicy.from_dict(job.get("policy")) if self.shared or "policy" in job else ModelPolicy()
-        engine.refuse_models(program, policy)  # SPEC §17: before any model is resolved or called
+        engine.refuse_models(program, policy)  # SPEC §17, §30: before any model is resolved or called
+        engine.use_policy(program, policy)  # and every resolution of the run asks it again
         model = engine.resolve_model(job.get("model") or None)
         tools = engine.load_tools(job.get("tools"))
         return program, model, tools
@@ -222,10 +223,12 @@ class Worker:
         if resume is not None:
             events = engine.resume_events(
                 program, resume["state"], resume["decisions"], model=model, tools=tools,
-                cache=bool(job.get("cache")),
+                cache=bool(job.get("cache")), shared=self.shared,
             )
         else:
-            events = engine.run_events(program, context, model=model, tools=tools, cache=bool(job.get("cache")))
+            events = engine.run_events(
+                program, context, model=model, tools=tools, cache=bool(job.get("cache")), shared=self.shared
+            )
         try:
             async for event in events:
                 failed = failed or event["type"] == "processing_error"
@@ -250,6 +253,10 @@ class Worker:
             self.send({"type": "processing_error", "slot": None, "error": engine.upload_error(exc, source, uploaded)})
             return
         total = len(rows)
+        most = job.get("max_rows")
+        if isinstance(most, int) and total > most:  # issue 47: a batch's rows are runs of the key's rate
+            raise engine.Refused(f"the upload holds {total:,} rows; this server runs at most {most:,} rows a batch "
+                                 "(the runs one API key may start a minute)")
         self.send({"type": "batch_started", "total": total})
         done = failed = cached = 0
 
@@ -264,7 +271,7 @@ class Worker:
 
         entries = await engine.run_batch(
             program, rows, model=model, tools=tools, jobs=int(job.get("jobs") or 4),
-            cache=bool(job.get("cache")), on_row=on_row,
+            cache=bool(job.get("cache")), on_row=on_row, shared=self.shared,
         )
         formats = []
         for suffix in ("jsonl", "csv"):

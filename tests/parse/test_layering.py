@@ -155,7 +155,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "_version codec results wording errors log notices fileio feed lru sync media render cache limits incremental observe",
     "syntax",
     "types actions slot_options",
-    "models compat",
+    "models compat authority",
     "env_view check plan variables",
     "tools approval run_options",
     "run",

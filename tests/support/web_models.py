@@ -107,3 +107,20 @@ def marker() -> FunctionModel:
     with open(os.environ["SD_TEST_MARKER"], "a", encoding="utf-8") as handle:
         handle.write("factory ran\n")
     return playground()
+
+
+def openai_wire() -> Any:
+    """OpenAI's own API over an in-process transport: each request body is appended to the
+    file SD_TEST_BODIES (one JSON line), and each reply says 600 of its 1,000 input tokens
+    were read from the provider's prompt cache (issue 47: whose request put them there?)."""
+    import json
+
+    from provider_wire import Wire
+
+    class Recorded(Wire):
+        def _reply(self, request: Any) -> Any:
+            with open(os.environ["SD_TEST_BODIES"], "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(json.loads(request.content)) + "\n")
+            return super()._reply(request)
+
+    return Recorded(cached=600).openai("gpt-4o")

@@ -52,6 +52,15 @@ def marker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
          "slot 'g': model=: model 'web_models:marker' is not allowed here; allowed: test"),
         ("Hi [[a|model={{ m }}]]",
          "slot 'a': model= is computed with {{ … }}, which this server does not allow: name the model"),
+        # issue 47 (high): escalate= was never checked: a factory ran in the worker, a provider was reached
+        ('Hi [[pick:p|x, y, confidence=vote:2, min_confidence=0.9, escalate="web_models:marker"]]',
+         "slot 'p': escalate=: model 'web_models:marker' is not allowed here; allowed: test"),
+        ('Hi [[pick:p|x, y, confidence=vote:2, min_confidence=0.9, escalate="tempfile:mkdtemp"]]',
+         "slot 'p': escalate=: model 'tempfile:mkdtemp' is not allowed here; allowed: test"),
+        ('Hi [[pick:p|x, y, confidence=vote:2, min_confidence=0.9, escalate="openai:gpt-4o"]]',
+         "slot 'p': escalate=: model 'openai:gpt-4o' is not allowed here; allowed: test"),
+        ("Hi [[pick:p|x, y, confidence=vote:2, min_confidence=0.9, escalate={{ m }}]]",
+         "slot 'p': escalate= is computed with {{ … }}, which this server does not allow: name the model"),
     ],
 )
 def test_a_model_the_template_names_must_be_on_the_allow_list(marker: Path, template: str, error: str) -> None:
@@ -90,6 +99,22 @@ def test_a_listed_factory_runs_only_with_allow_factories(marker: Path) -> None:
         events = run_events(client(base, KEY), {"template": template})
     assert events[-1]["result"] == {"a": "A short poem for Ada."}
     assert marker.read_text() == "factory ran\n"
+
+
+def test_a_listed_escalate_model_runs_and_a_listed_factory_needs_allow_factories(marker: Path) -> None:
+    """escalate= follows the same rules as model=: a listed name runs, a listed factory
+    only with --allow-factories."""
+    template = 'Hi [[pick:p|x, y, confidence=vote:2, min_confidence=0.9, escalate="test"]]'
+    with serving(config(models=("test",))) as base:
+        events = run_events(client(base, KEY), {"template": template, "model": "test"})
+    assert events[-1]["type"] == "processing_complete"  # a listed escalate model still runs
+    assert not marker.exists()
+    with serving(config(models=("test", "web_models:marker"))) as base:
+        refused = client(base, KEY).post("/api/run", json={"template": template.replace('"test"', '"web_models:marker"')})
+    assert refused.status_code == 403
+    assert refused.json() == {"error": "slot 'p': escalate=: model 'web_models:marker' is a module:factory name, "
+                                       "which this server runs only with --allow-factories"}
+    assert not marker.exists()
 
 
 def test_listed_models_in_template_options_still_run(marker: Path) -> None:
