@@ -14,6 +14,7 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolRetu
 from pydantic_ai.models.function import FunctionModel
 
 from struckdown.run.durable.effects import effect_id
+from struckdown.run.durable.files import journal_key, signed
 
 TOOLS = '''
 import pathlib
@@ -59,12 +60,18 @@ def setup_job(tmp_path: Path, rows: int, cut_off: list[int], shard: bool = False
         effect = effect_id(JOB, row, "reply", "refund", {"order": f"R{row}"})
         lines.append({"effect": effect, "state": "started", "tool": "refund", "arguments": {"order": f"R{row}"},
                       "slot": "reply", "row": row})
+    text = json.dumps(lines[0]) + "\n" + "".join(sign_record(line) for line in lines[1:])
     if shard:  # a --workers process was cut off: its started record is in its shard
         (tmp_path / "out.journal.effects.jsonl").write_text(json.dumps(lines[0]) + "\n")
-        (tmp_path / "out.journal.effects.jsonl.worker1").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        (tmp_path / "out.journal.effects.jsonl.worker1").write_text(text)
         return paths
-    (tmp_path / "out.journal.effects.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (tmp_path / "out.journal.effects.jsonl").write_text(text)
     return paths
+
+
+def sign_record(entry: dict[str, Any]) -> str:
+    """A record line as a killed run left it: signed with the test's state key."""
+    return signed(journal_key(), JOB, json.dumps(entry).encode()).decode()
 
 
 def batch(paths: dict[str, Path], *more: Any) -> Any:

@@ -88,6 +88,7 @@ def test_a_finished_effect_is_answered_from_the_journal(tmp_path: Path) -> None:
     lines = records(journal)
     assert [line.get("state") for line in lines] == [None, "started", "done"]
     assert lines[0]["journal"] == "struckdown effects"
+    assert lines[1].pop("sig") != lines[2].pop("sig")  # each line signed (SPEC §29)
     assert lines[1] == {"effect": shop.ids[0], "state": "started", "tool": "refund", "arguments": {"order": "R7"},
                         "slot": "reply", "row": None}
     assert lines[2]["output"] == "refunded R7 (1)" and lines[2]["ok"] is True
@@ -391,3 +392,17 @@ def test_an_edit_to_a_helper_a_tool_uses_reruns_its_slot(tmp_path: Path) -> None
     edited = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[load("2.25")], journal=journal)
     assert (first["reply"], edited["reply"]) == ("costs 10.0", "costs 22.5")
     assert not edited.results["reply"].reused
+
+
+@pytest.mark.parametrize("edit", ["answer", "effect"])
+def test_an_edited_journal_line_is_refused_naming_its_line(tmp_path: Path, edit: str) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    lines = journal.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines) if line.startswith('{"answer"' if edit == "answer" else '{"effect"')
+                  and ('"done"' in line or edit == "answer"))
+    lines[number] = lines[number].replace("refunded R7 (1)", "refunded R7 (1) and a bonus")
+    journal.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"^journal {journal} line {number + 1}: its signature does not match"):
+        sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    assert shop.refunds == ["R7"]

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from ...errors import InputError
 from ...tools import Reconcile, reconcile_of
-from .files import HEADER, Tail, shard_paths
+from .files import HEADER, Tail, journal_key, shard_paths, signed, verify_line
 
 ANSWER_PREFIX = b'{"answer": '  # a slot answer line (incremental re-runs, run/durable/rerun.py)
 
@@ -89,6 +89,7 @@ class EffectJournal:
         self.latest: dict[tuple[int | None, str], int] = {}
         self.answered_rows: set[int | None] = set()
         self._reader: Any = None
+        self._key = journal_key()
         try:
             self._read()
         except BaseException:
@@ -118,6 +119,8 @@ class EffectJournal:
                 if not self.job and line.strip():
                     self._check_header(line, number)
                 if line.startswith(ANSWER_PREFIX):
+                    if line.endswith(b"}\n") and self.job:  # whole (a kill cuts a line short, never edits one)
+                        verify_line(self._key, self.job, line, self.path, number)
                     self._note_answer(line, at)
                     continue
                 if not line.strip():
@@ -134,6 +137,7 @@ class EffectJournal:
                 if entry.get("journal") == HEADER:
                     self.job = self.job or str(entry.get("job") or "")
                 elif isinstance(entry.get("effect"), str):
+                    verify_line(self._key, self.job, line, self.path, number)
                     self._note(entry)
         if (self.records or self.answers) and not self.job:
             raise InputError(f"journal {self.path} has effect records but no header line: it is not a struckdown journal")
@@ -179,8 +183,8 @@ class EffectJournal:
     def answer(self, row: int | None, slot: str, request: str, result: str) -> None:
         """Record a slot's answer (`result`: its JSON) under the key of the request it sent."""
         head = json.dumps({"answer": slot, "row": row, "request": request}, ensure_ascii=False)
-        line = f'{head[:-1]},"result":{result}}}\n'
-        os.write(self._fd, line.encode("utf-8", "surrogatepass"))
+        body = f'{head[:-1]},"result":{result}}}'.encode("utf-8", "surrogatepass")
+        os.write(self._fd, signed(self._key, self.job, body))
 
     def stored_answer(self, at: int) -> dict[str, Any] | None:
         """The result of the answer line at `at` (None: unreadable now)."""
@@ -204,8 +208,9 @@ class EffectJournal:
     def _append(self, entry: dict[str, Any]) -> None:
         if entry.get("state") in ("done", "cleared"):  # which starts it settles: files merge in any order
             entry = {**entry, "starts": self.starts.get(entry["effect"], 0)}
-        line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
-        os.write(self._fd, line.encode("utf-8", "surrogatepass"))  # one write: whole, or cut short by a kill
+        body = json.dumps(entry, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+        line = body + b"\n" if entry.get("journal") == HEADER else signed(self._key, self.job, body)
+        os.write(self._fd, line)  # one write: whole, or cut short by a kill
         if "effect" in entry:
             self._note(entry)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from ...errors import InputError
 from .effects import _OPEN, EffectJournal, _locked
-from .files import HEADER, Tail, shard_paths
+from .files import HEADER, Tail, journal_key, shard_paths
 
 
 class ShardJournal(EffectJournal):
@@ -48,6 +48,7 @@ class ShardJournal(EffectJournal):
         self.latest: dict[tuple[int | None, str], int] = {}
         self.answered_rows: set[int | None] = set()
         self._reader: Any = None
+        self._key = journal_key()
         main = Tail(path)
         first = main.read()
         if not main.job:
