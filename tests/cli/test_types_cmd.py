@@ -69,3 +69,16 @@ def test_a_template_that_does_not_parse_is_a_positioned_error(tmp_path: Path) ->
     result = sd("types", path)
     assert result.exit_code == 2
     assert result.output.startswith(f"error: {path}:1:6: unknown type 'nope'\n")
+
+
+def test_a_types_own_definitions_are_lifted_and_named(tmp_path: Path) -> None:
+    path = tmp_path / "rule.sd"
+    path.write_text("When? [[date_rule:when]]\n")
+    both = json.loads(sd("types", path).output)
+    assert both["input"]["properties"] == {}
+    output = both["output"]
+    assert list(output["$defs"]) == ["when__DateRule"]
+    assert '"$ref": "#/$defs/when__DateRule"' in json.dumps(output["properties"]["answers"]["properties"]["when"])
+    text = sd("types", path, "--typescript").output
+    assert "export type RuleWhenDateRule = {" in text
+    assert "    when?: RuleWhenDateRule" in text

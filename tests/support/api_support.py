@@ -21,6 +21,7 @@ TOOLS = (
     "    \"\"\"Look a word up.\"\"\"\n"
     "    return f'{word} wrote the first program'\n"
 )
+RULE = "When does {{ event }} repeat? [[date_rule:when]]\n"  # its type has a definition of its own ($defs)
 BODY = {"customer": "Ada", "message": "The parcel came late."}
 ANSWERS = {"complaint": True, "count": 42, "reply": "A short poem for Ada."}
 
@@ -30,6 +31,7 @@ def template_folder(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "reply.sd").write_text(REPLY)
     (folder / "greet.sd").write_text(GREET)
+    (folder / "rule.sd").write_text(RULE)
     (tmp_path / "tools.py").write_text(TOOLS)
     return folder
 
@@ -44,3 +46,13 @@ def check_against(document: dict[str, Any], path: str, status: int, body: Any) -
 
 def sse_data(text: str) -> list[dict[str, Any]]:
     return [json.loads(line[len("data: "):]) for line in text.splitlines() if line.startswith("data: ")]
+
+
+def refs(schema: Any) -> list[str]:
+    """Every `$ref` in `schema`, depth first."""
+    if isinstance(schema, dict):
+        own = [schema["$ref"]] if isinstance(schema.get("$ref"), str) else []
+        return own + [r for v in schema.values() for r in refs(v)]
+    if isinstance(schema, list):
+        return [r for v in schema for r in refs(v)]
+    return []

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_support import ANSWERS, BODY, check_against, sse_data, template_folder
+from api_support import ANSWERS, BODY, check_against, refs, sse_data, template_folder
 from pydantic import TypeAdapter
 from starlette.testclient import TestClient
 from web_support import use_scripted_model
@@ -35,12 +35,18 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 def test_openapi_lists_each_template_with_its_body_and_answer(http: TestClient) -> None:
     document = http.get("/openapi.json").json()
     assert document["openapi"] == "3.1.0"
-    assert sorted(document["paths"]) == ["/v1/templates/greet", "/v1/templates/reply"]
+    assert sorted(document["paths"]) == ["/v1/templates/greet", "/v1/templates/reply", "/v1/templates/rule"]
     schemas = document["components"]["schemas"]
     assert schemas["ReplyInput"]["properties"] == {"customer": {"type": "string"}, "message": {"type": "string"}}
     assert schemas["ReplyInput"]["required"] == ["customer", "message"]
     assert list(schemas["ReplyOutput"]["properties"]["answers"]["properties"]) == ["complaint", "count", "reply"]
     assert list(schemas["GreetInput"]["properties"]) == ["name"]
+    # a type with definitions of its own: lifted into components, and every $ref resolves there
+    when = schemas["RuleOutput"]["properties"]["answers"]["properties"]["when"]
+    assert "#/components/schemas/Rule__when__DateRule" in refs(when)
+    assert schemas["Rule__when__DateRule"]["type"] == "object"
+    found = refs(document)
+    assert found and all(ref.removeprefix("#/components/schemas/") in schemas for ref in found), found
 
 
 def test_a_run_answers_with_the_answers_usage_and_cost(http: TestClient) -> None:
