@@ -5,7 +5,8 @@ The body is checked against the template's input schema (422 naming the field); 
 is a job of the playground's worker pool with the playground's policy (keys, rate, the
 model allow-list, SPEC §30), so nothing here decides what a request may reach. The answer
 is `{answers, usage, cost, halted}`, or a stream: `Accept: text/event-stream` gives the
-playground's events, `?protocol=ag-ui` AG-UI events (`agui.py`).
+playground's events, `?protocol=ag-ui` AG-UI events (`agui.py`), `?protocol=vercel-ai` the Vercel AI
+UI message stream (`vercel.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from starlette.routing import Route
 from .http import HttpError, read_json
 
 STATIC = Path(__file__).parent / "static"
-PROTOCOLS = ("ag-ui",)
+PROTOCOLS = ("ag-ui", "vercel-ai")
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"error": {"type": "string"}, "field": {"type": "string"}},
@@ -90,6 +91,12 @@ class TemplateApi:
             keys = frozenset(template.schemas["output"]["properties"]["answers"]["properties"])
             streamed: Response = await self.playground._sse_stream(job, translator(template.name, keys))
             return streamed
+        if protocol == "vercel-ai":
+            from . import vercel
+
+            keys = frozenset(template.schemas["output"]["properties"]["answers"]["properties"])
+            ui: Response = await self.playground._sse_stream(job, vercel.translator(keys), vercel.HEADERS)
+            return ui
         if "text/event-stream" in request.headers.get("accept", ""):
             events: Response = await self.playground._sse(job)
             return events
@@ -157,13 +164,13 @@ def openapi(templates: dict[str, Template]) -> dict[str, Any]:
                 {"name": "model", "in": "query", "required": False, "schema": {"type": "string"},
                  "description": "a model of the server's allow-list (default: its first)"},
                 {"name": "protocol", "in": "query", "required": False, "schema": {"enum": list(PROTOCOLS)},
-                 "description": "stream AG-UI events instead of answering once"},
+                 "description": "stream AG-UI events or the Vercel AI UI message stream instead of answering once"},
             ],
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{base}Input"}}}},
             "responses": {
-                "200": {"description": "the answers, usage and cost; with Accept: text/event-stream or "
-                        "?protocol=ag-ui, an event stream", "content": {
+                "200": {"description": "the answers, usage and cost; with Accept: text/event-stream, "
+                        "?protocol=ag-ui or ?protocol=vercel-ai, an event stream", "content": {
                             "application/json": {"schema": {"$ref": f"#/components/schemas/{base}Output"}},
                             "text/event-stream": {"schema": {"type": "string"}},
                         }},

@@ -338,7 +338,9 @@ class Playground:
         """Refusals before the first event are HTTP errors; after it, events."""
         return await self._sse_stream(job, lambda message: [_sse_line(edit(message))])
 
-    async def _sse_stream(self, job: dict[str, Any], frames: Callable[[dict[str, Any]], list[bytes]]) -> Response:
+    async def _sse_stream(
+        self, job: dict[str, Any], frames: Callable[[dict[str, Any]], list[bytes]], headers: dict[str, str] | None = None
+    ) -> Response:
         """A job's messages as an event stream, each message turned into `frames` (bytes
         to send); a refusal before the first message is an HTTP 403."""
         stream = self.pool.stream(job)
@@ -359,7 +361,8 @@ class Playground:
                 await stream.aclose()
 
         return StreamingResponse(
-            body(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+            body(), media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **(headers or {})},
         )
 
     async def batch(self, request: Request) -> Response:

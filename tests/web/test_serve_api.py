@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_support import ANSWERS, BODY, check_against, refs, sse_data, template_folder
+from api_support import ANSWERS, BODY, check_against, refs, sse_data, template_folder, vercel_chunks
 from pydantic import TypeAdapter
 from starlette.testclient import TestClient
 from web_support import use_scripted_model
@@ -35,7 +35,7 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 def test_openapi_lists_each_template_with_its_body_and_answer(http: TestClient) -> None:
     document = http.get("/openapi.json").json()
     assert document["openapi"] == "3.1.0"
-    assert sorted(document["paths"]) == ["/v1/templates/greet", "/v1/templates/reply", "/v1/templates/rule"]
+    assert sorted(document["paths"]) == [f"/v1/templates/{name}" for name in ("approve", "greet", "reply", "rule")]
     schemas = document["components"]["schemas"]
     assert schemas["ReplyInput"]["properties"] == {"customer": {"type": "string"}, "message": {"type": "string"}}
     assert schemas["ReplyInput"]["required"] == ["customer", "message"]
@@ -124,7 +124,7 @@ def test_ag_ui_events_validate_with_the_protocols_models(http: TestClient) -> No
 
 def test_an_unknown_protocol_is_refused(http: TestClient) -> None:
     answer = http.post("/v1/templates/greet?protocol=grpc", json={"name": "Ada"})
-    assert (answer.status_code, answer.json()) == (400, {"error": "protocol is ag-ui, not 'grpc'"})
+    assert (answer.status_code, answer.json()) == (400, {"error": "protocol is ag-ui or vercel-ai, not 'grpc'"})
 
 
 def test_the_docs_page_is_local(http: TestClient) -> None:
@@ -144,3 +144,34 @@ def test_sd_serve_api_refuses_a_folder_it_cannot_serve_before_listening(tmp_path
     bad = sd("serve", "--api", tmp_path, "--port", "0")
     assert bad.exit_code == 2
     assert bad.output.startswith(f"error: {tmp_path / 'bad.sd'}:1:6: unknown type 'nope'\n")
+
+
+def test_the_vercel_ai_stream_parses_with_its_chunk_types(http: TestClient) -> None:
+    answer = http.post("/v1/templates/greet?protocol=vercel-ai", json={"name": "Ada"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    chunks = vercel_chunks(answer.text)
+    kinds = [c.type if c is not None else "[DONE]" for c in chunks]
+    assert kinds[:3] == ["start", "tool-input-start", "tool-input-available"]
+    assert chunks[2].tool_name == "lookup" and chunks[2].input == {"word": "Ada"}
+    output = next(c for c in chunks if c is not None and c.type == "tool-output-available")
+    assert output.tool_call_id == chunks[1].tool_call_id and output.output == "Ada wrote the first program"
+    text = "".join(c.delta for c in chunks if c is not None and c.type == "text-delta")
+    assert text == "Hello Ada, Ada wrote the first program!"
+    answer_part = next(c for c in chunks if c is not None and c.type == "data-answer")
+    assert (answer_part.id, answer_part.data) == (
+        "greeting", {"slot": "greeting", "value": "Hello Ada, Ada wrote the first program!", "final": True}
+    )
+    assert kinds[-3:] == ["data-result", "finish", "[DONE]"]
+    assert chunks[-3].data["answers"] == {"greeting": "Hello Ada, Ada wrote the first program!"}
+
+
+def test_the_vercel_ai_stream_carries_tool_approval_requests(http: TestClient) -> None:
+    answer = http.post("/v1/templates/approve?protocol=vercel-ai", json={"name": "Ada"})
+    chunks = vercel_chunks(answer.text)
+    approval = next(c for c in chunks if c is not None and c.type == "tool-approval-request")
+    assert (approval.approval_id, approval.tool_call_id) == ("greeting.1", "greeting.1")
+    asked = next(c for c in chunks if c is not None and c.type == "tool-input-available")
+    assert (asked.tool_call_id, asked.tool_name, asked.input) == ("greeting.1", "lookup", {"word": "Ada"})
+    result = chunks[-3].data
+    assert result["answers"] == {} and "signature" in result["state"]
