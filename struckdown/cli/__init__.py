@@ -30,16 +30,16 @@ def main() -> None:
         if args is not None:
             sys.exit(run_check(args))
     if sys.argv[1:2] == ["run"]:  # `sd run`: its flags read without typer (fast/run.py)
-        from .fast import start_up
+        from .. import heap
         from .fast.run import parse_run_args
 
-        start_up.pause()  # no cyclic collections until the run's first event (fast/start_up.py)
+        heap.pause()  # no cyclic collections until the run's first event (heap.py)
         try:
             values = parse_run_args(sys.argv[2:])
             if values is not None:
                 sys.exit(run_fast(values))
         finally:
-            start_up.end()
+            heap.end()
     from .app import app
 
     app()

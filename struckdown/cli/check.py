@@ -10,7 +10,7 @@ from ..lint import Diagnostic, check_source
 from ..wording import counted
 from .errors import EXIT_ERROR, EXIT_OK
 from .io import load_context, read_template
-from .loading import load_tools
+from .loading import command_environment, load_tools
 
 
 def check_command(
@@ -21,6 +21,7 @@ def check_command(
     include_paths: Sequence[Path],
     mcp_tools: Sequence[str] = (),
 ) -> int:
+    command_environment()  # parsed templates kept in the cache folder (the linter parses with it)
     given_context = context_file is not None or bool(pairs)
     names = set(load_context(context_file, pairs)) if given_context else None
     tools = load_tools(tools_file)

@@ -219,12 +219,14 @@ class DaskExecutor:
         over its workers; on a cluster you run, each worker process's part of it
         (split over the workers connected when the batch starts).
         """
-        batch_limits, max_cost = kwargs.pop("batch_limits", None), kwargs.pop("max_cost", None)  # the whole batch's
+        from ..run.ledger import Budget
+
+        budget, kwargs = Budget.for_batch(kwargs, kwargs.pop("batch_limits", None))  # the whole batch's
         shipped = ship_kwargs(kwargs)
         journal = _open_journal(shipped.get("journal"))  # locked here, written by the workers (SPEC §25)
         try:
             return await self._run_batch(template, contexts, concurrency, on_result, template_path, include_paths,
-                                         collect, shipped, batch_limits, max_cost, journal is not None)
+                                         collect, shipped, budget, journal is not None)
         finally:
             if journal is not None:
                 from ..run.durable.effects import release
@@ -234,7 +236,7 @@ class DaskExecutor:
     async def _run_batch(
         self, template: str, contexts: Iterable[Mapping[str, Any]], concurrency: int, on_result: Any,
         template_path: Any, include_paths: Sequence[Any], collect: bool, shipped: dict[str, Any],
-        batch_limits: Any, max_cost: Any, journaled: bool,
+        budget: Any, journaled: bool,
     ) -> list[Result | BaseException]:  # fmt: skip
         await asyncio.to_thread(self.start)
         own_cap = self._cluster is not None and not self._shared_semaphore
@@ -249,7 +251,7 @@ class DaskExecutor:
             "requests": shipped.get("max_requests"),
         }
         job["freeze_heap"] = self._cluster is not None  # private workers live for the batch (see worker.settle_heap)
-        job["budget"] = await asyncio.to_thread(open_budget, self._client, batch_limits, max_cost)
+        job["budget"] = await asyncio.to_thread(open_budget, self._client, budget)
         rows = iter(enumerate(contexts))
         batch = _Batch(self, job, rows, max(1, concurrency), asyncio.get_running_loop(), workers)
         try:

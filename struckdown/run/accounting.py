@@ -58,10 +58,9 @@ def batch_budget(environment: Any, program: Any, options: Any, batch_limits: Any
     from ..models.pricing import Pricing
     from .ledger import BatchLedger, Budget, RunLedger
 
-    budget = Budget.of(batch_limits, options.get("max_cost"), "batch_limits")
+    budget, rows = Budget.for_batch(options, batch_limits)
     if budget is None:
         return None, options
-    rows = {k: v for k, v in options.items() if k != "max_cost"}
     if budget.max_cost is not None and program.needs_model:
         prices = option_value("prices", options, environment.defaults)
         ledger = RunLedger(_no_events, budget=budget, pricing=Pricing(prices))

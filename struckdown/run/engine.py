@@ -98,7 +98,7 @@ class Run:
         self._limit: tuple[Any, ...] = (
             *(tracing.capabilities if tracing is not None else ()),  # pydantic-ai's instrumentation, for guards too
         )
-        default_model = self.options.model
+        default_model = self.options.options["model"]
         resolved_default: list[Any] = []
 
         policy = environment.policy
@@ -113,40 +113,30 @@ class Run:
                 resolved_default.append(batching.wrap(model) if batching is not None else model)
             return resolved_default[0]
 
-        if self.options.stop_at is not None and self.options.stop_at not in self.program.keys:
-            raise ValueError(f"stop_at={self.options.stop_at!r} is not a slot of this template")
-        check_context(self.program, self.context, strict=self.options.strict_undefined)
-        check_rerun_from(self.program, self.options.rerun_from, self.options.journal)
+        if self.options.options["stop_at"] is not None and self.options.options["stop_at"] not in self.program.keys:
+            raise ValueError(f"stop_at={self.options.options['stop_at']!r} is not a slot of this template")
+        check_context(self.program, self.context, strict=self.options.options["strict_undefined"])
+        check_rerun_from(self.program, self.options.options["rerun_from"], self.options.options["journal"])
         self.model_for = model_for
         self.env = SlotEnv(
             emit=self.emit,
             join_guards=self.guards.join_all,
             resolve_model=model_for,
-            toolbox=environment.engine_caches().toolbox(self.options.tools),
-            deps=self.options.deps,
-            limits=self.options.limits,
-            settings=self.options.settings,
-            stream=self.options.stream,
-            tool_timeout=self.options.tool_timeout,
-            max_seconds=self.options.max_seconds,
-            max_tool_result=self.options.max_tool_result,
+            toolbox=environment.engine_caches().toolbox(tuple(self.options.options["tools"])),
+            run=self.options,  # the run's merged options: the slot reads them there
             environment=environment,
             # the "second model call after a guard started" join point, for every slot but a guard
             capabilities=(
                 *((ModelCallHook(self.guards.before_model_call),) if self.program.guards else ()),
                 *self._limit,
             ),
-            cache=_cache(self.options.cache, environment.response_caches),
-            mcp=self.options.mcp,
+            cache=_cache(self.options.options["cache"], environment.response_caches),
             ledger=self.ledger,
-            tool_limits=self.options.tool_limits or {},
-            tracing=tracing,
-            resilience=self.options.resilience,
             resolve_fallback=partial(resolve_model, store=environment.models, policy=policy, option="fallback"),
-            prompt_cache=plan_prompt_cache(self.program, self.options.prompt_cache, policy.tenant),
+            prompt_cache=plan_prompt_cache(self.program, self.options.options["prompt_cache"], policy.tenant),
         )
         self.approval = ApprovalRun(
-            decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
+            decide=self.options.options["approve"], emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
             resume=self.options.resume,
         )
         servers = self.options.mcp.names if self.options.mcp is not None else ()
@@ -156,13 +146,15 @@ class Run:
     # -- the run -------------------------------------------------------------
     async def main(self) -> None:
         """The run; with `journal=`, its tool effects are journaled (SPEC §25, run/durable/effects.py)."""
-        if self.options.journal is None:
+        if self.options.options["journal"] is None:
             return await self._main()
         from .durable.effects import acquire, release, scope_for
 
-        journal = acquire(self.options.journal)
+        journal = acquire(self.options.options["journal"])
         self.env.effects = scope_for(journal, self.env.toolbox.tools, self.env.toolbox.names)
-        self.reruns = Reruns.start(journal, self.env.effects.row, self.program, self.options.rerun_from, self.options.resume)
+        self.reruns = Reruns.start(
+            journal, self.env.effects.row, self.program, self.options.options["rerun_from"], self.options.resume
+        )
         try:
             await self._main()
         finally:
@@ -224,9 +216,9 @@ class Run:
         return _Blaming(slot)
 
     def _segments_to_run(self) -> list[Segment]:
-        if self.options.stop_at is None:
+        if self.options.options["stop_at"] is None:
             return list(self.program.segments)
-        last = self.program.segment_of(self.options.stop_at)
+        last = self.program.segment_of(self.options.options["stop_at"])
         skipped = [s for s in self.program.segments if s.index > last]
         for seg in skipped:
             self.guards.skip(seg.guards)
@@ -249,7 +241,7 @@ class Run:
         halted.keep(kept, keys, discarded)
         result = Result(kept, keys, halted=halted, discarded=discarded)
         await self.emit(ProcessingComplete(result, early_termination=True))
-        if self.options.on_halt != "return":
+        if self.options.options["on_halt"] != "return":
             raise halted
 
     async def _retract(self, reason: str) -> None:
@@ -266,7 +258,7 @@ class Run:
             if self.approval.blocks(segment.waits_for):
                 raise SegmentPaused  # an answer it reads waits for approval decisions
             conversation = self._inherited(segment)
-            if self.options.stop_at is None or self.options.stop_at not in segment.keys:
+            if self.options.options["stop_at"] is None or self.options.options["stop_at"] not in segment.keys:
                 await self._walk(segment.nodes, conversation, segment.index)
             else:
                 with anyio.CancelScope() as scope:
@@ -445,12 +437,11 @@ class Run:
     def _guard_env(self, segment: int, key: str) -> SlotEnv:
         """A guard neither streams nor waits before its model call (its calls never count
         as "beside" a guard), and its own tools do not wait for its verdict."""
-        return replace(
-            self.env, join_guards=partial(self.guards.join, segment, key), stream=False, capabilities=self._limit
-        )
+        quiet = replace(self.options, stream=False) if self.options.stream else self.options
+        return replace(self.env, join_guards=partial(self.guards.join, segment, key), run=quiet, capabilities=self._limit)
 
     def _after(self, key: str) -> None:
-        if self.options.stop_at == key and self._stop_scope is not None:
+        if self.options.options["stop_at"] == key and self._stop_scope is not None:
             self._stop_scope.cancel()
 
     def _start_guard(self, node: Slot, conversation: Conversation, segment: int) -> None:
