@@ -28,7 +28,7 @@ def base(tmp_path: Path) -> Iterator[str]:
     env = {**os.environ, **scripted_model_env()}
     process = subprocess.Popen(
         [sys.executable, "-m", "struckdown.cli", "serve", "--api", str(folder), "--api-key-file", str(keys),
-         "--tools", str(tmp_path / "tools.py"), "--port", "0", "--workers", "1"],
+         "--tools", str(tmp_path / "tools.py"), "--port", "0", "--workers", "1", "--rate", "5"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
@@ -66,6 +66,11 @@ def test_every_answer_validates_against_the_served_openapi(base: str) -> None:
         check_against(document, "/v1/templates/greet", 403, refused.json())
         streamed = http.post("/v1/templates/reply", json=BODY, headers={"Accept": "text/event-stream"})
         assert sse_data(streamed.text)[-1]["result"] == ANSWERS
+        # --rate 5: each call is a run, checked or not; the sixth this minute waits
+        over = http.post("/v1/templates/reply", json=BODY)
+        assert (over.status_code, over.headers["retry-after"]) == (429, "60")
+        assert over.json() == {"error": "more than 5 runs a minute with this key"}
+        check_against(document, "/v1/templates/reply", 429, over.json())
 
 
 def test_a_request_without_the_key_is_refused(base: str) -> None:
