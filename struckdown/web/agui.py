@@ -12,7 +12,7 @@ one engine, so the engine's events are translated here instead:
 | `tool_started` / `tool_completed`            | `TOOL_CALL_START`, `_ARGS`, `_END` / `TOOL_CALL_RESULT` |
 | `slot_partial`, `slot_completed`             | `STATE_DELTA` (JSON Patch `add /answers/KEY`); the text message ends |
 | `slot_retracted`                             | `STATE_DELTA` (`remove /answers/KEY`) |
-| `processing_complete`                        | `RUN_FINISHED` with `result` = the JSON answer `{answers, usage, cost, halted}` |
+| `processing_complete`                        | `RUN_FINISHED`, `result` = the JSON answer (paused: with `requests`, `state`) |
 | `processing_error`, `diagnostics`            | `RUN_ERROR` |
 """
 
@@ -99,6 +99,8 @@ class AgUiTranslator:
             answers = {k: v for k, v in (message.get("result") or {}).items() if k in self.keys}
             result = {"answers": answers, "usage": usage, "cost": usage.get("cost"),
                       "halted": message.get("halted")}
+            if message.get("state") is not None:  # paused: what /v1/templates/T/approval takes back
+                result.update(requests=message.get("requests") or [], state=message["state"])
             out.append(core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, result=result))
         elif kind in ("processing_error", "diagnostics"):
             text = message.get("error") or "; ".join(

@@ -25,12 +25,28 @@ STATIC = Path(__file__).parent / "static"
 PROTOCOLS = ("ag-ui", "vercel-ai")
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"error": {"type": "string"}, "field": {"type": "string"}},
+    "properties": {
+        "error": {"type": "string"},
+        "field": {"type": "string"},  # 422: the body's property that is wrong
+        "requests": {"type": "array", "items": {"type": "object"}},  # 409: the calls waiting for a decision
+        "state": {"type": "object"},  # 409: the paused run, signed, for POST /api/approval
+    },
     "required": ["error"],
 }
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "state": {"type": "object", "description": "the paused run's state, as the 409 gave it"},
+        "decisions": {"type": "object", "additionalProperties": {"type": ["boolean", "string"]},
+                      "description": "request id: true (run it), false (refuse it) or the text the model reads"},
+    },
+    "required": ["state", "decisions"],
+}
 ERRORS = {
+    "400": "the body is not a JSON object, an unknown protocol, an approval without state or decisions",
     "401": "no valid key", "403": "refused by the server's policy (a model, an action, a tool)",
-    "404": "no such template", "413": "body too large", "422": "the body does not match the input schema",
+    "404": "no such template", "409": "the run paused for a tool approval (its requests and signed state)",
+    "413": "body too large", "422": "the body does not match the input schema",
     "429": "over the key's rate", "500": "the run failed",
 }
 
@@ -64,6 +80,7 @@ class TemplateApi:
             Route("/openapi.json", self.openapi),
             Route("/docs", self.docs),
             Route("/v1/templates/{name}", self.run, methods=["POST"]),
+            Route("/v1/templates/{name}/approval", self.approval, methods=["POST"]),
         ]
 
     async def openapi(self, request: Request) -> Response:
@@ -72,19 +89,35 @@ class TemplateApi:
     async def docs(self, request: Request) -> Response:
         return HTMLResponse((STATIC / "api-docs.html").read_text(encoding="utf-8"), headers={"Cache-Control": "no-store"})
 
-    async def run(self, request: Request) -> Response:
+    def _template(self, request: Request) -> Template:
         template = self.templates.get(request.path_params["name"])
         if template is None:
             raise HttpError(404, f"no template {request.path_params['name']!r} (see /openapi.json)")
         protocol = request.query_params.get("protocol")
         if protocol is not None and protocol not in PROTOCOLS:
             raise HttpError(400, f"protocol is {' or '.join(PROTOCOLS)}, not {protocol!r}")
+        return template
+
+    async def run(self, request: Request) -> Response:
+        template = self._template(request)
         body = await read_json(request, self.playground.config.max_body_bytes)
         bad = body_error(template, body)
         if bad is not None:
             return JSONResponse({"error": bad[1], "field": bad[0]}, status_code=422)
         data = {"template": template.text, "context": json.dumps(body), "model": request.query_params.get("model")}
-        job = self.playground._job("run", data, request)
+        return await self._respond(self.playground._job("run", data, request), template, request)
+
+    async def approval(self, request: Request) -> Response:
+        """A paused run of this template goes on (SPEC §12): `{state, decisions}`, the state
+        as the 409 (or the stream) gave it, signed for this key; answered as a run is."""
+        template = self._template(request)
+        body = await read_json(request, self.playground.config.max_body_bytes)
+        data = {"template": template.text, "model": request.query_params.get("model"),
+                "state": body.get("state"), "decisions": body.get("decisions")}
+        return await self._respond(self.playground.approval_job(data, request), template, request)
+
+    async def _respond(self, job: dict[str, Any], template: Template, request: Request) -> Response:
+        protocol = request.query_params.get("protocol")
         if protocol == "ag-ui":
             from .agui import translator
 
@@ -114,9 +147,12 @@ class TemplateApi:
         if final is None or final["type"] != "processing_complete":
             error = (final or {}).get("error") or "the run ended without an answer"
             return JSONResponse({"error": error}, status_code=500)
-        if final.get("paused"):
-            return JSONResponse({"error": "the run paused for an approval, which this API does not take yet"},
-                                status_code=500)
+        if final.get("paused"):  # SPEC §12: a person decides, then /v1/templates/T/approval goes on
+            where = f"/v1/templates/{template.name}/approval"
+            return JSONResponse({
+                "error": f"the run paused for a tool approval: post {{state, decisions}} to {where}",
+                "requests": final.get("requests") or [], "state": final.get("state"),
+            }, status_code=409)
         usage = final["usage"]
         return JSONResponse({
             "answers": {k: v for k, v in final["result"].items() if k in keys},
@@ -143,7 +179,13 @@ def body_error(template: Template, body: dict[str, Any]) -> tuple[str, str] | No
 
 def openapi(templates: dict[str, Template]) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the served templates."""
-    components: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    components: dict[str, Any] = {"Error": ERROR_SCHEMA, "Approval": APPROVAL_SCHEMA}
+    parameters = [
+        {"name": "model", "in": "query", "required": False, "schema": {"type": "string"},
+         "description": "a model of the server's allow-list (default: its first)"},
+        {"name": "protocol", "in": "query", "required": False, "schema": {"enum": list(PROTOCOLS)},
+         "description": "stream AG-UI events or the Vercel AI UI message stream instead of answering once"},
+    ]
     paths: dict[str, Any] = {}
     for name, template in templates.items():
         base = template.type
@@ -157,25 +199,29 @@ def openapi(templates: dict[str, Template]) -> dict[str, Any]:
             code: {"description": text, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
             for code, text in ERRORS.items()
         }
+        responses = {
+            "200": {"description": "the answers, usage and cost; with Accept: text/event-stream, "
+                    "?protocol=ag-ui or ?protocol=vercel-ai, an event stream", "content": {
+                        "application/json": {"schema": {"$ref": f"#/components/schemas/{base}Output"}},
+                        "text/event-stream": {"schema": {"type": "string"}},
+                    }},
+            **errors,
+        }
+        paths[f"/v1/templates/{name}/approval"] = {"post": {
+            "operationId": f"approve{base}",
+            "summary": f"Continue a paused run of {name}.sd with decisions on its tool calls",
+            "parameters": parameters,
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/Approval"}}}},
+            "responses": responses,
+        }}
         paths[f"/v1/templates/{name}"] = {"post": {
             "operationId": f"run{base}",
             "summary": f"Run {name}.sd",
-            "parameters": [
-                {"name": "model", "in": "query", "required": False, "schema": {"type": "string"},
-                 "description": "a model of the server's allow-list (default: its first)"},
-                {"name": "protocol", "in": "query", "required": False, "schema": {"enum": list(PROTOCOLS)},
-                 "description": "stream AG-UI events or the Vercel AI UI message stream instead of answering once"},
-            ],
+            "parameters": parameters,
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{base}Input"}}}},
-            "responses": {
-                "200": {"description": "the answers, usage and cost; with Accept: text/event-stream, "
-                        "?protocol=ag-ui or ?protocol=vercel-ai, an event stream", "content": {
-                            "application/json": {"schema": {"$ref": f"#/components/schemas/{base}Output"}},
-                            "text/event-stream": {"schema": {"type": "string"}},
-                        }},
-                **errors,
-            },
+            "responses": responses,
         }}
     return {
         "openapi": "3.1.0",

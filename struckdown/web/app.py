@@ -410,6 +410,11 @@ class Playground:
         /api/run, plus the `state` the paused run sent and `decisions` {request_id: true |
         false | "reason"}; the run continues as an event stream."""
         data = await read_json(request, self.config.max_body_bytes)
+        return await self._sse(self.approval_job(data, request))
+
+    def approval_job(self, data: dict[str, Any], request: Request) -> dict[str, Any]:
+        """The job that continues a paused run: `data` holds the run's fields (as for a
+        run), the `state` it sent and the `decisions`."""
         job = self._job("run", data, request)
         state, decisions = data.get("state"), data.get("decisions")
         if not isinstance(state, dict) or not isinstance(decisions, dict):
@@ -417,7 +422,7 @@ class Playground:
         if not all(isinstance(v, (bool, str)) for v in decisions.values()):
             raise HttpError(400, "each decision is true, false or the text the model reads")
         job["resume"] = {"state": state, "decisions": decisions}
-        return await self._sse(job)
+        return job
 
 
 def _sse_line(message: dict[str, Any]) -> bytes:

@@ -35,7 +35,8 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 def test_openapi_lists_each_template_with_its_body_and_answer(http: TestClient) -> None:
     document = http.get("/openapi.json").json()
     assert document["openapi"] == "3.1.0"
-    assert sorted(document["paths"]) == [f"/v1/templates/{name}" for name in ("approve", "greet", "reply", "rule")]
+    names = ("approve", "greet", "reply", "rule")
+    assert sorted(document["paths"]) == sorted(f"/v1/templates/{n}{end}" for n in names for end in ("", "/approval"))
     schemas = document["components"]["schemas"]
     assert schemas["ReplyInput"]["properties"] == {"customer": {"type": "string"}, "message": {"type": "string"}}
     assert schemas["ReplyInput"]["required"] == ["customer", "message"]
@@ -125,6 +126,7 @@ def test_ag_ui_events_validate_with_the_protocols_models(http: TestClient) -> No
 def test_an_unknown_protocol_is_refused(http: TestClient) -> None:
     answer = http.post("/v1/templates/greet?protocol=grpc", json={"name": "Ada"})
     assert (answer.status_code, answer.json()) == (400, {"error": "protocol is ag-ui or vercel-ai, not 'grpc'"})
+    check_against(http.get("/openapi.json").json(), "/v1/templates/greet", 400, answer.json())
 
 
 def test_the_docs_page_is_local(http: TestClient) -> None:
@@ -175,3 +177,37 @@ def test_the_vercel_ai_stream_carries_tool_approval_requests(http: TestClient) -
     assert (asked.tool_call_id, asked.tool_name, asked.input) == ("greeting.1", "lookup", {"word": "Ada"})
     result = chunks[-3].data
     assert result["answers"] == {} and "signature" in result["state"]
+
+
+def test_a_run_that_pauses_for_approval_is_409_with_its_requests_and_state(http: TestClient) -> None:
+    document = http.get("/openapi.json").json()
+    answer = http.post("/v1/templates/approve", json={"name": "Ada"})
+    assert answer.status_code == 409
+    body = answer.json()
+    check_against(document, "/v1/templates/approve", 409, body)
+    assert body["requests"] == [{"id": "greeting.1", "slot": "greeting", "tool_name": "lookup", "arguments": {"word": "Ada"}}]
+    assert body["error"] == "the run paused for a tool approval: post {state, decisions} to /v1/templates/approve/approval"
+    assert "signature" in body["state"]
+    approved = http.post("/v1/templates/approve/approval", json={"state": body["state"], "decisions": {"greeting.1": True}})
+    assert approved.status_code == 200, approved.text
+    check_against(document, "/v1/templates/approve/approval", 200, approved.json())
+    assert approved.json()["answers"] == {"greeting": "Hello Ada, Ada wrote the first program!"}
+    # a state edited by the client is refused before anything runs
+    edited = {**body["state"], "options": {"model": "openai:gpt-4o"}}
+    refused = http.post("/v1/templates/approve/approval", json={"state": edited, "decisions": {"greeting.1": True}})
+    assert refused.status_code == 403 and refused.json()["error"].startswith("this paused run cannot be resumed here")
+    bad = http.post("/v1/templates/approve/approval", json={"state": body["state"]})
+    assert bad.status_code == 400
+    check_against(document, "/v1/templates/approve/approval", 400, bad.json())
+
+
+def test_ag_ui_run_finished_of_a_paused_run_carries_its_requests_and_state(http: TestClient) -> None:
+    from ag_ui.core import Event, RunFinishedEvent
+
+    answer = http.post("/v1/templates/approve?protocol=ag-ui", json={"name": "Ada"})
+    last = TypeAdapter(Event).validate_python(sse_data(answer.text)[-1])
+    assert isinstance(last, RunFinishedEvent)
+    assert last.result["requests"] == [
+        {"id": "greeting.1", "slot": "greeting", "tool_name": "lookup", "arguments": {"word": "Ada"}}
+    ]
+    assert "signature" in last.result["state"]
