@@ -18,6 +18,9 @@ def main() -> None:
     import sys
 
     from .fast.help import stored_page
+    from .loading import current_folder_importable
+
+    current_folder_importable()  # `--model mymod:factory` finds ./mymod.py, as under `python -m`
 
     page = stored_page(sys.argv[1:])  # `sd --help`: the stored page, no typer (fast/help.py)
     if page is not None:

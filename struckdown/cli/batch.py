@@ -250,7 +250,12 @@ class BatchRun:
                 self.journal, _Pending(self.skip), _Hashes(self.hashes), self.fingerprint, self.console,
                 resume=request.resume, batch_size=request.batch_size, batch_wait=request.batch_wait,
             )  # fmt: skip
-        runner = self._runner()
+        try:
+            runner = self._runner()  # a model, tools file or price refused here: the journal is closed too
+        except BaseException:
+            if self.journal is not None:
+                self.close_journal(failing=True)
+            raise
         started = time.perf_counter()
         progress = BatchProgress(self.console, self.total, self.done_before, concurrency=request.jobs)
         self.progress = progress

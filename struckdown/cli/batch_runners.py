@@ -91,6 +91,7 @@ def dask_runner(job: Any, request: Any, program: Any) -> Any:
         ship_kwargs({**kwargs, **options})
     except (ValueError, TypeError) as exc:
         raise CliError(str(exc)) from None
+    _priced_here(program, {**kwargs, **options})
     workers = request.workers or 2
     if request.address is None:  # a worker with no share of the caps would idle
         workers = max(1, min(workers, request.jobs, options["max_requests"]))
@@ -122,6 +123,19 @@ def dask_runner(job: Any, request: Any, program: Any) -> Any:
                     job.finish(position, outcome)
 
     return run
+
+
+def _priced_here(program: Any, options: dict[str, Any]) -> None:
+    """With --max-cost, an unpriced model this process can resolve is refused here, before a
+    cluster starts (SPEC §13, as the local engine does); the workers check it again, and
+    check a model only they can resolve, before any row."""
+    from ..environment import default_environment
+    from ..run.accounting import check_batch_prices
+    from ..run.ledger import Budget
+
+    budget = Budget.of(None, options.get("max_cost"), "batch_limits")
+    if budget is not None:
+        check_batch_prices(default_environment(), program, options, budget, here=True)
 
 
 def _dask_tools(tools: Path | None) -> list[str]:

@@ -30,7 +30,7 @@ from ..results import Result
 from .budget import close_budget, open_budget
 from .packing import unpack, unpack_outcomes
 from .shipping import plain_context, ship_kwargs
-from .worker import TransientRowError, close_journal, close_mcp_sessions, probe_worker, run_rows
+from .worker import TransientRowError, close_journal, close_mcp_sessions, probe_prices, probe_worker, run_rows
 
 log = logging.getLogger(__package__)
 
@@ -252,6 +252,12 @@ class DaskExecutor:
         }
         job["freeze_heap"] = self._cluster is not None  # private workers live for the batch (see worker.settle_heap)
         job["budget"] = await asyncio.to_thread(open_budget, self._client, budget)
+        if job["budget"] is not None and budget.max_cost is not None:  # SPEC §13: an unpriced model, before any row
+            try:
+                await self._check_prices(job)
+            except BaseException:
+                await asyncio.to_thread(close_budget, self._client, job["budget"])
+                raise
         rows = iter(enumerate(contexts))
         batch = _Batch(self, job, rows, max(1, concurrency), asyncio.get_running_loop(), workers)
         try:
@@ -260,6 +266,17 @@ class DaskExecutor:
             await asyncio.to_thread(close_budget, self._client, job["budget"])
             if journaled:  # each worker held its shard for the batch
                 await asyncio.to_thread(batch.close_journals)
+
+    async def _check_prices(self, job: dict[str, Any]) -> None:
+        """Every worker prices the models the rows may use (the workers' environment
+        resolves them), or the batch is a ConfigurationError before any row runs."""
+        outcomes = await asyncio.to_thread(self._client.run, probe_prices, job, job["budget"]["budget"])
+        for worker, packed in outcomes.items():
+            if packed is not None:
+                error = unpack(packed)
+                if isinstance(error, ConfigurationError) and len(outcomes) > 1 and self._cluster is None:
+                    raise ConfigurationError(f"on Dask worker {worker}: {error}") from None
+                raise error
 
     def _count_workers(self) -> int:
         try:

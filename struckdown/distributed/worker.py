@@ -314,6 +314,23 @@ async def probe_worker(job: dict[str, Any]) -> tuple[Any, ...] | None:
     return None
 
 
+def probe_prices(job: dict[str, Any], budget: dict[str, Any]) -> tuple[Any, ...] | None:
+    """With the batch's `max_cost`: every model its rows may use has a known price here
+    (SPEC §13, as on one machine); the packed ConfigurationError, or None."""
+    from ..environment import default_environment
+    from ..run.accounting import check_batch_prices
+    from ..run.ledger import Budget
+
+    try:
+        environment = default_environment()
+        kwargs = _worker_kwargs(job["kwargs"])
+        options: Any = {**kwargs, "template_path": job["template_path"], "include_paths": job["include_paths"]}
+        check_batch_prices(environment, environment.program(job["template"], options), options, Budget(**budget))
+    except Exception as exc:  # noqa: BLE001 - handed back to the caller
+        return pack_error(exc)
+    return None
+
+
 async def _semaphore(name: str, max_leases: int) -> Any:
     """This worker's handle on the cluster-wide semaphore (one per process)."""
     semaphore = _semaphores.get((name, max_leases))

@@ -47,7 +47,7 @@ from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Tex
 from ..variables import check_context
 from .accounting import check_run, so_far
 from .approval.calls import ApprovalRun, SegmentPaused, SlotPaused
-from .confidence import check_votes
+from .confidence import check_logprob_models, check_votes
 from .conversation import Conversation, Layers, user_turn
 from .durable.rerun import Reruns, check_rerun_from
 from .guards import GuardBoard
@@ -170,6 +170,7 @@ class Run:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
                 check_run(self)  # budgets' tool names, max_cost's prices: before any model call
+                check_logprob_models(self)  # confidence=logprobs on the test model (no logprobs): refused
                 # budget=, tool_choice= names that are no tools (approve=: above): before any model call
                 check_tool_names(self.program, self.env.toolbox.names, mcp=self.env.mcp is not None)
                 await self.approval.check_mcp_names(self.program, self.options.mcp)  # lists those servers' tools
