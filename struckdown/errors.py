@@ -96,7 +96,8 @@ class TemplateRuntimeError(StruckdownError):
 
 #: Who shows the errors: "python" (the library's spelling of options) or "cli" (`sd`'s flags).
 #: `sd`'s commands set it (cli/errors.py:reporting_errors); a message that names an option
-#: reads it when it is shown.
+#: reads it when it is shown. A ContextVar: the message is made deep in the library, which takes
+#: no front-end argument, and a command's library calls and a host's share one process.
 FRONT_END: ContextVar[str] = ContextVar("struckdown_front_end", default="python")
 
 

@@ -31,6 +31,8 @@ from typing import Any
 SIGNATURE = "signature"
 KEY_ENV = "STRUCKDOWN_STATE_KEY_FILE"
 
+#: The signing key of this context (`using_state_key`). A ContextVar: `sd serve`'s worker signs
+#: each request's states with the caller's key while other requests run (web/worker.py).
 _KEY: contextvars.ContextVar[bytes | None] = contextvars.ContextVar("struckdown_state_key", default=None)
 
 #: Parts of a state compared as a whole, with how an error names them.

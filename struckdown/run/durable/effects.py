@@ -29,22 +29,18 @@ import hashlib
 import json
 import os
 import secrets
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ...errors import InputError
 from ...tools import Reconcile, reconcile_of
+from ..slot_run import current
 from .files import HEADER, Tail, shard_paths
 
 ANSWER_PREFIX = b'{"answer": '  # a slot answer line (incremental re-runs, run/durable/rerun.py)
 
 T = TypeVar("T")
-
-#: The batch row a run belongs to (set around each row of a batch; None: a single run).
-CURRENT_ROW: ContextVar[int | None] = ContextVar("struckdown_effect_row", default=None)
-
 
 class RowContext(dict[str, Any]):
     """A batch row's context that names its row: `sd batch` runs only the rows a `--resume`
@@ -298,7 +294,7 @@ def scope_for(journal: EffectJournal | None, tools: tuple[Any, ...], names: tupl
         if len(_HOOKS) > 64:
             _HOOKS.clear()  # tool sets come and go (a server's requests): hold a few
         held = _HOOKS[id(tools)] = (tools, {n: h for n, t in zip(names, tools) if (h := reconcile_of(t)) is not None})
-    return EffectScope(journal, CURRENT_ROW.get(), held[1])
+    return EffectScope(journal, current().effect_row, held[1])  # the batch row (slot_run.enter_row)
 
 
 def with_effect_id(function: Any) -> Any:
