@@ -300,6 +300,29 @@ class MediaError(TemplateRuntimeError):
     than `image_max_side` without Pillow to shrink it, or bytes that are no image."""
 
 
+class OutcomeUnknown(StruckdownError):
+    """SPEC §29: a batch row met a call of a write tool that started in an earlier run and
+    never finished, and the tool has no reconcile hook. The row is neither ok nor failed:
+    it waits for the user's decision (`sd batch --resume --decide happened|not-happened|deny`).
+    `effect` is the call's effect id, `tool_name` and `arguments` the call, `row` the row."""
+
+    def __init__(self, effect: str, tool_name: str, arguments: Mapping[str, Any], row: int | None) -> None:
+        super().__init__(effect, tool_name, dict(arguments), row)
+        self.effect = effect
+        self.tool_name = tool_name
+        self.arguments = dict(arguments)
+        self.row = row
+
+    def label(self) -> str:
+        import json
+
+        args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in self.arguments.items())
+        return f"outcome unknown: did {self.tool_name}({args}) happen?"
+
+    def __str__(self) -> str:
+        return self.label()
+
+
 class InputError(StruckdownError):
     """What the caller gave cannot be used: a table, a tools file, a journal. `message`
     names the file (and the line, where there is one); `sd` exits with code 2."""

@@ -16,7 +16,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -30,7 +30,7 @@ from pydantic_ai.exceptions import ApprovalRequired, ToolFailed, UnexpectedModel
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.toolsets import WrapperToolset
 
-from ..errors import StruckdownError, exception_text
+from ..errors import OutcomeUnknown, StruckdownError, exception_text
 from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
 from ..tools import READONLY_ATTR, SEQUENTIAL_ATTR, is_readonly, tool_name
@@ -135,7 +135,8 @@ class Flight:
 
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: tuple[Any, bool, str | None] | None = None  # (output, ok, error)
-    retry: ModelRetry | ApprovalRequired | None = None  # re-raised to every waiter, never cached
+    retry: ModelRetry | ApprovalRequired | OutcomeUnknown | None = None  # re-raised to every waiter, never cached
+    source: str | None = None  # SPEC §29: "replayed from the journal", "reconciled: happened", …: it did not run
 
 
 def _canonical(arguments: Any) -> str:
@@ -161,6 +162,7 @@ class ToolWrap:
     calls: list[ToolCall] = field(default_factory=list)
     failed: int = 0  # calls that ran and failed (pydantic-ai counts only the ones that succeeded)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
+    happened: dict[tuple[str, str], Any] = field(default_factory=dict)  # SPEC §29: "it happened" decisions
 
 
 def _abandonable(timeout: float | None) -> Any:
@@ -264,7 +266,7 @@ class SlotToolset(WrapperToolset[Any]):
         state.failed += call.ran and not ok
         elapsed = (time.perf_counter() - started) * 1000
         state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, call.shared))
-        await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, call.shared))
+        await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, call.shared, call.source))
         if state.tracing is not None:
             state.tracing.tool_outcome(call.shared, ok)
         if not ok:
@@ -293,6 +295,7 @@ class ToolCallRun:
     ran: bool = True  # False: refused before it ran (its budget)
     start: Callable[[], None] | None = None  # the journal's "started", written as the tool begins
     unknown: bool = False  # cut at its deadline: it may still take effect
+    source: str | None = None  # SPEC §29: "replayed from the journal", "reconciled: happened", …: it did not run
 
 
 ToolHandler = Callable[[ToolCallRun], Awaitable[Outcome]]
@@ -342,6 +345,7 @@ async def single_flight(call: ToolCallRun, inner: ToolHandler) -> Outcome:
         if flight.retry is not None:
             raise flight.retry
         if flight.outcome is not None:
+            call.source = flight.source
             return flight.outcome
         # the task running the shared call was cancelled (not this one): run it here
 
@@ -350,7 +354,8 @@ async def _fly(flight: Flight, call: ToolCallRun, inner: ToolHandler) -> None:
     inflight = call.state.inflight
     try:
         flight.outcome = await inner(call)
-    except (ModelRetry, ApprovalRequired) as exc:
+        flight.source = call.source
+    except (ModelRetry, ApprovalRequired, OutcomeUnknown) as exc:
         # a retry is not an answer to cache; nor is a call that asks for approval from
         # inside (pydantic-ai's ApprovalRequiredToolset): it is deferred, then called again
         del inflight[call.key]
@@ -374,16 +379,17 @@ async def effect_journal(call: ToolCallRun, inner: ToolHandler) -> Outcome:
     if effects is None:
         return await inner(call)
     arguments = key_arguments(call.key)
-    settled = await _settled(effects, state.slot, call.name, arguments, call.ctx)
-    if isinstance(settled, tuple):  # done before (or reconciled): answered from the journal
-        return settled
+    settled = await _settled(effects, state.slot, call.name, arguments, call.ctx, state.happened, call.key)
+    if isinstance(settled, tuple):  # done before (or reconciled, or decided): answered from the journal
+        outcome, call.source = settled
+        return outcome
     effect = settled
     call.ctx = replace(call.ctx)
     setattr(call.ctx, "effect_id", effect)  # the tool's idempotency key: ctx.effect_id
     call.start = lambda: effects.journal.started(effect, call.name, arguments, state.slot, effects.row)
     try:
         outcome = await inner(call)
-    except (ModelRetry, ApprovalRequired):
+    except (ModelRetry, ApprovalRequired, OutcomeUnknown):
         effects.journal.cleared(effect)  # the tool said no by raising: no effect
         raise
     except Exception as exc:
@@ -465,29 +471,43 @@ def key_arguments(key: tuple[str, str]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+REPLAYED = "replayed from the journal"
+
+
 async def _settled(
-    effects: Any, slot: str, name: str, arguments: dict[str, Any], ctx: RunContext[Any]
-) -> tuple[Any, bool, str | None] | str:
-    """SPEC §25: a call's outcome from the journal, or its effect id when it is to run.
+    effects: Any, slot: str, name: str, arguments: dict[str, Any], ctx: RunContext[Any],
+    happened: Mapping[tuple[str, str], Any], key: tuple[str, str],
+) -> tuple[tuple[Any, bool, str | None], str] | str:
+    """SPEC §25: a call's outcome from the journal (and how it was settled, SPEC §29), or its effect id when it is to run.
     A call started but never finished goes to the tool's reconcile hook, else waits for a
-    person's decision marked "outcome unknown" (run/approval/calls.py); an approved one runs."""
+    person's decision marked "outcome unknown" (run/approval/calls.py): "it happened" answers
+    with the result they gave, "did not happen" (an approval) runs it. A batch row cannot
+    wait: it ends as `OutcomeUnknown` (SPEC §29), for `sd batch --resume --decide`."""
     effect: str = effects.id_of(slot, name, arguments)
     record = effects.journal.state(effect)
     if record is None or record.get("state") == "cleared":
         return effect
     if record.get("state") == "done":
         ok = bool(record.get("ok"))
-        return (record.get("output"), True, None) if ok else (record.get("error"), False, record.get("error"))
-    if ctx.tool_call_approved:  # a person decided: run it again
-        return effect
+        outcome = (record.get("output"), True, None) if ok else (record.get("error"), False, record.get("error"))
+        return outcome, REPLAYED
+    if ctx.tool_call_approved:  # a person decided
+        if key in happened:  # it happened: answered with the result they gave, never run again
+            effects.journal.done(effect, happened[key], True, None, decided="happened")
+            return (happened[key], True, None), "decided: happened"
+        effects.journal.decided(effect, "not-happened")
+        return effect  # it did not happen: run it now
     try:
         known, output = await effects.reconcile(name, effect, arguments)
     except LookupError:
+        if effects.row is not None:
+            raise OutcomeUnknown(effect, name, arguments, effects.row) from None
         raise ApprovalRequired(metadata={"outcome": "unknown", "effect_id": effect}) from None
     if not known:
+        effects.journal.decided(effect, "not-happened", by="reconcile")
         return effect
-    effects.journal.done(effect, output, True, None)
-    return output, True, None
+    effects.journal.done(effect, output, True, None, decided="happened", by="reconcile")
+    return (output, True, None), "reconciled: happened"
 
 
 class ThreadPerCall(Executor):
