@@ -81,6 +81,11 @@ class RunOptions(TypedDict, total=False):
     on_retry: Callable[[Any], Any] | None  # called with every SlotRetry and SlotFallback event (also in complete())
     journal: PathLike | None  # SPEC §25: the effect journal (a path): each tool effect exactly once
     rerun_from: str | None  # SPEC §25: with journal=, this slot and every slot after it run again (no reuse)
+    # SPEC §33 (docs/flow.md)
+    private: Sequence[str]  # context names whose values are private: never sent to a remote model or external tool
+    untrusted: Sequence[str]  # context names whose values are untrusted: never in the request of a write-tool slot
+    local_models: Sequence[str]  # model names or base URLs the host counts as local (SPEC §33)
+    remote_models: Sequence[str]  # model names or base URLs the host counts as remote (a proxy on localhost)
 
 
 #: What a batch executor's workers take besides (struckdown/distributed/shipping.py).
@@ -200,6 +205,34 @@ def _slot_name(name: str) -> Callable[[Any], Any]:
     return check
 
 
+def _names(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None:
+            return ()
+        items = value.split(",") if isinstance(value, str) else value
+        try:
+            names = tuple(str(item).strip() for item in items if not isinstance(item, str) or item.strip())
+        except TypeError:
+            raise ValueError(f"{name}= takes context names (a list, or one string separated by commas), "
+                             f"not {value!r}") from None
+        if not all(isinstance(item, str) for item in items) or not all(n.isidentifier() for n in names):
+            raise ValueError(f"{name}= takes context names (a list, or one string separated by commas), not {value!r}")
+        return names
+    return check
+
+
+def _places(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None:
+            return ()
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple, set, frozenset)) or not all(isinstance(i, str) for i in items):
+            raise ValueError(f"{name}= takes model names or base URLs (a list, or one string separated by "
+                             f"commas), not {value!r}")
+        return tuple(i.strip().rstrip("/") for i in items if i.strip())
+    return check
+
+
 def _journal(value: Any) -> Any:
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"journal= takes a file path, not {type(value).__name__}")
@@ -255,6 +288,10 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
     _O("journal", "journal", environment=False, flags=("--journal",), ships="path", recorded=True, check=_journal,
        authority=_FILE),
     _O("rerun_from", "rerun", environment=False, flags=("--rerun-from",), recorded=True, check=_slot_name("rerun_from")),
+    _O("private", "flow", default=(), flags=("--private",), recorded=True, check=_names("private")),
+    _O("untrusted", "flow", default=(), flags=("--untrusted",), recorded=True, check=_names("untrusted")),
+    _O("local_models", "flow", default=(), flags=("--local-models",), recorded=True, check=_places("local_models")),
+    _O("remote_models", "flow", default=(), flags=("--remote-models",), recorded=True, check=_places("remote_models")),
 )}
 
 #: The keywords every entry point takes (others are a TypeError at the call; see compat.py).

@@ -57,6 +57,10 @@ class RunSettings:
     spent: Any = None  # a resumed run: the Usage its earlier part spent (counts against run_limits and max_cost)
     journal: Any = None  # SPEC §25: the effect journal's path (run/effects.py), or None
     rerun_from: str | None = None  # SPEC §25: this slot and every slot after it run again (run/rerun.py)
+    private: tuple[str, ...] = ()  # SPEC §33: context names labelled private (struckdown/flow.py)
+    untrusted: tuple[str, ...] = ()  # SPEC §33: context names labelled untrusted
+    local_models: tuple[str, ...] = ()  # SPEC §33: models or base URLs the host counts as local
+    remote_models: tuple[str, ...] = ()  # SPEC §33: … as remote
 
 
 def build_settings(environment: Any, options: Mapping[str, Any], *, stream: bool, **path: Any) -> RunSettings:
@@ -89,6 +93,7 @@ _AS_IS = frozenset({
     "model", "limits", "on_halt", "settings", "cache", "prompt_cache", "stop_at", "strict_undefined",
     "tool_timeout", "max_seconds", "max_tool_result", "prices", "instrument", "image_max_side",
     "max_images", "retries", "retry_base_delay", "retry_max_delay", "on_truncate", "journal", "rerun_from",
+    "private", "untrusted", "local_models", "remote_models",
 })
 
 
@@ -162,6 +167,10 @@ def _build(
         spent=spent,
         journal=value("journal"),
         rerun_from=value("rerun_from"),
+        private=tuple(value("private") or ()),
+        untrusted=tuple(value("untrusted") or ()),
+        local_models=tuple(value("local_models") or ()),
+        remote_models=tuple(value("remote_models") or ()),
     )
 
 

@@ -34,6 +34,10 @@ PARAMS: dict[str, tuple[str, str, Any]] = {
     'prices': ('value', 'path', None),
     'max_cost': ('value', 'other', None),
     'otel': ('flag', 'bool', False),
+    'private': ('value', 'str', None),
+    'untrusted': ('value', 'str', None),
+    'local_models': ('value', 'str', None),
+    'remote_models': ('value', 'str', None),
     'stop_at': ('value', 'str', None),
     'journal': ('value', 'path', None),
     'rerun_from': ('value', 'str', None),
@@ -74,12 +78,16 @@ OPTS: dict[str, tuple[str, Any]] = {
     '--prices': ('prices', None),
     '--max-cost': ('max_cost', None),
     '--otel': ('otel', True),
+    '--private': ('private', None),
+    '--untrusted': ('untrusted', None),
+    '--local-models': ('local_models', None),
+    '--remote-models': ('remote_models', None),
     '--stop-at': ('stop_at', None),
     '--journal': ('journal', None),
     '--rerun-from': ('rerun_from', None),
 }
 #: the parameters `@run_flags` gathers into `flags=`.
-FLAG_PARAMS: tuple[str, ...] = ('model', 'tools', 'no_cache', 'no_prompt_cache', 'retries', 'max_tokens', 'seed', 'thinking', 'fallback', 'tool_timeout', 'max_seconds', 'on_truncate', 'include_path', 'strict', 'mcp', 'mcp_config', 'prices', 'max_cost', 'otel', 'stop_at', 'journal', 'rerun_from')
+FLAG_PARAMS: tuple[str, ...] = ('model', 'tools', 'no_cache', 'no_prompt_cache', 'retries', 'max_tokens', 'seed', 'thinking', 'fallback', 'tool_timeout', 'max_seconds', 'on_truncate', 'include_path', 'strict', 'mcp', 'mcp_config', 'prices', 'max_cost', 'otel', 'private', 'untrusted', 'local_models', 'remote_models', 'stop_at', 'journal', 'rerun_from')
 #: every RUN_FLAGS parameter -> the run option it sets (cli/keywords.py reads it without typer).
 OPTION_OF: dict[str, str] = {
     'model': 'model',
@@ -104,5 +112,9 @@ OPTION_OF: dict[str, str] = {
     'otel': 'instrument',
     'journal': 'journal',
     'rerun_from': 'rerun_from',
+    'private': 'private',
+    'untrusted': 'untrusted',
+    'local_models': 'local_models',
+    'remote_models': 'remote_models',
     'max_requests': 'max_requests',
 }

@@ -2,11 +2,13 @@
 
 **The model stack**, outermost first, around the provider model a slot attempt runs on:
 
-    cache  →  retries  →  meter  →  provider
+    cache  →  retries  →  flow  →  meter  →  provider
 
 * `cached.CachedModel`: a response-cache hit never reaches the layers below (agent slots
   are never served from the cache);
 * `retries.RetryingModel`: a transient provider failure is sent again (SPEC §14);
+* `flow.FlowGuardModel`: a request to a remote model holding a private value's text is
+  blocked with `FlowError` (SPEC §33; not sent, so not metered);
 * `run/ledger.MeteredModel`: every real request, each retry included, is counted, priced and
   checked against the budgets once;
 * the provider model (or its provider-batch wrapper, `batch/provider_models.py`).
@@ -35,7 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 #: The model stack, outermost first (the docstring says what each layer does).
-MODEL_STACK = ("cache", "retries", "meter", "provider")
+MODEL_STACK = ("cache", "retries", "flow", "meter", "provider")
 #: The tool stack, outermost first.
 TOOL_STACK = ("approval", "budget", "single flight", "effect journal", "guard join", "timeout", "tool")
 
@@ -48,6 +50,9 @@ def model_stack(caches: Any, model: Any, *, cached: bool) -> Any:
 
 
 def _build_stack(caches: Any, model: Any, cached: bool) -> Any:
+    from .flow import FlowGuardModel
+
     served = caches.metered_model(model)
+    served = FlowGuardModel(served)
     served = caches.retrying_model(served)
     return caches.cached_model(served) if cached else served

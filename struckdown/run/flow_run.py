@@ -1,0 +1,65 @@
+"""SPEC §33 in a run: the static check before any model call (`check_run_flow`), the private
+texts the request-boundary layer looks for (`flow_run`), and each answer's labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..flow import Sinks, check_flow, external_tools, model_place, slot_flows
+from ..labels import private_texts
+from ..syntax.nodes import JinjaValue
+from ..tools import is_readonly, is_trusted, receives_of, tool_name
+from .wrappers.flow import FlowRun
+
+
+def _tool_results_untrusted(run: Any) -> bool:
+    return run.env.mcp is not None or any(is_readonly(t) and not is_trusted(t) for t in run.options.tools)
+
+
+def check_run_flow(run: Any) -> None:
+    """Refuse the run (a positioned FlowError) when a labelled value can reach a sink it may
+    not (memoised on the Program: a batch's rows after the first pay a lookup)."""
+    labelled = run.flow_labels
+    if not labelled:
+        return
+    options = run.options
+    places: dict[Any, tuple[str, bool]] = {}
+    models = []
+    fallback = tuple(options.resilience.fallback) if options.resilience is not None else ()
+    for slot in run.program.slots():
+        name = run.program.plan(slot).settings.get("model")
+        if isinstance(name, JinjaValue):
+            models.append((slot, (f"{{{{ {name.expression} }}}}", True)))
+            continue
+        found = []
+        for each in (name, *fallback):
+            key = each if each is None or isinstance(each, str) else id(each)  # a Model object: by identity
+            if key not in places:
+                model = run.model_for(each) if each is None or isinstance(each, str) else each
+                places[key] = model_place(model, local=options.local_models, remote=options.remote_models)
+            found.append(places[key])
+        models.append((slot, next((p for p in found if p[1]), found[0])))
+    sinks = Sinks(
+        tuple(models),
+        external_tools(options.tools, readonly=is_readonly, name=tool_name, receives=receives_of,
+                       mcp=run.env.mcp is not None),
+        _tool_results_untrusted(run),
+    )
+    check_flow(run.program, labelled, sinks)
+
+
+def flow_run(run: Any) -> FlowRun | None:
+    """What the request-boundary layer keeps from remote models in this run (None: nothing private)."""
+    texts = private_texts(run.context, run.flow_labels) if run.flow_labels else ()
+    if not texts:
+        return None
+    return FlowRun(texts, run.options.local_models, run.options.remote_models)
+
+
+def answer_labels(run: Any, key: str) -> frozenset[str]:
+    """The labels of the answer `key` (a slot's; an action's answer carries none here)."""
+    flows = slot_flows(run.program, run.flow_labels, tool_results_untrusted=_tool_results_untrusted(run))
+    for slot, flow in flows.items():
+        if slot.key == key:
+            return flow.labels()
+    return frozenset()
