@@ -27,10 +27,22 @@ from .plan import node_reads, reads_of
 from .syntax.nodes import Action, JinjaValue, Slot, walk
 
 if TYPE_CHECKING:
-    from .plan import Program
+    from .plan import Program, SlotPlan
 
-#: (label, origin) → the chain of names that brought it ("email", "summary", …).
-Taint = dict[tuple[str, str], tuple[str, ...]]
+#: The chain of names that brought a label, newest first, linked: ("reply", ("summary", ("email", None))).
+#: Extending it is O(1) however long the conversation; `names` flattens it for an error.
+Link = tuple[str, Any]
+#: (label, origin) → its chain.
+Taint = dict[tuple[str, str], Link]
+
+
+def names(link: Link | None) -> tuple[str, ...]:
+    """A chain, oldest first."""
+    out: list[str] = []
+    while link is not None:
+        out.append(link[0])
+        link = link[1]
+    return tuple(reversed(out))
 
 #: Types whose answers come from a closed set: they can choose but cannot carry instructions.
 CLOSED_TYPES = frozenset({"pick", "bool", "boolean", "decide", "date", "datetime", "time", "score"})
@@ -40,13 +52,13 @@ UNTRUSTED_ACTIONS = frozenset({"fetch", "search"})
 
 @dataclass(frozen=True)
 class SlotFlow:
-    request: Mapping[tuple[str, str], tuple[str, ...]]
-    answer: Mapping[tuple[str, str], tuple[str, ...]]
+    request: Mapping[tuple[str, str], Link]
+    answer: Mapping[tuple[str, str], Link]
 
     def labels(self, of: str = "answer") -> frozenset[str]:
         return frozenset(label for label, _ in (self.answer if of == "answer" else self.request))
 
-    def origins(self, label: str) -> list[tuple[str, tuple[str, ...]]]:
+    def origins(self, label: str) -> list[tuple[str, Link]]:
         return [(origin, chain) for (found, origin), chain in self.request.items() if found == label]
 
 
@@ -60,46 +72,71 @@ def closed_set(slot: Slot, type_options: Mapping[str, Any]) -> bool:
     return False
 
 
-def slot_flows(program: Program, labelled: Mapping[str, frozenset[str]], *, tool_results_untrusted: bool) -> dict[Slot, SlotFlow]:
-    """Each slot's request and answer labels (memoised on the Program)."""
+def slot_flows(program: Program, labelled: Mapping[str, frozenset[str]], *,
+               tool_results_untrusted: bool) -> list[tuple[SlotPlan, SlotFlow]]:
+    """Each slot's plan, request and answer labels, in `Program.slots()` order (memoised on the
+    Program; a list, not a dict by slot: a slot's hash walks all its options)."""
     memo_key = ("flow", frozenset(labelled.items()), tool_results_untrusted)
-    found: dict[Slot, SlotFlow] | None = program.memo.get(memo_key)  # type: ignore[call-overload]
+    found: list[tuple[SlotPlan, SlotFlow]] | None = program.memo.get(memo_key)  # type: ignore[call-overload]
     if found is None:
         found = program.memo[memo_key] = _walk(program, labelled, tool_results_untrusted)  # type: ignore[index]
     return found
 
 
-def _walk(program: Program, labelled: Mapping[str, frozenset[str]], tool_results_untrusted: bool) -> dict[Slot, SlotFlow]:
+def _walk(program: Program, labelled: Mapping[str, frozenset[str]],
+          tool_results_untrusted: bool) -> list[tuple[SlotPlan, SlotFlow]]:
+    """One pass over the plan. A slot's request is shared with the slots before it while nothing
+    new joined it (copy on write): a long conversation costs one dict, not one per slot."""
     renderer = program.environment.renderer
     taint_of: dict[str, Taint] = {
-        name: {(label, name): (name,) for label in labels} for name, labels in labelled.items()
+        name: {(label, name): (name, None) for label in labels} for name, labels in labelled.items()
     }
-    flows: dict[Slot, SlotFlow] = {}
+    flows: list[tuple[SlotPlan, SlotFlow]] = []
+    plans = iter(program.plans.values())  # in the order the walk meets the slots (plan_program's)
     carried: Taint = {}
+    empty: Taint = {}
     for segment in program.segments:
         request: Taint = dict(carried)
+        snapshot: Taint | None = None
         for node in walk(segment.nodes):
-            for name in sorted(node_reads(node, renderer) | action_refs(node)):
-                for origin, chain in taint_of.get(name, {}).items():
-                    request.setdefault(origin, chain)
+            reads = node_reads(node, renderer)
+            if isinstance(node, Action):
+                reads = reads | action_refs(node)
+            for name in reads:
+                found = taint_of.get(name)
+                if found:
+                    for origin, chain in found.items():
+                        if origin not in request:
+                            request[origin], snapshot = chain, None
             if isinstance(node, Slot):
-                plan = program.plan(node)
-                answer: Taint = dict(request)
-                if closed_set(node, plan.type_options):
+                if snapshot is None:
+                    snapshot = dict(request) if request else empty
+                plan = next(plans)
+                if plan.slot is not node:
+                    raise AssertionError("the plan's slots are not in walk order")
+                answer = snapshot
+                if answer and closed_set(node, plan.type_options):
                     answer = {k: v for k, v in answer.items() if k[0] != UNTRUSTED}
-                elif plan.use_tools and tool_results_untrusted:
-                    answer.setdefault((UNTRUSTED, f"{node.key}'s tool results"), (f"{node.key}'s tool results",))
-                flows[node] = SlotFlow(dict(request), answer)
-                taint_of[node.key] = {k: (*v, node.key) for k, v in answer.items()}
-                request.update({k: v for k, v in taint_of[node.key].items() if k not in request})
+                elif tool_results_untrusted and plan.use_tools:
+                    answer = {**answer, (UNTRUSTED, f"{node.key}'s tool results"): (f"{node.key}'s tool results", None)}
+                flows.append((plan, SlotFlow(snapshot, answer)))
+                key: str = node.key
             elif isinstance(node, Action) and node.key is not None:
-                answer = dict(request)
+                answer = request
                 if node.name in UNTRUSTED_ACTIONS:
-                    answer.setdefault((UNTRUSTED, f"@{node.name}"), (f"@{node.name}",))
-                taint_of[node.key] = {k: (*v, node.key) for k, v in answer.items()}
-                request.update({k: v for k, v in taint_of[node.key].items() if k not in request})
-        for name in sorted(reads_of(segment.carried, renderer)):  # global instructions reach later segments
-            for origin, chain in taint_of.get(name, {}).items():
+                    answer = {**answer, (UNTRUSTED, f"@{node.name}"): (f"@{node.name}", None)}
+                key = node.key
+            else:
+                continue
+            if answer:
+                taint_of[key] = {k: (key, v) for k, v in answer.items()}
+                for origin, chain in taint_of[key].items():
+                    if origin not in request:
+                        request[origin], snapshot = chain, None
+            else:
+                taint_of.pop(key, None)
+        for name in reads_of(segment.carried, renderer) if segment.carried else ():
+            for origin, chain in taint_of.get(name, {}).items():  # global instructions reach later segments
                 carried.setdefault(origin, chain)
     return flows
 
@@ -145,7 +182,7 @@ class Sinks:
     """The run's places: each slot's model (name, remote?) and the external tools the slots
     with tools may call (name, the private names it receives)."""
 
-    models: tuple[tuple[Slot, tuple[str, bool]], ...]
+    models: tuple[tuple[str, bool], ...]  # per slot, in `Program.slots()` order
     external: tuple[tuple[str, frozenset[str]], ...]
     tool_results_untrusted: bool
     rerouted: bool = False  # private_model= takes the private slots to a local model
@@ -162,50 +199,51 @@ def refusals(program: Program, labelled: Mapping[str, frozenset[str]], sinks: Si
         return []
     flows = slot_flows(program, labelled, tool_results_untrusted=sinks.tool_results_untrusted)
     out: list[FlowError] = []
-    models = dict(sinks.models)
-    for slot, flow in flows.items():
-        pos = slot.pos
+    for (plan, flow), (model, remote) in zip(flows, sinks.models):
+        slot, pos = plan.slot, plan.slot.pos
 
         def refuse(message: str, chain: tuple[str, ...]) -> None:
             out.append(FlowError(message, pos.line, pos.column, pos.filename, chain))
 
         private = flow.origins(PRIVATE)
-        model, remote = models.get(slot, ("(default)", True))
         if private and remote and not sinks.rerouted and slot.key not in sinks.redacted:
             origin, chain = private[0]
-            path = (*chain, slot.key)
+            path = (*names(chain), slot.key)
             refuse(f"private value {origin!r} reaches remote model {model!r} in the request of slot "
                    f"{slot.key!r}: {_chain(path)}", path)
-        tools = program.plan(slot).use_tools
-        if not tools or not sinks.external:
+        if not plan.use_tools or not sinks.external:
             continue
         untrusted = flow.origins(UNTRUSTED)
         if sinks.tool_results_untrusted:
-            untrusted.append((f"{slot.key}'s tool results", (f"{slot.key}'s tool results",)))
+            untrusted.append((f"{slot.key}'s tool results", (f"{slot.key}'s tool results", None)))
         if untrusted:
             origin, chain = untrusted[0]
-            path = (*chain, slot.key)
+            path = (*names(chain), slot.key)
             refuse(f"untrusted text {origin!r} reaches slot {slot.key!r}, which can call the external tool "
                    f"{sinks.external[0][0]!r}: {_chain(path)}", path)
         for tool, takes in sinks.external:
             leaked = [(o, c) for o, c in private if o not in takes]
             if leaked:
                 origin, chain = leaked[0]
-                path = (*chain, slot.key, tool)
+                path = (*names(chain), slot.key, tool)
                 refuse(f"private value {origin!r} can reach the arguments of the external tool {tool!r} from "
                        f"slot {slot.key!r} (mark it @receives({origin!r}) if it may): {_chain(path)}", path)
                 break
     return out
 
 
-def check_flow(program: Program, labelled: Mapping[str, frozenset[str]], sinks: Sinks) -> None:
-    """Raise the first refusal (every run calls this before any model call)."""
+def check_flow(program: Program, labelled: Mapping[str, frozenset[str]], sinks: Sinks, *,
+               raising: bool = True) -> list[FlowError]:
+    """Raise the first refusal (every run calls this before any model call); `raising=False`:
+    return them all. Memoised on the Program per labels and places: a batch's later rows pay
+    a lookup."""
     key = ("flow-check", frozenset(labelled.items()), sinks)
     errors: list[FlowError] | None = program.memo.get(key)  # type: ignore[call-overload]
     if errors is None:
         errors = program.memo[key] = refusals(program, labelled, sinks)  # type: ignore[index]
-    if errors:
+    if errors and raising:
         raise errors[0]
+    return list(errors)
 
 
 def external_tools(tools: Iterable[Any], *, readonly: Callable[[Any], bool], name: Callable[[Any], str],
@@ -259,15 +297,15 @@ def template_refusals(
         return places[name]
 
     models = []
-    for slot in program.slots():
-        own = program.plan(slot).settings.get("model")
+    for plan in program.plans.values():  # not program.plan(slot): a slot's hash walks its options
+        own = plan.settings.get("model")
         if isinstance(own, JinjaValue):
-            models.append((slot, (f"{{{{ {own.expression} }}}}", True)))
+            models.append((f"{{{{ {own.expression} }}}}", True))
         else:
-            models.append((slot, place(own if own is not None else model)))
+            models.append(place(own if own is not None else model))
     sinks = Sinks(
         tuple(models),
         external_tools(tools, readonly=is_readonly, name=tool_name, receives=receives_of, mcp=mcp),
         mcp or any(is_readonly(tool) and not is_trusted(tool) for tool in tools),
     )
-    return refusals(program, frozen, sinks)
+    return check_flow(program, frozen, sinks, raising=False)

@@ -26,10 +26,10 @@ def check_run_flow(run: Any) -> None:
     places: dict[Any, tuple[str, bool]] = {}
     models = []
     fallback = tuple(options.resilience.fallback) if options.resilience is not None else ()
-    for slot in run.program.slots():
-        name = run.program.plan(slot).settings.get("model")
+    for plan in run.program.plans.values():  # in slot order; no slot hashed
+        name = plan.settings.get("model")
         if isinstance(name, JinjaValue):
-            models.append((slot, (f"{{{{ {name.expression} }}}}", True)))
+            models.append((f"{{{{ {name.expression} }}}}", True))
             continue
         found = []
         for each in (name, *fallback):
@@ -38,7 +38,7 @@ def check_run_flow(run: Any) -> None:
                 model = run.model_for(each) if each is None or isinstance(each, str) else each
                 places[key] = model_place(model, local=options.local_models, remote=options.remote_models)
             found.append(places[key])
-        models.append((slot, next((p for p in found if p[1]), found[0])))
+        models.append(next((p for p in found if p[1]), found[0]))
     sinks = Sinks(
         tuple(models),
         external_tools(options.tools, readonly=is_readonly, name=tool_name, receives=receives_of,
@@ -58,8 +58,14 @@ def flow_run(run: Any) -> FlowRun | None:
 
 def answer_labels(run: Any, key: str) -> frozenset[str]:
     """The labels of the answer `key` (a slot's; an action's answer carries none here)."""
-    flows = slot_flows(run.program, run.flow_labels, tool_results_untrusted=_tool_results_untrusted(run))
-    for slot, flow in flows.items():
-        if slot.key == key:
-            return flow.labels()
-    return frozenset()
+    untrusted = _tool_results_untrusted(run)
+    memo_key = ("flow-answers", frozenset(run.flow_labels.items()), untrusted)
+    memo: dict[Any, Any] = run.program.memo
+    answers: dict[str, frozenset[str]] | None = memo.get(memo_key)
+    if answers is None:
+        flows = slot_flows(run.program, run.flow_labels, tool_results_untrusted=untrusted)
+        answers = {}
+        for plan, flow in flows:  # a key answered twice (if/else branches): the labels of both
+            answers[plan.key] = answers.get(plan.key, frozenset()) | flow.labels()
+        memo[memo_key] = answers
+    return answers.get(key, frozenset())

@@ -34,6 +34,6 @@ def test_no_labels_means_no_labels_on_any_slot(path: Path) -> None:
         pytest.fail(f"{path} does not parse")
     assert template_refusals(program, model="test") == []
     flows = slot_flows(program, {}, tool_results_untrusted=True)
-    assert set(flows) == set(program.slots())
-    for slot, flow in flows.items():  # only what @fetch, @search and tools bring in is untrusted
-        assert flow.labels() <= {"untrusted"}, slot.key
+    assert [plan.slot for plan, _ in flows] == program.slots()
+    for plan, flow in flows:  # only what @fetch, @search and tools bring in is untrusted
+        assert flow.labels() <= {"untrusted"}, plan.key
