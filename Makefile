@@ -16,19 +16,21 @@ $(BIN)/sd: pyproject.toml
 install: $(BIN)/sd
 
 # Install, prepare and start the local model, run the quickstart with live
-# streaming, and stop the server again (also on failure or Ctrl-C).
+# streaming, and stop the server again (also on failure or Ctrl-C). The shell that
+# starts the server holds it (scripts/local-llm.sh counts its holders) and its trap
+# releases it: a server another demo or e2e run still holds keeps running.
 demo: install
-	@bash $(LLM) start
 	@trap 'bash $(LLM) stop' EXIT INT TERM; \
+	bash $(LLM) start && \
 	LLM_API_BASE=$(BASE_URL) $(BIN)/sd run examples/quickstart.sd --context examples/quickstart.json --no-cache
 
 test: install
 	$(BIN)/python -m pytest -q
 
 e2e: install
-	@bash $(LLM) start
 	@trap 'bash $(LLM) stop' EXIT INT TERM; \
-	LLM_API_BASE=$(BASE_URL) $(BIN)/python -m pytest -q --dist loadfile -m "e2e and not alone" tests/e2e
+	bash $(LLM) start && \
+	LLM_API_BASE=$(BASE_URL) $(BIN)/python -m pytest -q --dist loadfile -m "e2e and not alone" tests/e2e && \
 	LLM_API_BASE=$(BASE_URL) $(BIN)/python -m pytest -q -n 0 -m "e2e and alone" tests/e2e
 
 bench: install
@@ -40,11 +42,12 @@ fuzz: install
 typecheck: install
 	$(BIN)/python -m mypy struckdown
 
+# held by name until `make llm-stop` (the shell of a make recipe ends at once)
 llm-start:
-	bash $(LLM) start
+	STRUCKDOWN_LLM_HOLDER=make-llm-start bash $(LLM) start
 
 llm-stop:
-	bash $(LLM) stop
+	STRUCKDOWN_LLM_HOLDER=make-llm-start bash $(LLM) stop
 
 clean:
 	rm -rf $(VENV) .pytest_cache

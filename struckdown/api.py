@@ -17,6 +17,7 @@ from .types import TypeFactory
 
 if TYPE_CHECKING:
     from pydantic_ai.capabilities import BatchModelRequests
+    from pydantic_ai.usage import UsageLimits
 
     from .batch.provider import ProviderBatch
 
@@ -76,7 +77,7 @@ async def complete_batch_async(
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
     provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
-    batch_limits: Any = None,
+    batch_limits: UsageLimits | None = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
     """Run one template over many contexts; results in input order (`batch_limits=` and
@@ -92,14 +93,15 @@ def complete_batch_iter_async(
     contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
     *,
     concurrency: int = 8,
+    on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
     provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
-    batch_limits: Any = None,
+    batch_limits: UsageLimits | None = None,
     **options: Unpack[RunOptions],
 ) -> AsyncGenerator[tuple[int, Result | BaseException], None]:
     """Run one template over many contexts; yield `(index, outcome)` as rows finish, keeping none."""
     return default_environment().complete_batch_iter_async(
-        template, contexts, concurrency=concurrency, executor=executor,
+        template, contexts, concurrency=concurrency, on_result=on_result, executor=executor,
         provider_batch=provider_batch, batch_limits=batch_limits, **options,
     )  # fmt: skip
 
@@ -112,7 +114,7 @@ def complete_batch(
     on_result: Callable[[int, Result | BaseException], Any] | None = None,
     executor: BatchExecutor | None = None,
     provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
-    batch_limits: Any = None,
+    batch_limits: UsageLimits | None = None,
     **options: Unpack[RunOptions],
 ) -> list[Result | BaseException]:
     """Sync `complete_batch_async`."""

@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Unpack
 
 from .actions import ActionRegistry, builtin_actions
 from .authority import PERMISSIVE, HostPolicy
@@ -34,8 +34,16 @@ if TYPE_CHECKING:
     from .batch.provider import ProviderBatch
     from .results import Result
     from .run_options import ModelLike
+    from .syntax.nodes import Template
 
 _PROGRAM_CACHE_SIZE = 256
+
+
+class TemplateCache(Protocol):
+    """Where an Environment keeps parsed templates between processes (`template_cache=`):
+    `syntax.stored.TemplateStore` keeps them as files."""
+
+    def parse(self, source: str, *, template_path: str | None, include_paths: Sequence[str]) -> Template: ...
 
 #: Seconds one tool call may take unless the host says otherwise (None: no limit).
 DEFAULT_TOOL_TIMEOUT: float = OPTIONS["tool_timeout"].default
@@ -44,9 +52,12 @@ DEFAULT_TOOL_TIMEOUT: float = OPTIONS["tool_timeout"].default
 class Environment:
     """Registries, sandbox, caches and run defaults for the templates it parses and runs."""
 
-    def __init__(self, **defaults: Unpack[RunOptions]) -> None:
+    def __init__(self, *, template_cache: TemplateCache | None = None, **defaults: Unpack[RunOptions]) -> None:
         """`defaults`: any run keyword that is not per call only (`run_options.OPTIONS`), the
-        default of every run of this Environment; a keyword given to a call overrides it."""
+        default of every run of this Environment; a keyword given to a call overrides it.
+        `template_cache`: where parsed templates are kept between processes, as Jinja's
+        `bytecode_cache=` (`struckdown.syntax.stored.TemplateStore(directory)`; the `sd`
+        commands give theirs one in the cache folder). None: parsed in memory only."""
         unknown = set(defaults) - _RUN_OPTIONS
         if unknown:
             from .compat.calls import call_options
@@ -65,6 +76,7 @@ class Environment:
         # such as `sd serve` sets a restrictive one. The default allows everything (the CLI's user).
         self.policy: HostPolicy = PERMISSIVE
         self.response_caches: dict[Any, Any] = {}  # on-disk response caches by directory
+        self.template_cache = template_cache
         self._programs: LRU[Program] = LRU(_PROGRAM_CACHE_SIZE)
         self._engine_caches: Any = None
         self._lock = threading.Lock()
@@ -158,9 +170,12 @@ class Environment:
     def _build(self, source: str, path: str | None, roots: tuple[str, ...]) -> Program:
         from .check import check_template
         from .plan import plan_program
-        from .syntax import stored
+        if self.template_cache is not None:  # parse_template, or from the store
+            template = self.template_cache.parse(source, template_path=path, include_paths=roots)
+        else:
+            from .syntax.parser import parse_template
 
-        template = stored.parse(source, template_path=path, include_paths=roots)  # parse_template, or from disk
+            template = parse_template(source, template_path=path, include_paths=roots)
         check_template(template, self)
         return plan_program(template, self)
 
@@ -467,6 +482,7 @@ class Environment:
         contexts: Iterable[Mapping[str, Any]] | AsyncIterable[Mapping[str, Any]],
         *,
         concurrency: int = 8,
+        on_result: Callable[[int, Result | BaseException], Any] | None = None,
         executor: BatchExecutor | None = None,
         provider_batch: bool | BatchModelRequests | ProviderBatch | None = None,
         batch_limits: UsageLimits | None = None,
@@ -477,17 +493,21 @@ class Environment:
         constant-memory batch. `contexts` is read lazily, one row as a worker is free
         (an async iterable too, without an executor). Closing the generator cancels
         the rows in flight; a slow consumer holds the batch back. The other keywords
-        are `complete_batch_async`'s."""
-        from .batch import BatchCall, outcomes
+        are `complete_batch_async`'s (`on_result` is called with each pair before it is
+        yielded)."""
+        from .batch import BatchCall, callback_emitter, outcomes
 
-        concurrency, _, options = self._checked_batch(
-            "complete_batch_iter_async", concurrency, None, options, executor
+        concurrency, on_result, options = self._checked_batch(
+            "complete_batch_iter_async", concurrency, on_result, options, executor
         )
         program = self.program(template, options)
         job = BatchCall.of(self, program, contexts, concurrency, options, executor, provider_batch, batch_limits)
         stream = outcomes(job.run, concurrency)
+        told = callback_emitter(on_result, None) if on_result is not None else None
         try:
             async for pair in stream:
+                if told is not None:
+                    await told(*pair)
                 yield pair
         finally:
             await stream.aclose()

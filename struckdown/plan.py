@@ -10,7 +10,7 @@ The engine, `sd check` and `sd explain` read the plan; none re-derives it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,9 +37,20 @@ class SlotPlan:
     settings: dict[str, Any]
     control: dict[str, Any]
     dynamic: bool
-    spec: OutputSpec | None = field(default=None, compare=False)  # prebuilt unless dynamic
+    built: OutputSpec | None = field(default=None, compare=False, repr=False)  # `spec`, once built
     limits: Limits = field(default_factory=Limits, compare=False)  # clamped against the Environment's ceiling
     asks_above_ceiling: bool = False  # max_iter/max_calls above that ceiling (warned at each run)
+    #: a spec that cannot fail to build (a builtin without options): built at its first use,
+    #: so checking a template (`sd check`) imports no pydantic for it (SPEC §28)
+    deferred: Callable[[], OutputSpec] | None = field(default=None, compare=False, repr=False)
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # facts the run computes once
+
+    @property
+    def spec(self) -> OutputSpec | None:
+        """The slot's output spec, prebuilt unless an option waits for `{{ }}` (None then)."""
+        if self.built is None and self.deferred is not None:
+            object.__setattr__(self, "built", self.deferred())  # the registry caches it: a race builds it once more
+        return self.built
 
     @property
     def key(self) -> str:
@@ -104,7 +115,8 @@ def plan_slot(slot: Slot, env: EnvironmentView, src: SourceMap) -> SlotPlan:
     `{{ … }}` (so a bad combination, such as min > max, a bad pattern or max=ten on an
     int, fails at parse time), and the limits clamped against the Environment's ceiling."""
     positional, families, dynamic = opts.split_options(slot.options)
-    spec = None if dynamic else _output_type(slot, positional, families["type"], env, src)
+    deferred = None if dynamic else _plain_builtin(slot, positional, families["type"], env)
+    spec = None if dynamic or deferred is not None else _output_type(slot, positional, families["type"], env, src)
     control = families["control"]
     max_iter, max_calls = _literal(control.get("max_iter")), _literal(control.get("max_calls"))
     if max_iter is None and max_calls is None:  # most slots: the ceiling as it is
@@ -112,7 +124,29 @@ def plan_slot(slot: Slot, env: EnvironmentView, src: SourceMap) -> SlotPlan:
     else:
         limits = clamp_limits(env.limits, max_iter, max_calls, slot.key, warn=False)
         above = asks_above(env.limits, max_iter, max_calls)
-    return SlotPlan(slot, positional, families["type"], families["settings"], control, dynamic, spec, limits, above)
+    return SlotPlan(
+        slot, positional, families["type"], families["settings"], control, dynamic, spec, limits, above, deferred
+    )
+
+
+def _plain_builtin(
+    slot: Slot, positional: tuple[Any, ...], type_options: dict[str, Any], env: EnvironmentView
+) -> Callable[[], OutputSpec] | None:
+    """The spec's builder when nothing about it can fail: a builtin type (not one a user
+    registered under its name) that takes no positional options, given no options and no
+    quantifier. None for any other slot: its spec is built now, so a bad one fails here."""
+    from .types.table import TYPES
+
+    row = TYPES.get(slot.type_name)
+    if row is None or row.positional or positional or type_options or slot.quantifier is not None:
+        return None
+    if env.types.custom(slot.type_name) is not None:
+        return None
+    from functools import partial
+
+    from .types import TypeRequest, build_output
+
+    return partial(build_output, TypeRequest(slot.type_name, (), {}, None, slot.required), env.types)
 
 
 def _output_type(

@@ -88,9 +88,6 @@ class RunOptions(TypedDict, total=False):
     remote_models: Sequence[str]  # model names or base URLs the host counts as remote (a proxy on localhost)
 
 
-#: What a batch executor's workers take besides (struckdown/distributed/shipping.py).
-EXECUTOR_OPTIONS = frozenset({"model_factory", "deps_factory"})
-
 #: How an option travels to a Dask worker (`RunOption.shipped`, which distributed/shipping.py calls):
 #: "data" JSON-able plain data; "model" a model string; "models" model strings; "tools" importable
 #: names or .py files; "mcp" server specs; "cache" True/False/a directory; "limits" a UsageLimits;
@@ -114,6 +111,9 @@ class RunOption:
     ships: Shipping = "data"
     recorded: bool = False  # a paused run's state records it; resume uses it unless given again
     check: Callable[[Any], Any] | None = None  # the value checked (and normalised) at the call, before any work
+    #: a keyword of the batch calls only (`complete_batch*`, `sd batch`), not of a run: True;
+    #: "executor": one only a batch executor takes (a Dask worker's factories)
+    batch: bool | Literal["executor"] = False
     # SPEC §30: what its value reaches ("model", "file", "code", "network"): the host's policy
     # (`sd serve --models`, no files, no code) checks every marked row (struckdown/authority.py)
     authority: frozenset[str] = frozenset()
@@ -205,17 +205,23 @@ def _slot_name(name: str) -> Callable[[Any], Any]:
     return check
 
 
+def _callable(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is not None and not callable(value):
+            raise ValueError(f"{name}= must be callable (or None), not {type(value).__name__}")
+        return value
+    return check
+
+
 def _names(name: str) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         if value is None:
             return ()
         items = value.split(",") if isinstance(value, str) else value
-        try:
-            names = tuple(str(item).strip() for item in items if not isinstance(item, str) or item.strip())
-        except TypeError:
-            raise ValueError(f"{name}= takes context names (a list, or one string separated by commas), "
-                             f"not {value!r}") from None
-        if not all(isinstance(item, str) for item in items) or not all(n.isidentifier() for n in names):
+        if not isinstance(items, (list, tuple, set, frozenset)) or not all(isinstance(i, str) for i in items):
+            raise ValueError(f"{name}= takes context names (a list, or one string separated by commas), not {value!r}")
+        names = tuple(i.strip() for i in items if i.strip())
+        if not all(n.isidentifier() for n in names):
             raise ValueError(f"{name}= takes context names (a list, or one string separated by commas), not {value!r}")
         return names
     return check
@@ -241,10 +247,11 @@ def _journal(value: Any) -> Any:
 
 _O = RunOption
 _MODEL, _FILE, _NET = frozenset({"model"}), frozenset({"file"}), frozenset({"network"})
-#: The run keywords, each declared once (SPEC §22). Read by `Environment` (defaults, checks),
-#: `run/settings.py` (the one RunSettings builder), `distributed/shipping.py` (what a Dask
-#: worker gets), `approval/state.py` (what a paused run records) and `cli/options.py` (flags).
-OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
+#: Every keyword, each declared once (SPEC §22): the run keywords (read by `Environment`
+#: (defaults, checks), `run/settings.py` (the one RunSettings builder), `distributed/shipping.py`
+#: (what a Dask worker gets), `approval/state.py` (what a paused run records) and
+#: `cli/options.py` (flags)), then the batch calls' own (`batch=`).
+DECLARED: Mapping[str, RunOption] = {o.name: o for o in (
     _O("model", "model", flags=("--model",), ships="model", recorded=True, authority=_MODEL),
     _O("tools", "function tools", default=(), flags=("--tools",), ships="tools", authority=frozenset({"code", "file"})),
     _O("deps", "function tools"),
@@ -292,7 +299,25 @@ OPTIONS: Mapping[str, RunOption] = {o.name: o for o in (
     _O("untrusted", "flow", default=(), flags=("--untrusted",), recorded=True, check=_names("untrusted")),
     _O("local_models", "flow", default=(), flags=("--local-models",), recorded=True, check=_places("local_models")),
     _O("remote_models", "flow", default=(), flags=("--remote-models",), recorded=True, check=_places("remote_models")),
+    # the batch calls' own keywords (complete_batch, complete_batch_async, complete_batch_iter_async, sd batch)
+    _O("concurrency", "batch rows", default=8, environment=False, flags=("--jobs",), ships="caller", batch=True,
+       check=_whole("concurrency", 1, none=False)),
+    _O("on_result", "batch rows", environment=False, ships="caller", batch=True, check=_callable("on_result")),
+    _O("executor", "executor", environment=False, flags=("--engine", "--workers", "--address"), ships="caller",
+       batch=True),
+    _O("provider_batch", "provider_batch", environment=False, flags=("--provider-batch", "--batch-wait", "--batch-size"),
+       ships="caller", batch=True),
+    _O("batch_limits", "batch budget", environment=False, ships="caller", batch=True,
+       check=_usage_limits("batch_limits")),
+    _O("model_factory", "executor", environment=False, ships="caller", batch="executor"),
+    _O("deps_factory", "executor", environment=False, ships="caller", batch="executor"),
 )}
+#: The run keywords: what every entry point takes (`**options: Unpack[RunOptions]`).
+OPTIONS: Mapping[str, RunOption] = {name: o for name, o in DECLARED.items() if not o.batch}
+#: The batch calls' own keywords (each a keyword-only parameter of `complete_batch*`).
+BATCH_OPTIONS: Mapping[str, RunOption] = {name: o for name, o in DECLARED.items() if o.batch is True}
+#: What a batch executor's workers take besides (struckdown/distributed/shipping.py).
+EXECUTOR_OPTIONS = frozenset(name for name, o in DECLARED.items() if o.batch == "executor")
 
 #: The keywords every entry point takes (others are a TypeError at the call; see compat.py).
 RUN_OPTIONS = frozenset(OPTIONS)
@@ -300,11 +325,22 @@ if RUN_OPTIONS != frozenset(RunOptions.__annotations__):  # the TypedDict is the
     raise RuntimeError(f"RunOptions and OPTIONS differ: {sorted(RUN_OPTIONS ^ set(RunOptions.__annotations__))}")
 
 
+#: every run keyword's default when neither the call nor the Environment gives it
+TABLE_DEFAULTS: Mapping[str, Any] = {name: option.default for name, option in OPTIONS.items()}
+
+
 def option_value(name: str, call: Mapping[str, Any], defaults: Mapping[str, Any]) -> Any:
     """A keyword's value for a run: the call's, else the Environment's default, else the table's."""
     if name in call:
         return call[name]
     return defaults.get(name, OPTIONS[name].default)
+
+
+def merged_options(call: Mapping[str, Any], defaults: Mapping[str, Any]) -> RunOptions:
+    """Every run keyword's value for one run: the call's over the Environment's defaults over
+    the table's, merged once (as pydantic-ai merges model settings: `base | overrides`)."""
+    merged: dict[str, Any] = {**TABLE_DEFAULTS, **defaults, **call}
+    return merged  # type: ignore[return-value]
 
 
 def checked_options(options: Mapping[str, Any], *, environment: bool = False) -> dict[str, Any]:

@@ -18,11 +18,14 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(factory())  # type: ignore[arg-type]
+    from .notices import hand_over_caller
+
     box: dict[str, Any] = {}
+    context = hand_over_caller()  # the run's warnings name the caller's line, not the template's
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(factory())  # type: ignore[arg-type]
+            box["value"] = context.run(asyncio.run, factory())  # type: ignore[arg-type]
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             box["error"] = exc
 

@@ -99,7 +99,7 @@ class FrozenHeap:
     """The test process's heap (pytest, every test module, struckdown, hypothesis: some 300,000
     objects) is frozen once collection ends, so the collector does not walk it again.
 
-    Each `sd batch` collects twice around freezing its start-up (`cli/batch_runners.freeze_start_up`) and
+    Each `sd batch` collects twice around freezing its start-up (`heap.freeze_for_rows`) and
     unfreezes everything at its end: in a test process each of those full collections walked
     the whole heap (~0.1 s; 140 batches through CliRunner, some 15 s of CPU in the README run).
     Here an unfreeze is followed by a freeze, so the heap stays frozen; the batch's own code

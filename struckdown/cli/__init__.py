@@ -18,6 +18,9 @@ def main() -> None:
     import sys
 
     from .fast.help import stored_page
+    from .loading import current_folder_importable
+
+    current_folder_importable()  # `--model mymod:factory` finds ./mymod.py, as under `python -m`
 
     page = stored_page(sys.argv[1:])  # `sd --help`: the stored page, no typer (fast/help.py)
     if page is not None:
@@ -30,16 +33,16 @@ def main() -> None:
         if args is not None:
             sys.exit(run_check(args))
     if sys.argv[1:2] == ["run"]:  # `sd run`: its flags read without typer (fast/run.py)
-        from .fast import start_up
+        from .. import heap
         from .fast.run import parse_run_args
 
-        start_up.pause()  # no cyclic collections until the run's first event (fast/start_up.py)
+        heap.pause()  # no cyclic collections until the run's first event (heap.py)
         try:
             values = parse_run_args(sys.argv[2:])
             if values is not None:
                 sys.exit(run_fast(values))
         finally:
-            start_up.end()
+            heap.end()
     from .app import app
 
     app()

@@ -13,7 +13,7 @@ import typer
 
 from .compat.options import Batch0xCommand, TypeFileOpt
 from .errors import reporting_errors
-from .options import RUN_COMMAND_FLAGS, IncludeOpt, McpConfigOpt, McpOpt, TemplateArg, ToolsOpt, run_flags
+from .options import BATCH_COMMAND_FLAGS, RUN_COMMAND_FLAGS, IncludeOpt, McpConfigOpt, McpOpt, TemplateArg, ToolsOpt, run_flags
 
 app = typer.Typer(
     name="sd",
@@ -74,6 +74,9 @@ def main(
     import os
 
     os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")  # pydantic-ai's terminal banner is not ours to show
+    from .loading import current_folder_importable
+
+    current_folder_importable()  # `--model mymod:factory` finds ./mymod.py (main() did so already for `sd`)
     # Clamping notices arrive as warnings; the logger copy would print them twice.
     logger = logging.getLogger("struckdown")
     if not logger.handlers:
@@ -271,7 +274,7 @@ def explain(
     epilog="Exit codes: 0 every row ok, 1 a row failed (or a model error), 2 template or input error, "
     "3 no row failed but a guard halted some, 130 interrupted (finished rows are in the journal).",
 )
-@run_flags(*RUN_COMMAND_FLAGS, "max_requests")
+@run_flags(*RUN_COMMAND_FLAGS, "max_requests", *BATCH_COMMAND_FLAGS)
 def batch(
     args: Annotated[
         Optional[list[str]],
@@ -309,26 +312,6 @@ def batch(
         bool, typer.Option("--keep-inputs", "-k", help="Accepted for 0.18: input columns are always kept.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary on stderr.")] = False,
-    jobs: Annotated[
-        Optional[int],
-        typer.Option(
-            "--jobs", "-j", min=1,
-            help="Rows run at the same time. Default: 8; with --provider-batch, the batch size.",
-            show_default=False,
-        ),
-    ] = None,
-    workers: Annotated[
-        Optional[int],
-        typer.Option(
-            "--workers",
-            min=1,
-            metavar="N",
-            help="Run the rows in N local processes (a private Dask cluster on 127.0.0.1; needs "
-            "struckdown[dask]): one journal, one progress bar, and -j and --max-requests cap the whole job. "
-            "Default 1: this process. See docs/performance.md.",
-            show_default=False,
-        ),
-    ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue from OUTPUT's journal: rows it holds as done are not run again.")
     ] = False,
@@ -341,26 +324,6 @@ def batch(
             "--approve", metavar="all|none", help="Decide every tool call that needs approval: all allows, none denies."
         ),
     ] = "none",
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            metavar="local|dask",
-            help="Where rows run: local (this process) or dask (a Dask cluster; needs struckdown[dask]). "
-            "With dask, -j caps the rows running at once across the cluster, and --tools is a .py file "
-            "(shipped to the workers) or a module importable there. See docs/distributed.md.",
-        ),
-    ] = "local",
-    address: Annotated[
-        Optional[str],
-        typer.Option(
-            "--address",
-            metavar="tcp://HOST:PORT",
-            help="Dask scheduler to use with --engine dask. Default: a private cluster of --workers (2) local "
-            "worker processes on 127.0.0.1.",
-            show_default=False,
-        ),
-    ] = None,
     file_columns: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -378,37 +341,6 @@ def batch(
             "--files-root",
             metavar="FOLDER",
             help="The folder --file-columns paths are relative to and may not leave (default: the input file's).",
-            show_default=False,
-        ),
-    ] = None,
-    provider_batch: Annotated[
-        bool,
-        typer.Option(
-            "--provider-batch",
-            help="Send the model requests through the provider's batch API (OpenAI, Anthropic, Google): about "
-            "half the price, results in minutes to a day. Rows advance slot by slot together; --resume "
-            "waits for batches already submitted. See docs/batch.md.",
-        ),
-    ] = False,
-    batch_wait: Annotated[
-        Optional[float],
-        typer.Option(
-            "--batch-wait",
-            min=0,
-            metavar="SECONDS",
-            help="With --provider-batch: the longest a queued request waits for others before its batch is "
-            "submitted (a batch also goes when full, or when every row waits for it). 0: no time limit. "
-            "Default: 30.",
-            show_default=False,
-        ),
-    ] = None,
-    batch_size: Annotated[
-        Optional[int],
-        typer.Option(
-            "--batch-size",
-            min=1,
-            help="With --provider-batch: the most requests in one batch (the provider's limit caps it). "
-            "Default: 1000.",
             show_default=False,
         ),
     ] = None,
@@ -445,7 +377,10 @@ def batch(
         from .errors import CliError
 
         load_type_files(type_files)
-
+        # the batch keywords' flags (cli/options.py BATCH_COMMAND_FLAGS); the others become run keywords
+        jobs, workers, engine, address, provider_batch, batch_wait, batch_size = (
+            flags.pop(name) for name in BATCH_COMMAND_FLAGS
+        )
         if engine not in ("local", "dask"):
             raise CliError(f"--engine must be local or dask, not {engine!r}")
         if target_accuracy is not None and not compare:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -11,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import heap
 from ..batch.journal import (
     Journal,
     JournalIndex,
@@ -33,7 +33,7 @@ from .batch_rows import Hashes as _Hashes
 from .batch_rows import InOrder as _InOrder
 from .batch_rows import Pending as _Pending
 from .batch_rows import Tally as _Tally
-from .batch_runners import dask_runner, freeze_start_up, local_runner, thaw
+from .batch_runners import dask_runner, local_runner
 from .costs import otel
 from .display import make_console
 from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError
@@ -41,11 +41,6 @@ from .loading import load_program
 from .progress import BatchProgress
 from .provider_batch import ProviderBatchJob, check_flags
 from .text import visible
-
-#: A full garbage collection after every this many finished rows. After the start-up
-#: heap is frozen it walks only the rows in flight and the garbage of finished ones
-#: (a few milliseconds), and it keeps that garbage from growing with the batch.
-GC_EVERY_ROWS = 500
 
 
 @dataclass
@@ -255,13 +250,18 @@ class BatchRun:
                 self.journal, _Pending(self.skip), _Hashes(self.hashes), self.fingerprint, self.console,
                 resume=request.resume, batch_size=request.batch_size, batch_wait=request.batch_wait,
             )  # fmt: skip
-        runner = self._runner()
+        try:
+            runner = self._runner()  # a model, tools file or price refused here: the journal is closed too
+        except BaseException:
+            if self.journal is not None:
+                self.close_journal(failing=True)
+            raise
         started = time.perf_counter()
         progress = BatchProgress(self.console, self.total, self.done_before, concurrency=request.jobs)
         self.progress = progress
         if self.provider is not None:
             self.provider.progress = progress
-        freeze_start_up()
+        heap.freeze_for_rows()  # the rows run without the start-up heap in the collections (heap.py)
         try:
             with progress:
                 if self.total > self.done_before:  # else nothing to run: no cluster to start
@@ -269,7 +269,7 @@ class BatchRun:
         except KeyboardInterrupt:
             raise CliError(self.interrupted_note(), EXIT_INTERRUPTED) from None
         finally:
-            thaw()
+            heap.thaw()
             if self.journal is not None:
                 self.close_journal(failing=sys.exc_info()[1] is not None)
         if request.output is not None and self.journal is not None:
@@ -363,8 +363,7 @@ class BatchRun:
                 raise CliError(self.journal_failed(exc), code=EXIT_ERROR) from None
             self.index.note(index, offset, entry["ok"])
         self.tally.add(entry, getattr(outcome, "reruns", None))
-        if self.tally.rows % GC_EVERY_ROWS == 0:
-            gc.collect()
+        heap.row_finished(self.tally.rows)
         if not isinstance(outcome, BaseException):
             self.progress.truncated += sum(1 for slot in outcome.results.values() if slot.truncated)
         self.progress.advance(entry["ok"], unrun=bool(entry.get("not_run")), seconds=seconds)

@@ -4,52 +4,19 @@ function that runs its rows and hands each outcome to `BatchRun.finish`."""
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterator
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
+from .. import heap
 from ..batch.journal import journal_path
 from ..run.durable.effects import effects_path
 from .errors import CliError, interrupts_end_the_process
 from .keywords import run_keywords
 from .loading import load_tools
 from .model_notes import show_config_models
-
-#: The collector's first threshold while the rows run (Python's default is 700). A row
-#: makes thousands of objects that live as long as it does (its frames, tasks, messages):
-#: with 64 rows in flight a threshold of 700 started a young collection every few rows,
-#: each walking the objects of every row in flight, about a tenth of a row's CPU (0.2 to
-#: 0.7 ms a row of an instant model). Raised, the young collections come every few dozen
-#: rows; the garbage of finished rows stays bounded by that and by `GC_EVERY_ROWS`.
-ROWS_GC_THRESHOLD = 10_000
-
-_held: list[tuple[int, int, int]] = []  # the thresholds to restore, while rows run
-
-
-def freeze_start_up() -> None:
-    """What start-up made (modules, schemas, agents: most of the heap) lives to the end:
-    freeze it, so that collections never walk it again, and collect once after, so the
-    collector measures "many objects survived" against the rows' objects alone. Cyclic
-    garbage of finished rows is then collected as it goes (and every `GC_EVERY_ROWS`),
-    not left to grow to a quarter of the start-up heap before a full collection. The
-    first threshold is `ROWS_GC_THRESHOLD` until `thaw`."""
-    gc.collect()
-    gc.freeze()
-    gc.collect()
-    if not _held:
-        _held.append(gc.get_threshold())
-        first, *rest = _held[0]
-        gc.set_threshold(max(first, ROWS_GC_THRESHOLD), *rest)
-
-
-def thaw() -> None:
-    """After the rows: the heap unfrozen, the collector's thresholds as they were."""
-    gc.unfreeze()
-    if _held:
-        gc.set_threshold(*_held.pop())
 
 
 def _model(name: str | None, program: Any) -> Any:
@@ -124,6 +91,7 @@ def dask_runner(job: Any, request: Any, program: Any) -> Any:
         ship_kwargs({**kwargs, **options})
     except (ValueError, TypeError) as exc:
         raise CliError(str(exc)) from None
+    _priced_here(program, {**kwargs, **options})
     workers = request.workers or 2
     if request.address is None:  # a worker with no share of the caps would idle
         workers = max(1, min(workers, request.jobs, options["max_requests"]))
@@ -139,7 +107,7 @@ def dask_runner(job: Any, request: Any, program: Any) -> Any:
         async with executor:
             if program.slots():
                 await executor.probe(**kwargs)  # a missing model or tool: one error, not one per row
-            freeze_start_up()  # the cluster's objects here (scheduler, client, nannies) live to the end too
+            heap.freeze_for_rows()  # the cluster's objects here (scheduler, client, nannies) live to the end too
             batch = api.complete_batch_iter_async(
                 program,
                 contexts,
@@ -155,6 +123,19 @@ def dask_runner(job: Any, request: Any, program: Any) -> Any:
                     job.finish(position, outcome)
 
     return run
+
+
+def _priced_here(program: Any, options: dict[str, Any]) -> None:
+    """With --max-cost, an unpriced model this process can resolve is refused here, before a
+    cluster starts (SPEC §13, as the local engine does); the workers check it again, and
+    check a model only they can resolve, before any row."""
+    from ..environment import default_environment
+    from ..run.accounting import check_batch_prices
+    from ..run.ledger import Budget
+
+    budget = Budget.of(None, options.get("max_cost"), "batch_limits")
+    if budget is not None:
+        check_batch_prices(default_environment(), program, options, budget, here=True)
 
 
 def _dask_tools(tools: Path | None) -> list[str]:

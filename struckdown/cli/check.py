@@ -11,7 +11,7 @@ from ..lint import Diagnostic, check_source
 from ..wording import counted
 from .errors import EXIT_ERROR, EXIT_OK
 from .io import load_context, read_template
-from .loading import load_tools
+from .loading import command_environment, load_tools
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ def check_command(
     mcp_tools: Sequence[str] = (),
     flow: FlowArgs | None = None,
 ) -> int:
+    command_environment()  # parsed templates kept in the cache folder (the linter parses with it)
     given_context = context_file is not None or bool(pairs)
     names = set(load_context(context_file, pairs)) if given_context else None
     tools = load_tools(tools_file)

@@ -538,9 +538,12 @@ def _is_guard(program: Any, key: str) -> bool:
 
 
 def confidence_note(result: Any) -> str:
-    """SPEC §27: `confidence 0.72 · escalated to gpt-4o` (empty for a slot without confidence=)."""
+    """SPEC §27: `confidence 0.72`, or for an answer that escalated `confidence 0.62, below
+    min_confidence: answered by gpt-4o` (the confidence is the first model's; the answer is
+    the escalation model's). Empty for a slot without confidence=."""
     confidence = getattr(result, "confidence", None)
     if confidence is None:
         return ""
     escalated = getattr(result, "escalated_to", None)
-    return f"confidence {confidence:.2f}" + (f" · escalated to {visible(escalated)}" if escalated else "")
+    note = f", below min_confidence: answered by {visible(escalated)}" if escalated else ""
+    return f"confidence {confidence:.2f}{note}"

@@ -61,6 +61,11 @@ def command(
         bool, typer.Option("--blame", help="Re-run failing cases with gold answers put in place of earlier slots.")
     ] = False,
     cache: Annotated[bool, typer.Option("--cache", help="Use the response cache (off by default: repeats must ask).")] = False,
+    approve: Annotated[
+        Optional[str], typer.Option("--approve", metavar="all|none", show_default=False, help=(
+            "Decide every tool call that needs approval: all allows, none denies. Default: such a call fails "
+            "its run (a paused run is not an answer)."))
+    ] = None,
     max_runs: Annotated[
         int, typer.Option("--max-runs", min=1, metavar="N",
                           help="Refuse an eval of more runs (cases × models × repeats) than this, before any call.")
@@ -70,15 +75,18 @@ def command(
 ) -> None:
     """Test templates against their eval files: pass rates over repeats, baselines, per-slot blame."""
     with reporting_errors():
+        from .approval_cmd import approve_flag
+
+        decided = approve_flag(approve)  # all | none, before any request
         code = run_eval(templates, cases, jobs, repeat, min_pass, json_out, junit, baseline, blame, cache, flags,
-                        max_runs)
+                        max_runs, approve=decided)  # fmt: skip
     raise typer.Exit(code)
 
 
 def run_eval(
     templates: list[Path], cases: Path | None, jobs: int, repeat: int | None, min_pass: float, json_out: Path | None,
     junit: Path | None, baseline: Path | None, blame: bool, cache: bool, flags: dict[str, Any],
-    max_runs: int = 10_000,
+    max_runs: int = 10_000, approve: bool | None = None,
 ) -> int:
     from ..eval import load_suite
     from ..eval.cases import check_slots, count_runs
@@ -93,12 +101,13 @@ def run_eval(
     # everything checked before any request: the files, the templates, the slots named
     plans = []
     for template in templates:
-        suite = load_suite(cases if cases is not None else cases_file(template))
+        eval_file = cases if cases is not None else cases_file(template)
+        suite = load_suite(eval_file)
         program = loading.load_program(template, tuple(flags.get("include_path") or ()))
         check_slots(suite, program.keys, template.name)
-        models = 1 if flags.get("model") else len(suite.models) or 1
-        count_runs(suite, models, repeat or suite.repeat, max_runs)  # SPEC §30: before any call
-        plans.append((template, suite, program))
+        model_count = 1 if flags.get("model") else len(suite.models) or 1
+        count_runs(suite, model_count, repeat or suite.repeat, max_runs)  # SPEC §30: before any call
+        plans.append((template, suite, program, _models(suite, flags, eval_file)))
     old = load_mapping_file(baseline) if baseline is not None else None
     if old is not None:
         from ..eval.report import FORMAT
@@ -107,9 +116,11 @@ def run_eval(
             raise CliError(f"--baseline {baseline}: not a report written by sd eval --json (format {FORMAT})")
     keywords = run_keywords(flags)
     keywords["cache"] = cache
+    if approve is not None:  # SPEC §12: --approve all|none decides every call that needs approval
+        keywords["approve"] = approve
     code = EXIT_OK
-    for template, suite, program in plans:
-        report = _run_one(template, suite, program, jobs, repeat, min_pass, old, blame, keywords, flags, max_runs)
+    for template, suite, program, models in plans:
+        report = _run_one(template, suite, program, models, jobs, repeat, min_pass, old, blame, keywords, max_runs)
         sys.stdout.write(render(report))
         if json_out is not None:
             from .io import write_text_file
@@ -124,17 +135,35 @@ def run_eval(
     return code
 
 
+def _models(suite: Any, flags: dict[str, Any], eval_file: Path) -> dict[str, Any]:
+    """The models under test (label → model string, None for the default), each resolved now
+    with the judges' models: a model that cannot be used is one input error before any
+    request (exit 2), not a failure in every run."""
+    from ..environment import default_environment
+    from ..errors import ConfigurationError
+
+    names = [flags["model"]] if flags.get("model") else list(suite.models) or [None]
+    judges = {e.judge[1] for case in suite.cases for e in case.expect.values() if e.judge is not None} - {None}
+    environment = default_environment()
+    under_test = "--model: " if flags.get("model") else f"{eval_file}: models: " if suite.models else ""
+    for where, chosen in ((under_test, names), (f"{eval_file}: judge model: ", sorted(judges))):
+        for model in chosen:
+            try:
+                environment.resolve_model(model)
+            except ConfigurationError as exc:
+                raise CliError(f"{where}{exc}") from None
+    return {name or "default": name for name in names}
+
+
 def _run_one(
-    template: Path, suite: Any, program: Any, jobs: int, repeat: int | None, min_pass: float, old: Any,
-    blame: bool, keywords: dict[str, Any], flags: dict[str, Any], max_runs: int = 10_000,
+    template: Path, suite: Any, program: Any, models: dict[str, Any], jobs: int, repeat: int | None,
+    min_pass: float, old: Any, blame: bool, keywords: dict[str, Any], max_runs: int = 10_000,
 ) -> Any:
     from ..eval.runner import evaluate_async
     from ..sync import run_sync
     from .display import make_console
     from .progress import BatchProgress
 
-    names = [flags["model"]] if flags.get("model") else list(suite.models) or [None]
-    models = {name or "default": name for name in names}
     keywords = {k: v for k, v in keywords.items() if k != "model"}
     console = make_console(sys.stderr)
     progress: list[Any] = []
@@ -187,6 +216,8 @@ def render(report: Any) -> str:
         )
     if report.budget_stopped:
         lines.append("the budget was spent: runs not started count as failed")
+    if any(str(run.error or "").startswith("Paused: ") for run in report.outcomes):
+        lines.append("a run paused for a tool call that needs approval (it failed): --approve all|none decides them")
     if report.baseline is not None:
         lines.append(f"baseline: {report.baseline.line()}")
         for (name, model), change in report.baseline.changes.items():

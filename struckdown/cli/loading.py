@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +16,29 @@ def load_program(path: Path, include_paths: Sequence[Path] = ()) -> Any:
     """Read and compile a template; a TemplateSyntaxError propagates (exit code 2). The
     parsed template is kept in the cache folder (syntax/stored.py): parsing it again
     needs no parser."""
-    from ..environment import default_environment
-
     text = read_template(path)
     load_beside(path)
-    with kept_parsed_templates():
-        return default_environment().parse(text, template_path=path, include_paths=include_paths)
+    return command_environment().parse(text, template_path=path, include_paths=include_paths)
 
 
 _LOADED: set[Path] = set()
 
 
-def kept_parsed_templates() -> AbstractContextManager[None]:
-    """The commands keep parsed templates in `<cache folder>/templates` (not with
-    STRUCKDOWN_CACHE=0, which keeps nothing there)."""
-    from ..cache import cache_disabled, default_cache_dir
-    from ..syntax import stored
+def command_environment() -> Any:
+    """The Environment the commands run with (the default one), given its template cache:
+    parsed templates kept in `<cache folder>/templates` (syntax/stored.py; none with
+    STRUCKDOWN_CACHE=0), as Jinja is given its `bytecode_cache=`."""
+    from ..environment import default_environment
 
-    return stored.kept_in(None if cache_disabled() else default_cache_dir() / "templates")
+    environment = default_environment()
+    if environment.template_cache is None:
+        from ..cache import cache_disabled, default_cache_dir
+
+        if not cache_disabled():
+            from ..syntax.stored import TemplateStore
+
+            environment.template_cache = TemplateStore(default_cache_dir() / "templates")
+    return environment
 
 
 def load_beside(template: Path | None) -> None:
@@ -74,6 +78,18 @@ def load_type_path(path: Path) -> list[str]:
         return default_environment().load_type_file(path)
     except (OSError, ValueError, TypeError) as exc:
         raise CliError(f"type file {path}: {exc}") from None
+
+
+def current_folder_importable() -> None:
+    """`sd` imports from the current folder as `python -m` does: `--model mymod:factory`
+    finds mymod.py there (so does a tools module for Dask workers, which start with this
+    sys.path). The folder goes last, so a file there never shadows an installed module."""
+    import os
+    import sys
+
+    folder = os.getcwd()
+    if folder not in sys.path:
+        sys.path.append(folder)
 
 
 def load_mcp(servers: Sequence[str], config: Path | None) -> list[str] | None:

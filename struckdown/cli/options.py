@@ -239,6 +239,78 @@ RUN_FLAGS: Mapping[str, Flag] = {
             show_default=False,
         ),
     ]),
+    # the batch calls' own keywords (run_options.BATCH_OPTIONS): sd batch's flags
+    "jobs": Flag("concurrency", Annotated[
+        Optional[int],
+        typer.Option(
+            "--jobs", "-j", min=1,
+            help="Rows run at the same time. Default: 8; with --provider-batch, the batch size.",
+            show_default=False,
+        ),
+    ], None),
+    "workers": Flag("executor", Annotated[
+        Optional[int],
+        typer.Option(
+            "--workers",
+            min=1,
+            metavar="N",
+            help="Run the rows in N local processes (a private Dask cluster on 127.0.0.1; needs "
+            "struckdown[dask]): one journal, one progress bar, and -j and --max-requests cap the whole job. "
+            "Default 1: this process. See docs/performance.md.",
+            show_default=False,
+        ),
+    ], None),
+    "engine": Flag("executor", Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            metavar="local|dask",
+            help="Where rows run: local (this process) or dask (a Dask cluster; needs struckdown[dask]). "
+            "With dask, -j caps the rows running at once across the cluster, and --tools is a .py file "
+            "(shipped to the workers) or a module importable there. See docs/distributed.md.",
+        ),
+    ], "local"),
+    "address": Flag("executor", Annotated[
+        Optional[str],
+        typer.Option(
+            "--address",
+            metavar="tcp://HOST:PORT",
+            help="Dask scheduler to use with --engine dask. Default: a private cluster of --workers (2) local "
+            "worker processes on 127.0.0.1.",
+            show_default=False,
+        ),
+    ], None),
+    "provider_batch": Flag("provider_batch", Annotated[
+        bool,
+        typer.Option(
+            "--provider-batch",
+            help="Send the model requests through the provider's batch API (OpenAI, Anthropic, Google): about "
+            "half the price, results in minutes to a day. Rows advance slot by slot together; --resume "
+            "waits for batches already submitted. See docs/batch.md.",
+        ),
+    ], False),
+    "batch_wait": Flag("provider_batch", Annotated[
+        Optional[float],
+        typer.Option(
+            "--batch-wait",
+            min=0,
+            metavar="SECONDS",
+            help="With --provider-batch: the longest a queued request waits for others before its batch is "
+            "submitted (a batch also goes when full, or when every row waits for it). 0: no time limit. "
+            "Default: 30.",
+            show_default=False,
+        ),
+    ], None),
+    "batch_size": Flag("provider_batch", Annotated[
+        Optional[int],
+        typer.Option(
+            "--batch-size",
+            min=1,
+            help="With --provider-batch: the most requests in one batch (the provider's limit caps it). "
+            "Default: 1000.",
+            show_default=False,
+        ),
+    ], None),
 }
 
 #: The flags every command that runs a template takes (sd run, sd batch, sd resume, sd chat).
@@ -247,6 +319,10 @@ RUN_COMMAND_FLAGS = (
     "tool_timeout", "max_seconds", "on_truncate", "include_path", "strict", "mcp", "mcp_config", "prices", "max_cost",
     "otel", "private", "untrusted", "local_models", "remote_models",
 )
+
+
+#: The flags of the batch keywords (`run_options.BATCH_OPTIONS`), sd batch's own.
+BATCH_COMMAND_FLAGS = ("jobs", "workers", "engine", "address", "provider_batch", "batch_wait", "batch_size")
 
 
 def run_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

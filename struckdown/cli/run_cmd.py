@@ -137,7 +137,7 @@ async def _drive(
     approve: Any = None, recorder: RunRecorder | None = None, **keywords: Any,
 ) -> Any:
     from ..api import complete_incremental_async
-    from .fast.start_up import settle
+    from ..heap import settle
 
     result = None
 
@@ -154,7 +154,7 @@ async def _drive(
             approve=approve,
             **keywords,
         ):
-            settle()  # start-up is over (fast/start_up.py)
+            settle()  # start-up is over (heap.py)
             display.handle(event)
             if recorder is not None:
                 recorder.see(event)

@@ -92,9 +92,13 @@ def batch_options(
         if on_result is not None and callback is not None:
             raise TypeError(f"{function}() got both on_result= and on_complete= (its 0.x name): pass one")
         on_result = on_result or callback
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise TypeError(f"{function}() concurrency must be a whole number of at least 1, not {concurrency!r}")
-    names = frozenset({"concurrency", "on_result", "executor", "max_concurrent", "on_complete"})
+    from ..run_options import BATCH_OPTIONS
+
+    try:
+        concurrency = BATCH_OPTIONS["concurrency"].check(concurrency)  # type: ignore[misc]  # the row's rule
+    except ValueError as exc:
+        raise TypeError(f"{function}() {exc}") from None
+    names = frozenset(BATCH_OPTIONS) | {"max_concurrent", "on_complete"}
     return concurrency, on_result, call_options(function, rest, env, valid, names)
 
 

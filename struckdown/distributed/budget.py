@@ -18,10 +18,9 @@ from ..results import Usage
 from ..run.ledger import Account, BatchLedger, Budget
 
 
-def open_budget(client: Any, batch_limits: Any, max_cost: Any) -> dict[str, Any] | None:
-    """On the caller's side: the shared account of one batch (None without a budget).
-    Blocking (called in a thread)."""
-    budget = Budget.of(batch_limits, max_cost, "batch_limits")
+def open_budget(client: Any, budget: Budget | None) -> dict[str, Any] | None:
+    """On the caller's side: the shared account of one batch (None without a budget: see
+    `Budget.for_batch`). Blocking (called in a thread)."""
     if budget is None:
         return None
     name = f"struckdown-budget-{uuid.uuid4().hex[:12]}"

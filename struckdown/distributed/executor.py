@@ -30,7 +30,7 @@ from ..results import Result
 from .budget import close_budget, open_budget
 from .packing import unpack, unpack_outcomes
 from .shipping import plain_context, ship_kwargs
-from .worker import TransientRowError, close_journal, close_mcp_sessions, probe_worker, run_rows
+from .worker import TransientRowError, close_journal, close_mcp_sessions, probe_prices, probe_worker, run_rows
 
 log = logging.getLogger(__package__)
 
@@ -219,12 +219,14 @@ class DaskExecutor:
         over its workers; on a cluster you run, each worker process's part of it
         (split over the workers connected when the batch starts).
         """
-        batch_limits, max_cost = kwargs.pop("batch_limits", None), kwargs.pop("max_cost", None)  # the whole batch's
+        from ..run.ledger import Budget
+
+        budget, kwargs = Budget.for_batch(kwargs, kwargs.pop("batch_limits", None))  # the whole batch's
         shipped = ship_kwargs(kwargs)
         journal = _open_journal(shipped.get("journal"))  # locked here, written by the workers (SPEC §25)
         try:
             return await self._run_batch(template, contexts, concurrency, on_result, template_path, include_paths,
-                                         collect, shipped, batch_limits, max_cost, journal is not None)
+                                         collect, shipped, budget, journal is not None)
         finally:
             if journal is not None:
                 from ..run.durable.effects import release
@@ -234,7 +236,7 @@ class DaskExecutor:
     async def _run_batch(
         self, template: str, contexts: Iterable[Mapping[str, Any]], concurrency: int, on_result: Any,
         template_path: Any, include_paths: Sequence[Any], collect: bool, shipped: dict[str, Any],
-        batch_limits: Any, max_cost: Any, journaled: bool,
+        budget: Any, journaled: bool,
     ) -> list[Result | BaseException]:  # fmt: skip
         await asyncio.to_thread(self.start)
         own_cap = self._cluster is not None and not self._shared_semaphore
@@ -249,7 +251,13 @@ class DaskExecutor:
             "requests": shipped.get("max_requests"),
         }
         job["freeze_heap"] = self._cluster is not None  # private workers live for the batch (see worker.settle_heap)
-        job["budget"] = await asyncio.to_thread(open_budget, self._client, batch_limits, max_cost)
+        job["budget"] = await asyncio.to_thread(open_budget, self._client, budget)
+        if job["budget"] is not None and budget.max_cost is not None:  # SPEC §13: an unpriced model, before any row
+            try:
+                await self._check_prices(job)
+            except BaseException:
+                await asyncio.to_thread(close_budget, self._client, job["budget"])
+                raise
         rows = iter(enumerate(contexts))
         batch = _Batch(self, job, rows, max(1, concurrency), asyncio.get_running_loop(), workers)
         try:
@@ -258,6 +266,17 @@ class DaskExecutor:
             await asyncio.to_thread(close_budget, self._client, job["budget"])
             if journaled:  # each worker held its shard for the batch
                 await asyncio.to_thread(batch.close_journals)
+
+    async def _check_prices(self, job: dict[str, Any]) -> None:
+        """Every worker prices the models the rows may use (the workers' environment
+        resolves them), or the batch is a ConfigurationError before any row runs."""
+        outcomes = await asyncio.to_thread(self._client.run, probe_prices, job, job["budget"]["budget"])
+        for worker, packed in outcomes.items():
+            if packed is not None:
+                error = unpack(packed)
+                if isinstance(error, ConfigurationError) and len(outcomes) > 1 and self._cluster is None:
+                    raise ConfigurationError(f"on Dask worker {worker}: {error}") from None
+                raise error
 
     def _count_workers(self) -> int:
         try:

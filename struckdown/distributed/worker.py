@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import importlib
 import itertools
 import os
@@ -99,7 +98,6 @@ _semaphores: dict[tuple[str, int], Any] = {}
 _limiters: dict[tuple[str, str], Any] = {}
 _resolve_lock = threading.Lock()
 _LIMITERS_KEPT = 64  # batches whose limiters a long-lived worker remembers
-_heap_frozen = False  # the start-up heap of this process is frozen (`settle_heap`)
 
 
 async def run_rows(job: dict[str, Any], rows: list[tuple[int, dict[str, Any]]]) -> tuple[tuple[Any, ...], float]:
@@ -136,20 +134,15 @@ async def run_rows(job: dict[str, Any], rows: list[tuple[int, dict[str, Any]]]) 
 
 
 def settle_heap() -> bool:
-    """Freeze this process's heap once, before its first rows: the modules, schemas and
-    Dask's own objects then stay out of every later collection (on a worker they are
-    most of the heap, and full collections walking them cost about a fifth of an
-    instant row's CPU). Only on a private cluster's workers (`freeze_heap` in the job),
-    which live for the batch: a worker of a cluster you run is left as it is.
-    Returns True when this call froze it."""
-    global _heap_frozen
-    with _resolve_lock:
-        if _heap_frozen:
-            return False
-        gc.collect()
-        gc.freeze()
-        _heap_frozen = True
-    return True
+    """Freeze this process's heap once, before its first rows (`heap.freeze_once`): the
+    modules, schemas and Dask's own objects then stay out of every later collection (on a
+    worker they are most of the heap, and full collections walking them cost about a fifth
+    of an instant row's CPU). Only on a private cluster's workers (`freeze_heap` in the job),
+    which live for the batch: a worker of a cluster you run is left as it is. Returns True
+    when this call froze it."""
+    from ..heap import freeze_once
+
+    return freeze_once()
 
 
 def without_messages(outcome: Any) -> Any:
@@ -316,6 +309,23 @@ async def probe_worker(job: dict[str, Any]) -> tuple[Any, ...] | None:
     try:
         kwargs = _worker_kwargs(job["kwargs"])
         default_environment().resolve_model(kwargs["model"])
+    except Exception as exc:  # noqa: BLE001 - handed back to the caller
+        return pack_error(exc)
+    return None
+
+
+def probe_prices(job: dict[str, Any], budget: dict[str, Any]) -> tuple[Any, ...] | None:
+    """With the batch's `max_cost`: every model its rows may use has a known price here
+    (SPEC §13, as on one machine); the packed ConfigurationError, or None."""
+    from ..environment import default_environment
+    from ..run.accounting import check_batch_prices
+    from ..run.ledger import Budget
+
+    try:
+        environment = default_environment()
+        kwargs = _worker_kwargs(job["kwargs"])
+        options: Any = {**kwargs, "template_path": job["template_path"], "include_paths": job["include_paths"]}
+        check_batch_prices(environment, environment.program(job["template"], options), options, Budget(**budget))
     except Exception as exc:  # noqa: BLE001 - handed back to the caller
         return pack_error(exc)
     return None

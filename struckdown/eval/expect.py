@@ -71,6 +71,15 @@ def parse_expectation(key: str, raw: Any) -> Expectation:
         return Expectation(key, (("equals", raw),))
     names = set(raw)
     if not names & set(SLOT_CHECKS):
+        import difflib
+
+        for name in sorted(map(str, names)):  # `{contain: refund}` is a check misspelt, not a subset
+            close = difflib.get_close_matches(name, SLOT_CHECKS, n=1, cutoff=0.8)
+            if close:
+                raise ValueError(
+                    f"unknown check {name!r} (did you mean {close[0]!r}?); a mapping of no check names is a "
+                    f"JSON subset of an object answer: write `subset: {{{name}: …}}` if that is what you mean"
+                )
         return Expectation(key, (("subset", dict(raw)),))
     unknown = sorted(names - set(SLOT_CHECKS))
     if unknown:

@@ -88,13 +88,26 @@ class Comparison:
     regressed: int
     fixed: int
     p_value: float
+    baseline_models: tuple[str, ...] = ()  # the models of the saved report
+
+    @property
+    def new(self) -> int:
+        """Case × model pairs the baseline does not have (compared with nothing)."""
+        return sum(change == "new" for change in self.changes.values())
 
     def line(self) -> str:
-        return f"{self.regressed} regressed, {self.fixed} fixed, p = {self.p_value:.2f}"
+        """`2 regressed, 5 fixed, p = 0.45`; the pairs not in the baseline are counted, and a
+        baseline that matches none (saved under another model name) says so, naming the models."""
+        if self.changes and self.new == len(self.changes):
+            theirs = ", ".join(self.baseline_models) or "none"
+            ours = ", ".join(sorted({model for _, model in self.changes}))
+            return f"nothing to compare: no case of this run is in the baseline (its models: {theirs}; this run's: {ours})"
+        new = f", {self.new} new (not in the baseline)" if self.new else ""
+        return f"{self.regressed} regressed, {self.fixed} fixed{new}, p = {self.p_value:.2f}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "regressed": self.regressed, "fixed": self.fixed, "p_value": round(self.p_value, 6),
+            "regressed": self.regressed, "fixed": self.fixed, "new": self.new, "p_value": round(self.p_value, 6),
             "cases": [{"name": c, "model": m, "change": v} for (c, m), v in self.changes.items()],
         }
 
@@ -246,4 +259,5 @@ def compare(report: EvalReport, old: Mapping[str, Any]) -> Comparison:
             fixed += 1
         else:
             changes[(case.name, case.model)] = "unchanged"
-    return Comparison(changes, regressed, fixed, mcnemar(regressed, fixed))
+    models = tuple(str(m) for m in old.get("models") or ()) or tuple(sorted({str(i["model"]) for i in old["cases"]}))
+    return Comparison(changes, regressed, fixed, mcnemar(regressed, fixed), models)

@@ -248,10 +248,19 @@ async def _judge_all(
         answer = pending[i][2][key]
         model = target.model if model_name is None else judge_models.get(model_name, model_name)
         text = answer if isinstance(answer, str) else str(jsonable(answer))
-        async with limiter:
-            result = await env.complete_async(
-                program, {"rubric": rubric, "answer": text}, model=model, cache=options.get("cache", False),
-            )
+        try:
+            async with limiter:
+                result = await env.complete_async(
+                    program, {"rubric": rubric, "answer": text}, model=model, cache=options.get("cache", False),
+                )
+        except Exception as exc:  # noqa: BLE001 - the judge's failure fails this check, not the eval
+            from ..errors import describe_error
+            from ..run.accounting import usage_of
+
+            # the judge's template is ours, not the user's: its slot is not named
+            verdicts[i][key] = f"the judge ({_label(model)}) failed: {describe_error(exc, name_slot=False)}"
+            verdicts[i]["__cost__"] = float(verdicts[i].get("__cost__") or 0.0) + _cost(usage_of(exc))
+            return
         verdicts[i][key] = None if result["passes"] is True else f"the judge ({_label(model)}) says it does not meet: {rubric}"
         verdicts[i]["__cost__"] = float(verdicts[i].get("__cost__") or 0.0) + _cost(result.usage)
 

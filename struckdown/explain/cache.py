@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,7 @@ class CacheReport:
     rows: int
     slots: list[SlotCache] = field(default_factory=list)
     breaker: Breaker | None = None
+    assumed: bool = False  # no rows given: the context is empty, and every variable taken to vary by row
     input_tokens: int = 0
     cached_tokens: int = 0
     cost: float | None = None  # USD of the batch's input with the cache as predicted
@@ -93,9 +95,15 @@ def cache_report(
     Environment that compiled `program`, as the real runs would."""
     if rule not in ("anthropic", "prefix"):
         raise ValueError(f"rule must be 'anthropic' or 'prefix', not {rule!r}")
-    rows = list(rows) or [{}]
-    requests = _record(program, rows, tools)
-    report = CacheReport(rule, len(rows))
+    given = list(rows)
+    rows = given or [{}]
+    if given:
+        requests = _record(program, rows, tools)
+    else:  # no context at all: that every variable is undefined is the premise, not news
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="undefined variable", category=UserWarning)
+            requests = _record(program, rows, tools)
+    report = CacheReport(rule, len(rows), assumed=not given)
     by_slot: dict[str, list[Request]] = {}
     for request in requests:
         by_slot.setdefault(request.slot, []).append(request)
@@ -116,7 +124,17 @@ def cache_report(
         report.cost_uncached = price(report.input_tokens, 0)
     if len(rows) > 1:
         report.breaker = _breaker(program, rows)
+    elif not given:  # every `{{ }}` of the context breaks a prefix across rows: name the first that does
+        report.breaker = _breaker(program, _varying_rows(program))
     return report
+
+
+def _varying_rows(program: Any) -> list[Mapping[str, Any]]:
+    """Two rows in which every name the template reads from its context differs."""
+    from ..variables import expected
+
+    names = [read.name for read in expected(program)]
+    return [{name: f"<{name} of row {row}>" for name in names} for row in (1, 2)]
 
 
 def _candidates(seen: list[Request], request: Request) -> list[Request]:
@@ -160,6 +178,7 @@ def _record(program: Any, rows: list[Mapping[str, Any]], tools: Sequence[Any]) -
 
     from ..run.ledger import CURRENT_METER
     from ..run.prompt_cache import plan_prompt_cache
+    from ..types.samples import sample
 
     followed = plan_prompt_cache(program, True).followed
     recorded: list[Request] = []
@@ -176,6 +195,13 @@ def _record(program: Any, rows: list[Mapping[str, Any]], tools: Sequence[Any]) -
             slot = meter.slot if meter is not None else "?"
             if not any(r.slot == slot and r.row == self.row for r in recorded):
                 recorded.append(_as_request(slot, self.row, messages, model_request_parameters, slot in followed))
+            output = model_request_parameters.output_object
+            if model_request_parameters.output_mode in ("prompted", "native") and output is not None:
+                # confidence=logprobs asks for the answer as JSON content and reads its tokens' logprobs:
+                # a sample answer, certain (this predicts requests; no answer is real)
+                text = json.dumps(sample(output.json_schema))
+                details = {"logprobs": [{"token": text, "logprob": 0.0}]}
+                return ModelResponse(parts=[TextPart(text)], model_name="test", provider_details=details)
             if model_request_parameters.allow_text_output:  # a text answer differs per row, as real ones do
                 return ModelResponse(parts=[TextPart(f"<answer of row {self.row + 1}>")], model_name="test")
             return await super().request(messages, model_settings, model_request_parameters)
@@ -277,6 +303,8 @@ def report_lines(report: CacheReport, price_name: str | None = None) -> list[str
     rule = "Anthropic breakpoints" if report.rule == "anthropic" else "shared prefixes of 1,024+ tokens (OpenAI, llama.cpp)"
     lines = [f"prompt cache: {counted(report.rows, 'row')}, {rule}; "
              f"tokens estimated at {CHARS_PER_TOKEN} characters each"]
+    if report.assumed:
+        lines.append("  (no --rows: one row with an empty context; every {{ }} of the context taken to differ by row)")
     width = max((len(s.key) for s in report.slots), default=0)
     for slot in report.slots:
         lines.append(
@@ -285,7 +313,7 @@ def report_lines(report: CacheReport, price_name: str | None = None) -> list[str
         )
     if report.breaker is not None:
         b = report.breaker
-        lines.append(f"  {b.expression} at {b.line}:{b.column} breaks {b.tokens:,} cacheable tokens "
+        lines.append(f"  {b.expression} at {b.line}:{b.column} breaks {counted(b.tokens, 'cacheable token')} "
                      f"for {counted(b.slots, 'slot')}")
     total = f"predicted: {round(100 * report.share)} % of {report.input_tokens:,} input tokens read from the cache"
     if report.cost is not None and report.cost_uncached is not None:

@@ -217,8 +217,25 @@ class PlanTree:
         if plan.dynamic:
             node.add(Label("{{ … }} option values are rendered when the slot runs", style="dim"))
         self._resilience(node, slot, plan)
+        self._confidence(node, plan)
         if plan.use_tools or "max_iter" in plan.control or "max_calls" in plan.control:
             self._agent(node, plan)
+
+    def _confidence(self, node: Branch, plan: Any) -> None:
+        """SPEC §27: how sure the answer is measured, and what a less sure one does."""
+        asked = plan.control.get("confidence")
+        if asked is None:
+            return
+        method = option_value(asked)
+        how = ("the probability of the answer's tokens" if method == "logprobs"
+               else f"the share of {method.partition(':')[2]} asks that agree" if method.startswith("vote:") else None)
+        line = f"confidence={method}" + (f" ({how})" if how else "")
+        floor, escalate = plan.control.get("min_confidence"), plan.control.get("escalate")
+        if floor is not None and escalate is not None:
+            to = ("waits for a person (escalate=approve)" if option_value(escalate) == "approve"
+                  else f"is asked again of {option_value(escalate)} (escalate=)")
+            line += f"; below min_confidence={option_value(floor)} the slot {to}"
+        node.add(line)
 
     def _resilience(self, node: Branch, slot: Any, plan: Any) -> None:
         """SPEC §14: the slot's fallback, truncation and tool options, and its output cap."""

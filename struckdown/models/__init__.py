@@ -379,10 +379,32 @@ def _inferred(name: str) -> Any:
             f"pip install 'struckdown[{extra}]'"
         ) from exc
     except Exception as exc:  # unknown provider, missing key: say what to do
+        factory = _missing_factory(name)
+        if factory is not None:
+            raise ConfigurationError(f"cannot use model {name!r}: {factory}") from exc
         raise ConfigurationError(
             f"cannot use model {name!r}: {exc} (model strings look like 'openai-chat:gpt-4o-mini'; "
             "for a local server set LLM_API_BASE)"
         ) from exc
+
+
+def _missing_factory(name: str) -> str | None:
+    """For a name shaped like `module:factory` whose module is neither a provider nor found:
+    what was looked for, and where (None for any other name)."""
+    import sys
+
+    module, _, attr = name.partition(":")
+    parts = module.split(".")
+    if not attr.isidentifier() or not all(p.isidentifier() for p in parts) or is_provider(module):
+        return None
+    where = "in the current folder and on sys.path" if {"", os.getcwd()} & set(sys.path) else (
+        "on sys.path (the current folder is not on it)")  # fmt: skip
+    path = "/".join(parts)
+    return (
+        f"{module!r} is no pydantic-ai provider, and no module {module} was found to call {attr}() from "
+        f"(looked for {path}.py or {path}/__init__.py {where}; PYTHONPATH adds folders). "
+        "Model strings look like 'openai-chat:gpt-4o-mini'"
+    )
 
 
 def _supported(defaults: dict[str, Any]) -> Callable[[Any], Mapping[str, Any]]:

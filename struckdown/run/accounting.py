@@ -55,20 +55,38 @@ def batch_budget(environment: Any, program: Any, options: Any, batch_limits: Any
     """A local batch's shared account (None without a batch budget) and the options its rows
     get: `max_cost` of `complete_batch` is the whole batch's, not each row's. With
     `max_cost`, every model the batch may use must have a known price (before any row)."""
-    from ..models.pricing import Pricing
-    from .ledger import BatchLedger, Budget, RunLedger
+    from .ledger import BatchLedger, Budget
 
-    budget = Budget.of(batch_limits, options.get("max_cost"), "batch_limits")
+    budget, rows = Budget.for_batch(options, batch_limits)
     if budget is None:
         return None, options
-    rows = {k: v for k, v in options.items() if k != "max_cost"}
-    if budget.max_cost is not None and program.needs_model:
-        prices = option_value("prices", options, environment.defaults)
-        ledger = RunLedger(_no_events, budget=budget, pricing=Pricing(prices))
-        models = [option_value("model", options, environment.defaults)]
-        models += [p.settings["model"] for p in program.plans.values() if isinstance(p.settings.get("model"), str)]
-        ledger.check_prices([environment.resolve_model(m) for m in _distinct(models)])
+    check_batch_prices(environment, program, options, budget)
     return BatchLedger(budget), rows
+
+
+def check_batch_prices(environment: Any, program: Any, options: Any, budget: Any, *, here: bool = False) -> None:
+    """With a batch's `max_cost`, every model its rows may use (the default and the slots'
+    static `model=`) must have a known price: a `ConfigurationError` before any row. The
+    same check on a Dask worker (`distributed.worker.probe_prices`), whose environment
+    resolves the model; `here=True` (the caller of a Dask batch, before its cluster starts)
+    checks only the models this process can resolve and leaves the rest to the workers."""
+    from ..models.pricing import Pricing
+    from .ledger import RunLedger
+
+    if budget.max_cost is None or not program.needs_model:
+        return
+    prices = option_value("prices", options, environment.defaults)
+    ledger = RunLedger(_no_events, budget=budget, pricing=Pricing(prices))
+    models = [option_value("model", options, environment.defaults)]
+    models += [p.settings["model"] for p in program.plans.values() if isinstance(p.settings.get("model"), str)]
+    resolved = []
+    for name in _distinct(models):
+        try:
+            resolved.append(environment.resolve_model(name))
+        except Exception:
+            if not here:
+                raise
+    ledger.check_prices(resolved)
 
 
 async def _no_events(event: Any) -> None:

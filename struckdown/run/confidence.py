@@ -40,6 +40,28 @@ def method_of(control: Mapping[str, Any]) -> ConfidenceMethod | None:
     return ConfidenceMethod("vote", int(str(asked).partition(":")[2]))
 
 
+def check_logprob_models(run: Any) -> None:
+    """Before any request: `confidence=logprobs` on the test model (`--model test`, a dry run)
+    is refused, naming both. Its answers carry no token logprobs, so such a slot could never
+    be answered (it made three requests, then failed on the form of its answer)."""
+    from pydantic_ai.models.test import TestModel
+
+    from ..syntax.nodes import JinjaValue
+
+    for plan in run.program.plans.values():
+        if plan.control.get("confidence") != "logprobs":
+            continue
+        name = plan.settings.get("model")
+        if isinstance(name, JinjaValue):
+            continue  # known when the slot runs
+        model = run.model_for(name if isinstance(name, str) else None)
+        if isinstance(model, TestModel):  # (a wrapper answers for itself: sd explain --cache's recorder)
+            raise ConfigurationError(
+                f"slot {plan.slot.key!r}: confidence=logprobs needs token logprobs, and the test model (a dry run) gives "
+                "none; for a dry run use confidence=vote:N, or run on a model that returns logprobs (docs/confidence.md)"
+            )
+
+
 # -- logprobs --------------------------------------------------------------------------
 def response_logprobs(response: Any) -> list[Mapping[str, Any]] | None:
     """The content tokens' logprobs of one ModelResponse, as pydantic-ai's OpenAI models keep

@@ -48,7 +48,7 @@ from ..syntax.nodes import Action, If, Instructions, JinjaValue, Node, Slot, Tex
 from ..variables import check_context
 from .accounting import check_run, so_far
 from .approval.calls import ApprovalRun, SegmentPaused, SlotPaused
-from .confidence import check_votes
+from .confidence import check_logprob_models, check_votes
 from .conversation import Conversation, Layers, user_turn
 from .durable.rerun import Reruns, check_rerun_from
 from .flow_run import answer_labels, check_run_flow, flow_run
@@ -83,7 +83,9 @@ class Run:
 
     def __post_init__(self) -> None:
         # SPEC §33: sd.Private / sd.Untrusted values unwrapped, their names' labels kept
-        self.context, self.flow_labels = split_context(self.context, self.options.private, self.options.untrusted)
+        self.context, self.flow_labels = split_context(
+            self.context, self.options.options["private"], self.options.options["untrusted"]
+        )
         self.variables = dict(self.context)
         if len(self.program.segments) > 1:  # 0.x's `segment_index` on slot events (0 unless stamped)
             self.emit = _stamping(self.emit, self.program)
@@ -103,7 +105,7 @@ class Run:
         self._limit: tuple[Any, ...] = (
             *(tracing.capabilities if tracing is not None else ()),  # pydantic-ai's instrumentation, for guards too
         )
-        default_model = self.options.model
+        default_model = self.options.options["model"]
         resolved_default: list[Any] = []
 
         policy = environment.policy
@@ -118,40 +120,30 @@ class Run:
                 resolved_default.append(batching.wrap(model) if batching is not None else model)
             return resolved_default[0]
 
-        if self.options.stop_at is not None and self.options.stop_at not in self.program.keys:
-            raise ValueError(f"stop_at={self.options.stop_at!r} is not a slot of this template")
-        check_context(self.program, self.context, strict=self.options.strict_undefined)
-        check_rerun_from(self.program, self.options.rerun_from, self.options.journal)
+        if self.options.options["stop_at"] is not None and self.options.options["stop_at"] not in self.program.keys:
+            raise ValueError(f"stop_at={self.options.options['stop_at']!r} is not a slot of this template")
+        check_context(self.program, self.context, strict=self.options.options["strict_undefined"])
+        check_rerun_from(self.program, self.options.options["rerun_from"], self.options.options["journal"])
         self.model_for = model_for
         self.env = SlotEnv(
             emit=self.emit,
             join_guards=self.guards.join_all,
             resolve_model=model_for,
-            toolbox=environment.engine_caches().toolbox(self.options.tools),
-            deps=self.options.deps,
-            limits=self.options.limits,
-            settings=self.options.settings,
-            stream=self.options.stream,
-            tool_timeout=self.options.tool_timeout,
-            max_seconds=self.options.max_seconds,
-            max_tool_result=self.options.max_tool_result,
+            toolbox=environment.engine_caches().toolbox(tuple(self.options.options["tools"])),
+            run=self.options,  # the run's merged options: the slot reads them there
             environment=environment,
             # the "second model call after a guard started" join point, for every slot but a guard
             capabilities=(
                 *((ModelCallHook(self.guards.before_model_call),) if self.program.guards else ()),
                 *self._limit,
             ),
-            cache=_cache(self.options.cache, environment.response_caches),
-            mcp=self.options.mcp,
+            cache=_cache(self.options.options["cache"], environment.response_caches),
             ledger=self.ledger,
-            tool_limits=self.options.tool_limits or {},
-            tracing=tracing,
-            resilience=self.options.resilience,
             resolve_fallback=partial(resolve_model, store=environment.models, policy=policy, option="fallback"),
-            prompt_cache=plan_prompt_cache(self.program, self.options.prompt_cache, policy.tenant),
+            prompt_cache=plan_prompt_cache(self.program, self.options.options["prompt_cache"], policy.tenant),
         )
         self.approval = ApprovalRun(
-            decide=self.options.approve, emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
+            decide=self.options.options["approve"], emit=self.emit, guards=self.guards, toolbox=self.env.toolbox,
             resume=self.options.resume,
         )
         servers = self.options.mcp.names if self.options.mcp is not None else ()
@@ -161,13 +153,15 @@ class Run:
     # -- the run -------------------------------------------------------------
     async def main(self) -> None:
         """The run; with `journal=`, its tool effects are journaled (SPEC §25, run/durable/effects.py)."""
-        if self.options.journal is None:
+        if self.options.options["journal"] is None:
             return await self._main()
         from .durable.effects import acquire, release, scope_for
 
-        journal = acquire(self.options.journal)
+        journal = acquire(self.options.options["journal"])
         self.env.effects = scope_for(journal, self.env.toolbox.tools, self.env.toolbox.names)
-        self.reruns = Reruns.start(journal, self.env.effects.row, self.program, self.options.rerun_from, self.options.resume)
+        self.reruns = Reruns.start(
+            journal, self.env.effects.row, self.program, self.options.options["rerun_from"], self.options.resume
+        )
         try:
             await self._main()
         finally:
@@ -192,6 +186,7 @@ class Run:
             if self.program.needs_model:
                 self.model_for(None)  # fail fast on a missing model, before any work
                 check_run(self)  # budgets' tool names, max_cost's prices: before any model call
+                check_logprob_models(self)  # confidence=logprobs on the test model (no logprobs): refused
                 # budget=, tool_choice= names that are no tools (approve=: above): before any model call
                 check_tool_names(self.program, self.env.toolbox.names, mcp=self.env.mcp is not None)
                 check_run_flow(self)  # SPEC §33: a labelled value that can reach a sink it may not
@@ -239,9 +234,9 @@ class Run:
         return _Blaming(slot)
 
     def _segments_to_run(self) -> list[Segment]:
-        if self.options.stop_at is None:
+        if self.options.options["stop_at"] is None:
             return list(self.program.segments)
-        last = self.program.segment_of(self.options.stop_at)
+        last = self.program.segment_of(self.options.options["stop_at"])
         skipped = [s for s in self.program.segments if s.index > last]
         for seg in skipped:
             self.guards.skip(seg.guards)
@@ -264,7 +259,7 @@ class Run:
         halted.keep(kept, keys, discarded)
         result = Result(kept, keys, halted=halted, discarded=discarded)
         await self.emit(ProcessingComplete(result, early_termination=True))
-        if self.options.on_halt != "return":
+        if self.options.options["on_halt"] != "return":
             raise halted
 
     async def _retract(self, reason: str) -> None:
@@ -281,7 +276,7 @@ class Run:
             if self.approval.blocks(segment.waits_for):
                 raise SegmentPaused  # an answer it reads waits for approval decisions
             conversation = self._inherited(segment)
-            if self.options.stop_at is None or self.options.stop_at not in segment.keys:
+            if self.options.options["stop_at"] is None or self.options.options["stop_at"] not in segment.keys:
                 await self._walk(segment.nodes, conversation, segment.index)
             else:
                 with anyio.CancelScope() as scope:
@@ -465,12 +460,11 @@ class Run:
     def _guard_env(self, segment: int, key: str) -> SlotEnv:
         """A guard neither streams nor waits before its model call (its calls never count
         as "beside" a guard), and its own tools do not wait for its verdict."""
-        return replace(
-            self.env, join_guards=partial(self.guards.join, segment, key), stream=False, capabilities=self._limit
-        )
+        quiet = replace(self.options, stream=False) if self.options.stream else self.options
+        return replace(self.env, join_guards=partial(self.guards.join, segment, key), run=quiet, capabilities=self._limit)
 
     def _after(self, key: str) -> None:
-        if self.options.stop_at == key and self._stop_scope is not None:
+        if self.options.options["stop_at"] == key and self._stop_scope is not None:
             self._stop_scope.cancel()
 
     def _start_guard(self, node: Slot, conversation: Conversation, segment: int) -> None:

@@ -28,7 +28,7 @@ async def run_to_result(program: Program, context: Mapping[str, Any] | None, opt
             final.append(event.result)
 
     run = Run(program, dict(context or {}), options, keep_result)
-    with media_scope(options.image_max_side, options.max_images), run_span(options.tracing, program):
+    with media_scope(options.options["image_max_side"], options.options["max_images"]), run_span(options.tracing, program):
         await run.main()
     paused = final[0].paused
     if isinstance(paused, BaseException):
@@ -46,7 +46,7 @@ def events(program: Program, context: Mapping[str, Any] | None, options: RunSett
 
     async def produce(send: Callable[[Any], Awaitable[None]]) -> None:
         run = Run(program, dict(context or {}), options, send)
-        with run_span(options.tracing, program), media_scope(options.image_max_side, options.max_images):
+        with run_span(options.tracing, program), media_scope(options.options["image_max_side"], options.options["max_images"]):
             await run.main()
 
     return fed(produce, EVENT_BUFFER)

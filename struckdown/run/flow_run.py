@@ -13,7 +13,7 @@ from .wrappers.flow import FlowRun
 
 
 def _tool_results_untrusted(run: Any) -> bool:
-    return run.env.mcp is not None or any(is_readonly(t) and not is_trusted(t) for t in run.options.tools)
+    return run.env.mcp is not None or any(is_readonly(t) and not is_trusted(t) for t in run.options.options["tools"])
 
 
 def check_run_flow(run: Any) -> None:
@@ -22,10 +22,11 @@ def check_run_flow(run: Any) -> None:
     labelled = run.flow_labels
     if not labelled:
         return
-    options = run.options
+    options = run.options.options
     places: dict[Any, tuple[str, bool]] = {}
     models = []
-    fallback = tuple(options.resilience.fallback) if options.resilience is not None else ()
+    resilience = run.options.resilience
+    fallback = tuple(resilience.fallback) if resilience is not None else ()
     for plan in run.program.plans.values():  # in slot order; no slot hashed
         name = plan.settings.get("model")
         if isinstance(name, JinjaValue):
@@ -36,12 +37,12 @@ def check_run_flow(run: Any) -> None:
             key = each if each is None or isinstance(each, str) else id(each)  # a Model object: by identity
             if key not in places:
                 model = run.model_for(each) if each is None or isinstance(each, str) else each
-                places[key] = model_place(model, local=options.local_models, remote=options.remote_models)
+                places[key] = model_place(model, local=options["local_models"], remote=options["remote_models"])
             found.append(places[key])
         models.append(next((p for p in found if p[1]), found[0]))
     sinks = Sinks(
         tuple(models),
-        external_tools(options.tools, readonly=is_readonly, name=tool_name, receives=receives_of,
+        external_tools(options["tools"], readonly=is_readonly, name=tool_name, receives=receives_of,
                        mcp=run.env.mcp is not None),
         _tool_results_untrusted(run),
     )
@@ -53,7 +54,8 @@ def flow_run(run: Any) -> FlowRun | None:
     texts = private_texts(run.context, run.flow_labels) if run.flow_labels else ()
     if not texts:
         return None
-    return FlowRun(texts, run.options.local_models, run.options.remote_models)
+    options = run.options.options
+    return FlowRun(texts, tuple(options["local_models"]), tuple(options["remote_models"]))
 
 
 def answer_labels(run: Any, key: str) -> frozenset[str]:

@@ -18,7 +18,7 @@ requests still count in the run's usage ("usage that is the bill").
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -52,6 +52,20 @@ class Budget:
     output_tokens_limit: int | None = None
     total_tokens_limit: int | None = None
     max_cost: float | None = None
+
+    @classmethod
+    def for_run(cls, options: Mapping[str, Any]) -> Budget | None:
+        """A run's budget: `run_limits=` and `max_cost=` of its (merged) options."""
+        return cls.of(options.get("run_limits"), options.get("max_cost"), "run_limits")
+
+    @classmethod
+    def for_batch(cls, options: Mapping[str, Any], batch_limits: Any) -> tuple[Budget | None, dict[str, Any]]:
+        """A batch call's budget and the options each row runs with. `max_cost=` given to a
+        batch is the whole batch's, as `batch_limits=` is (SPEC §13), so the rows do not get
+        it: the one place that tells a batch's `max_cost` from a run's (local rows, `--workers`
+        and Dask alike)."""
+        rows = {k: v for k, v in options.items() if k != "max_cost"}
+        return cls.of(batch_limits, options.get("max_cost"), "batch_limits"), rows
 
     @classmethod
     def of(cls, limits: Any, max_cost: Any, what: str) -> Budget | None:

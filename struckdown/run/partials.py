@@ -193,6 +193,8 @@ class Partials:
             value = self.spec.to_value(model)
         except (ValidationError, ValueError):
             return  # not an answer yet (e.g. a required field has not started)
+        if isinstance(value, dict | list) and not value:
+            return  # `{"response": {` is no answer yet: an object shows from its first key, a list from its first item
         await self._send(value, _complete(text, value, scanner.done, scanner.closed), now)
 
     async def _final(self, text: str) -> None:

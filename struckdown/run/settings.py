@@ -10,171 +10,98 @@ continues.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..media.scope import DEFAULT_MAX_IMAGES, DEFAULT_MAX_SIDE
-from ..run_options import OPTIONS, option_value
+from ..run_options import OPTIONS, RunOptions, merged_options, option_value
+
+if TYPE_CHECKING:
+    import anyio
+
+    from ..approval.state import ResumePoint
+    from ..env_view import EnvironmentView
+    from ..models.pricing import Pricing
+    from ..observe import Tracing
+    from ..results import Usage
+    from ..tools.mcp import MCPSessions
+    from .ledger import BatchLedger, Budget
+    from .resilience_settings import Resilience
 
 RETRIES_VARIABLE = "STRUCKDOWN_MAX_RETRIES"  # resilience_settings.Resilience.of reads it for the default
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """One run's settings: the call's keywords over its Environment's defaults."""
+    """One run's settings. `options` holds every run keyword merged once: the call's over
+    the Environment's defaults over the declaration's (`run_options.merged_options`, as
+    pydantic-ai merges model settings), typed by the `RunOptions` TypedDict; the engine and
+    the slots read them there (`settings.options["tool_timeout"]`), nothing copies them.
+    The other fields are what the run makes of them once (a budget, prices, retries) and
+    what the entry path adds (a batch's account, MCP sessions, the paused run it resumes)."""
 
-    model: Any = None
-    tools: tuple[Any, ...] = ()
-    deps: Any = None
-    limits: Any = None
-    on_halt: str = "raise"
-    settings: Mapping[str, Any] | None = None
-    cache: Any = None
-    prompt_cache: bool = True  # SPEC §24: provider prompt caching (run/prompt_cache.py)
-    stop_at: str | None = None
-    strict_undefined: bool = False
+    options: RunOptions
     stream: bool = True
-    tool_timeout: float | None = None
-    max_seconds: float | None = None  # the host's ceiling for one slot's answer (`max_seconds=` lowers it)
-    max_tool_result: int | None = None  # characters of one tool result the model reads (longer: cut with a note)
-    requests: Any = None  # an anyio.CapacityLimiter shared by the requests of this run (or batch)
-    provider_batch: Any = None  # a struckdown.ProviderBatch: requests go through the provider's batch API
-    mcp: Any = None  # the MCPSessions of this run (or batch), None without MCP servers
-    approve: Any = None  # SPEC §12: who decides calls that need approval (None: the run pauses)
-    resume: Any = None  # a ResumePoint (struckdown/approval_state.py): the paused run this one continues
-    budget: Any = None  # run-wide limits (run/ledger.py Budget: run_limits= and max_cost=), or None
-    pricing: Any = None  # prices for Usage.cost (pricing.Pricing), or None: genai-prices only
-    tool_limits: Mapping[str, int] | None = None  # the host's per-tool call ceilings (per slot)
-    batch: Any = None  # the batch's shared account (run/ledger.py BatchLedger) for a batch row
-    tracing: Any = None  # observe.Tracing (instrument=), or None
-    image_max_side: int | None = DEFAULT_MAX_SIDE  # larger images are shrunk (None: sent as they are)
-    max_images: int | None = DEFAULT_MAX_IMAGES  # per request (None: no limit)
-    resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
+    requests: anyio.CapacityLimiter | None = None  # shared by the requests of this run (or batch)
+    budget: Budget | None = None  # run-wide limits (run_limits= and max_cost=)
+    pricing: Pricing | None = None  # prices for Usage.cost (prices=), or None: genai-prices only
+    tool_limits: Mapping[str, int] | None = None  # the host's per-tool call ceilings (per slot), checked
+    tracing: Tracing | None = None  # instrument=
+    resilience: Resilience | None = None  # retries, fallback, on_truncate (None: the defaults)
     recorded: Callable[[], Mapping[str, Any]] | None = None  # the plain options a paused state records (made at a pause)
-    spent: Any = None  # a resumed run: the Usage its earlier part spent (counts against run_limits and max_cost)
-    journal: Any = None  # SPEC §25: the effect journal's path (run/effects.py), or None
-    rerun_from: str | None = None  # SPEC §25: this slot and every slot after it run again (run/rerun.py)
-    private: tuple[str, ...] = ()  # SPEC §33: context names labelled private (struckdown/flow.py)
-    untrusted: tuple[str, ...] = ()  # SPEC §33: context names labelled untrusted
-    local_models: tuple[str, ...] = ()  # SPEC §33: models or base URLs the host counts as local
-    remote_models: tuple[str, ...] = ()  # SPEC §33: … as remote
+    # what the entry path adds
+    provider_batch: Any = None  # a batch/provider.ProviderBatch (a layer above run/): requests through the batch API
+    mcp: MCPSessions | None = None  # the MCP sessions of this run (or batch), None without MCP servers
+    batch: BatchLedger | None = None  # the batch's shared account, for a batch row
+    resume: ResumePoint | None = None  # the paused run this one continues
+    spent: Usage | None = None  # a resumed run: what its earlier part spent (counts against run_limits and max_cost)
 
 
-def build_settings(environment: Any, options: Mapping[str, Any], *, stream: bool, **path: Any) -> RunSettings:
-    """The call's options over the Environment's defaults, as the engine takes them
-    (`path`: what the entry path adds, `_build`'s keywords: requests, mcp, provider_batch,
-    batch, resume).
-
-    A call whose options (and the Environment's defaults) are all held as they are, with
-    nothing of its own from the path, gets the settings of the last such call when every
-    option is the same object: a RunSettings is read-only, as the rows of a batch share theirs."""
-    plain = all(value is None for value in path.values())
-    if plain and _held_as_is(options) and _held_as_is(environment.defaults):
-        # the default number of retries is read from the environment variable per call
-        key = (stream, tuple(options.items()), tuple(environment.defaults.items()), os.environ.get(RETRIES_VARIABLE))
-        last = getattr(environment, "_struckdown_last_settings", None)
-        if last is not None and _same(last[0], key):
-            return last[1]  # type: ignore[no-any-return]
-        made = _build(environment, options, stream=stream)
-        environment._struckdown_last_settings = (key, made)
-        return made
-    return _build(environment, options, stream=stream, **path)
-
-
-#: Options a RunSettings holds as the caller gave them (or turns into new immutable values, or
-#: remembers per object): the others (a tool list, fallback models, tool limits, MCP servers,
-#: a request cap, budgets) are rebuilt per call, so a list changed in place between calls counts.
-#: `deps=`, `approve=` and `on_retry=` are left out too: the kept settings would keep the
-#: caller's objects alive after their call.
-_AS_IS = frozenset({
-    "model", "limits", "on_halt", "settings", "cache", "prompt_cache", "stop_at", "strict_undefined",
-    "tool_timeout", "max_seconds", "max_tool_result", "prices", "instrument", "image_max_side",
-    "max_images", "retries", "retry_base_delay", "retry_max_delay", "on_truncate", "journal", "rerun_from",
-    "private", "untrusted", "local_models", "remote_models",
-})
-
-
-def _held_as_is(options: Mapping[str, Any]) -> bool:
-    return all(name in _AS_IS for name in options)
-
-
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Same stream flag, and the same option names bound to the very same objects."""
-    if a[0] != b[0] or a[3] != b[3] or len(a[1]) != len(b[1]) or len(a[2]) != len(b[2]):
-        return False
-    return all(x[0] == y[0] and x[1] is y[1] for x, y in zip((*a[1], *a[2]), (*b[1], *b[2])))
-
-
-def _build(
-    environment: Any,
+def build_settings(
+    environment: EnvironmentView,
     options: Mapping[str, Any],
     *,
     stream: bool,
-    requests: Any = None,
-    mcp: Any = None,
+    requests: anyio.CapacityLimiter | None = None,
+    mcp: MCPSessions | None = None,
     provider_batch: Any = None,
-    batch: Any = None,
-    resume: Any = None,
+    batch: BatchLedger | None = None,
+    resume: ResumePoint | None = None,
 ) -> RunSettings:
+    """The call's options over the Environment's defaults, as the engine takes them (the
+    keywords: what the entry path adds). Every entry path calls it, once per run (a batch:
+    once for all its rows, which share their settings: a RunSettings is read-only)."""
     from ..models.pricing import Pricing
     from ..observe import tracing_for
-    from .attempts import Resilience
     from .budgets import check_tool_limits
     from .ledger import Budget
+    from .resilience_settings import Resilience
 
-    defaults = environment.defaults
-
-    def value(name: str) -> Any:
-        return option_value(name, options, defaults)
-
-    prices, instrument = value("prices"), value("instrument")
-    spent = spent_before(resume) if resume is not None else None
+    merged = merged_options(options, environment.defaults)
+    prices, instrument = merged["prices"], merged["instrument"]
     return RunSettings(
-        model=value("model"),
-        tools=tuple(value("tools")),
-        deps=value("deps"),
-        limits=value("limits"),
-        on_halt=value("on_halt"),
-        settings=value("settings"),
-        cache=value("cache"),
-        prompt_cache=bool(value("prompt_cache")),
-        stop_at=value("stop_at"),
-        strict_undefined=bool(value("strict_undefined")),
+        options=merged,
         stream=stream,
-        tool_timeout=value("tool_timeout"),
-        max_seconds=value("max_seconds"),
-        max_tool_result=value("max_tool_result"),
-        requests=requests if requests is not None else request_limiter(value("max_requests")),
+        requests=requests if requests is not None else request_limiter(merged["max_requests"]),
+        budget=Budget.for_run(merged),
+        pricing=_remembered(environment, "_struckdown_pricing", prices, Pricing) if prices else None,
+        tool_limits=check_tool_limits(merged["tool_limits"]),
+        tracing=_remembered(environment, "_struckdown_tracing", instrument, tracing_for) if instrument else None,
+        resilience=Resilience.of(
+            merged["retries"], merged["retry_base_delay"], merged["retry_max_delay"], merged["fallback"],
+            merged["on_truncate"], merged["on_retry"],
+        ),
+        recorded=partial(recorded_options, options, environment.defaults),
         provider_batch=provider_batch,
         mcp=mcp,
-        approve=value("approve"),
-        resume=resume,
-        budget=Budget.of(value("run_limits"), value("max_cost"), "run_limits"),
-        pricing=_remembered(environment, "_struckdown_pricing", prices, Pricing) if prices else None,
-        tool_limits=check_tool_limits(value("tool_limits")),
         batch=batch,
-        tracing=_remembered(environment, "_struckdown_tracing", instrument, tracing_for) if instrument else None,
-        image_max_side=value("image_max_side"),
-        max_images=value("max_images"),
-        resilience=Resilience.of(
-            value("retries"), value("retry_base_delay"), value("retry_max_delay"), value("fallback"),
-            value("on_truncate"), value("on_retry"),
-        ),
-        recorded=partial(recorded_options, options, defaults),
-        spent=spent,
-        journal=value("journal"),
-        rerun_from=value("rerun_from"),
-        private=tuple(value("private") or ()),
-        untrusted=tuple(value("untrusted") or ()),
-        local_models=tuple(value("local_models") or ()),
-        remote_models=tuple(value("remote_models") or ()),
+        resume=resume,
+        spent=spent_before(resume) if resume is not None else None,
     )
 
 
-def spent_before(point: Any) -> Any:
+def spent_before(point: ResumePoint) -> Usage:
     """What a paused run spent before its pause: its finished slots and its paused ones."""
     from ..results import Usage
 

@@ -42,35 +42,72 @@ from .wrappers.cached import CURRENT_CACHE_RUN, CacheRun, store_answer
 
 if TYPE_CHECKING:
     from ..env_view import EnvironmentView
+    from .settings import RunSettings
 
 @dataclass
 class SlotEnv:
-    """What a slot needs from its run (everything the caller passed reaches here)."""
+    """What a slot needs from its run (everything the caller passed reaches here): the run's
+    settings as they are (`run`: the merged options, read, not copied) and what the run made."""
 
     emit: Callable[[Any], Awaitable[None]]
     join_guards: Callable[[], Awaitable[None]]
     resolve_model: Callable[[str | None], Any]
     toolbox: ToolBox
-    deps: Any
-    limits: Any  # the caller's ceiling (pydantic_ai UsageLimits or None)
-    settings: Mapping[str, Any] | None
-    stream: bool
+    run: RunSettings
     environment: EnvironmentView
-    tool_timeout: float | None = None  # the host's ceiling for one tool call
-    max_seconds: float | None = None  # the host's ceiling for one slot's answer (`max_seconds=` lowers it)
-    max_tool_result: int | None = None  # characters of one tool result the model reads (the host's)
     capabilities: tuple[Any, ...] = ()  # per-run pydantic-ai capabilities (the guard join before a model call)
     cache: Any = None  # a resolved response cache (aget/aput) or None
-    mcp: Any = None  # the run's MCPSessions (struckdown.mcp_tools), None without MCP servers
     streaming_now: set[str] = field(default_factory=set)
     approval: Any = None  # the run's ApprovalRun (run/approval.py): who decides calls that need approval
     ledger: Any = None  # the run's usage ledger (run/ledger.py): every request metered, priced, limited
-    tool_limits: Mapping[str, int] = field(default_factory=dict)  # the host's per-tool call ceilings
-    tracing: Any = None  # struckdown spans (observe.py), or None
-    resilience: Any = None  # run/resilience.Resilience: retries, fallback, on_truncate (None: defaults)
     resolve_fallback: Callable[..., Any] = lambda model, **_: model  # a fallback model (or its name) → a Model
     prompt_cache: Any = None  # run/prompt_cache.PromptCachePlan: what requests ask the provider to cache
     effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
+
+    # the run's options, as the slot reads them
+    @property
+    def deps(self) -> Any:
+        return self.run.options["deps"]
+
+    @property
+    def limits(self) -> Any:  # the caller's ceiling (pydantic_ai UsageLimits or None)
+        return self.run.options["limits"]
+
+    @property
+    def settings(self) -> Mapping[str, Any] | None:
+        return self.run.options["settings"]
+
+    @property
+    def stream(self) -> bool:
+        return self.run.stream
+
+    @property
+    def tool_timeout(self) -> float | None:  # the host's ceiling for one tool call
+        return self.run.options["tool_timeout"]
+
+    @property
+    def max_seconds(self) -> float | None:  # the host's ceiling for one slot's answer (`max_seconds=` lowers it)
+        return self.run.options["max_seconds"]
+
+    @property
+    def max_tool_result(self) -> int | None:  # characters of one tool result the model reads (the host's)
+        return self.run.options["max_tool_result"]
+
+    @property
+    def mcp(self) -> Any:  # the run's MCPSessions, None without MCP servers
+        return self.run.mcp
+
+    @property
+    def tool_limits(self) -> Mapping[str, int]:  # the host's per-tool call ceilings
+        return self.run.tool_limits or {}
+
+    @property
+    def tracing(self) -> Any:  # struckdown spans (observe.py), or None
+        return self.run.tracing
+
+    @property
+    def resilience(self) -> Any:  # retries, fallback, on_truncate (None: defaults)
+        return self.run.resilience
 
 
 @dataclass(frozen=True)
@@ -94,18 +131,12 @@ def evaluate_option(renderer: Renderer, expression: str, variables: Mapping[str,
         ) from exc
 
 
-_STATIC: dict[int, tuple[SlotPlan, Resolved]] = {}  # id(plan) → (the plan, pinned; its options as they are)
-
-
 def resolve_plan(plan: SlotPlan, variables: Mapping[str, Any], renderer: Renderer) -> Resolved:
-    if not plan.dynamic:  # nothing to evaluate: the same Resolved every run
-        held = _STATIC.get(id(plan))
-        if held is not None and held[0] is plan:
-            return held[1]
-        static = Resolved(tuple(str(p) for p in plan.positional), plan.type_options, plan.settings, plan.control)
-        if len(_STATIC) >= 4096:
-            _STATIC.clear()
-        _STATIC[id(plan)] = (plan, static)
+    if not plan.dynamic:  # nothing to evaluate: the same Resolved every run, kept by the plan
+        static: Resolved | None = plan.memo.get("resolved")
+        if static is None:
+            static = Resolved(tuple(str(p) for p in plan.positional), plan.type_options, plan.settings, plan.control)
+            plan.memo["resolved"] = static
         return static
 
     def value(v: Any) -> Any:

@@ -1,8 +1,10 @@
 """Parsed templates kept on disk, so `sd run` of a template it has parsed before imports
 no lark (SPEC §28: lark's import and its parser's first use were a twentieth of the command).
 
-Only the commands turn it on, around the parse of the template they load (`kept_in`,
-from cli/loading.py); the library parses as before. A parsed `Template` is pure data
+An Environment keeps parsed templates there only when it is given a store, as Jinja's
+`Environment(bytecode_cache=…)` is given its cache: `Environment(template_cache=
+TemplateStore(directory))`. The commands give theirs one in the cache folder
+(cli/loading.py `command_environment`); the library parses as before. A parsed `Template` is pure data
 (frozen dataclasses of syntax/nodes.py holding text, numbers and positions), stored as
 JSON: `{"@": class name, field: value, …}`, a tuple as `{"()": […]}`. Reading builds
 only those classes, so a file someone else wrote can at worst change the template (as
@@ -25,9 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,6 @@ from .nodes import Template
 
 MAX_ENTRIES = 500
 _SUFFIX = ".json"
-
-#: where parsed templates are kept; None (the library's default): nowhere
-_directory: ContextVar[Path | None] = ContextVar("struckdown_stored_templates", default=None)
 
 #: every class a stored template may hold, by name
 _CLASSES: dict[str, type[Any]] = {
@@ -52,25 +50,27 @@ class _Unstorable(Exception):
     """A value outside what the JSON form holds exactly."""
 
 
-@contextmanager
-def kept_in(directory: Path | None) -> Iterator[None]:
-    """Parses inside keep parsed templates in `directory` (None: nowhere)."""
-    token = _directory.set(directory)
-    try:
-        yield
-    finally:
-        _directory.reset(token)
+@dataclass(frozen=True)
+class TemplateStore:
+    """Parsed templates kept as files in `directory` (an Environment's `template_cache=`)."""
+
+    directory: Path
+
+    def parse(self, source: str, *, template_path: str | None, include_paths: Sequence[str]) -> Template:
+        """`parse_template`, read from the store when it was parsed before (and kept after)."""
+        return parse(source, template_path=template_path, include_paths=include_paths, directory=self.directory)
 
 
-def parse(source: str, *, template_path: str | None, include_paths: Sequence[str]) -> Template:
-    """`parse_template`, through the store when one is enabled."""
+def parse(
+    source: str, *, template_path: str | None, include_paths: Sequence[str], directory: Path | None = None
+) -> Template:
+    """`parse_template`, through the files in `directory` when one is given."""
     from .parser import parse_template
 
-    directory = _directory.get()
     if directory is None:
         return parse_template(source, template_path=template_path, include_paths=include_paths)
     try:
-        file = directory / (_key(source, template_path, include_paths) + _SUFFIX)
+        file = Path(directory) / (_key(source, template_path, include_paths) + _SUFFIX)
     except OSError:  # a module or the grammar cannot be stat'ed: no store
         return parse_template(source, template_path=template_path, include_paths=include_paths)
     template = _load(file)

@@ -57,9 +57,9 @@ def test_peak_memory_does_not_grow_with_the_rows(tmp_path: Path, monkeypatch: py
     kilobyte per row. The batch's own full collection comes every 20 rows here (500
     in real batches), so the garbage of finished rows is bounded at this size too.
     (That no Result of a model slot is kept is test_batch_stream.py's.)"""
-    from struckdown.cli import batch
+    from struckdown import heap
 
-    monkeypatch.setattr(batch, "GC_EVERY_ROWS", 20)
+    monkeypatch.setattr(heap, "COLLECT_EVERY_ROWS", 20)
     batch_peak(tmp_path, 4)  # warm: imports, parse caches
     small = batch_peak(tmp_path, 20)
     big = batch_peak(tmp_path, 200)
@@ -174,7 +174,7 @@ def test_rows_run_with_a_raised_young_collection_threshold_restored_after(
     """While the rows run the collector's first threshold is `ROWS_GC_THRESHOLD` (young
     collections walk every row in flight); after the batch, ended well or by an error,
     the thresholds are the caller's again."""
-    from struckdown.cli.batch_runners import ROWS_GC_THRESHOLD
+    from struckdown.heap import ROWS_THRESHOLD as ROWS_GC_THRESHOLD
 
     seen: list[tuple[int, int, int]] = []
 

@@ -137,3 +137,24 @@ def test_workers_take_the_run_flags_they_used_to_refuse(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     rows = read_jsonl(out)
     assert [row["answer"] for row in rows] == [f"answer {i}" for i in range(6)]
+
+
+def test_workers_refuse_a_max_cost_they_cannot_price_before_any_row(tmp_path: Path) -> None:
+    """Issue 48 item 2: `sd batch --workers 2 --max-cost 100` with no prices ran rows until
+    "4 responses could not be priced"; like the local engine it is refused before any call."""
+    template = tmp_path / "t.sd"
+    template.write_text("Row {{ id }} [[answer]]\n", encoding="utf-8")
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(6)), encoding="utf-8")
+    out, calls = tmp_path / "out.jsonl", tmp_path / "calls"
+    env = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH")])),
+        "SD_TEST_CALLS": str(calls), "STRUCKDOWN_CACHE_DIR": str(tmp_path / "cache"),
+    }  # fmt: skip
+    done = sd_batch([str(template), str(inputs), "-o", str(out), "--model", MODEL, "--workers", "2",
+                     "--max-cost", "100"], env)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", (
+        "error: --max-cost is set but the price of model 'dask-rows' is unknown, so the budget cannot be enforced; "
+        "give it with prices={'dask-rows': {'input': USD, 'output': USD}} (USD per million tokens; CLI --prices FILE)\n"
+    ))  # fmt: skip
+    assert not calls.exists() and not out.exists()

@@ -146,3 +146,46 @@ def test_a_failed_run_on_a_terminal_shows_what_it_spent(
     assert result.exit_code == 1
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", result.stdout)
     assert "failed · 1 answer · 2 requests" in plain and "Line object" not in plain
+
+
+UNPRICED_TEST = (
+    "error: --max-cost is set but the price of model 'test' is unknown, so the budget cannot be enforced; "
+    "give it with prices={'test': {'input': USD, 'output': USD}} (USD per million tokens; CLI --prices FILE)\n"
+)
+
+
+@pytest.mark.parametrize("engine", [[], ["--workers", "2"], ["--engine", "dask"]])
+def test_batch_max_cost_with_an_unpriced_model_is_refused_before_any_row_on_every_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: list[str]
+) -> None:
+    """Issue 48 item 2, SPEC §13: `--workers 2 --max-cost 100 --model test` with no prices ran rows
+    until "4 responses could not be priced"; the local engine refuses it before any call, and so
+    does the Dask one now, before its cluster starts."""
+    import struckdown.distributed as distributed
+
+    class NoCluster:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise AssertionError("a cluster started for a batch that cannot be priced")
+
+    monkeypatch.setattr(distributed, "DaskExecutor", NoCluster)
+    template = write(tmp_path / "t.sd", "Say hi to {{ name }}.\n\n[[greeting]]\n")
+    rows = write(tmp_path / "rows.csv", "name\na\nb\nc\n")
+    out = tmp_path / "out.jsonl"
+    done = sd("batch", template, rows, "-o", out, "--max-cost", "100", "--model", "test", *engine)
+    assert (done.exit_code, done.output) == (1, UNPRICED_TEST)
+    assert not out.exists()
+
+
+def test_a_batch_refused_before_its_rows_closes_its_journal(tmp_path: Path) -> None:
+    """A batch refused after its journal opened (an unpriced model, a model that cannot be used)
+    left the journal's file open in the process."""
+    import os
+
+    def open_files() -> list[str]:
+        return [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}")]
+
+    template = write(tmp_path / "t.sd", "Say hi to {{ name }}.\n\n[[greeting]]\n")
+    rows = write(tmp_path / "rows.csv", "name\na\n")
+    for argv in (["--max-cost", "100", "--model", "test", "--workers", "2"], ["--model", "issue48_nomod:factory"]):
+        assert sd("batch", template, rows, "-o", tmp_path / "out.jsonl", *argv).exit_code == 1
+        assert [f for f in open_files() if f.startswith(str(tmp_path))] == []

@@ -32,7 +32,10 @@ main()
 #: (site hooks of the venv) and nothing else.
 BASE = {"_distutils_hack", "_sysconfigdata__linux_x86_64-linux-gnu"}
 
-HELP_MODULES = {"struckdown", "struckdown.cli", "struckdown.cli.fast.help", "struckdown.cli.fast.help_pages"}
+HELP_MODULES = {
+    "struckdown", "struckdown._version", "struckdown.cli", "struckdown.cli.fast", "struckdown.cli.fast.help",
+    "struckdown.cli.fast.help_pages",
+}
 
 #: `sd check` of free-text slots: the parser (lark) and nothing else. Its flags are read
 #: without typer (cli/fast/check.py), free-text specs are built without pydantic
@@ -93,6 +96,19 @@ def test_sd_check_imports_only_the_parser(tmp_path: Path) -> None:
     modules, _ = modules_of(tmp_path, "check", str(template))
     assert grown(modules, CHECK_PACKAGES) == set(), "sd check imports more than its list"
     assert not {"pydantic_ai", "pydantic", "typer", "jinja2", "regex"} & third_party(modules)
+
+
+def test_sd_check_of_a_typed_slot_imports_no_pydantic_and_reads_the_kept_parse(tmp_path: Path) -> None:
+    """A realistic template (a context variable, a `bool` slot): its spec cannot fail, so it is
+    built at its first use (plan.py), not to check it; the second check reads the template the
+    first one kept (the command's Environment is given a template cache: syntax/stored.py)."""
+    template = tmp_path / "two.sd"
+    template.write_text("Say hi to {{ name }}.\n\n[[greeting]]\n\nIs {{ name }} common?\n\n[[bool:common]]\n")
+    first, _ = modules_of(tmp_path, "check", str(template))
+    assert third_party(first) == {"lark", "struckdown"}
+    again, _ = modules_of(tmp_path, "check", str(template))
+    assert third_party(again) == {"struckdown"}
+    assert len(list((tmp_path / "cache" / "templates").glob("*.json"))) == 1
 
 
 def test_sd_run_with_the_test_model_imports_no_optional_part(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 import struckdown as sd
 from cli_support import sd as sd_cli
 from struckdown.cli.options import RUN_COMMAND_FLAGS, RUN_FLAGS
-from struckdown.run_options import OPTIONS
+from struckdown.run_options import DECLARED, OPTIONS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -24,11 +24,12 @@ def _spellings(flag: Any) -> set[str]:
 
 
 def test_the_flag_table_and_the_option_rows_agree() -> None:
+    """Every row (the run keywords and the batch calls' own) and every flag name each other."""
     for name, flag in RUN_FLAGS.items():
         declared = _spellings(flag)
-        assert flag.option in OPTIONS, name
-        assert set(OPTIONS[flag.option].flags) & set(declared), f"{name}: {flag.option}.flags names none of {declared}"
-    for option in OPTIONS.values():
+        assert flag.option in DECLARED, name
+        assert set(DECLARED[flag.option].flags) & set(declared), f"{name}: {flag.option}.flags names none of {declared}"
+    for option in DECLARED.values():
         for spelled in option.flags:
             assert any(spelled in _spellings(f) for f in RUN_FLAGS.values()), spelled
 
@@ -72,6 +73,14 @@ ELSEWHERE = {
     "tools": "tests/cli/test_cli.py (--tools files)",
     "mcp_config": "tests/mcp/test_mcp_cli.py (--mcp-config)",
     "otel": "tests/run/test_observability.py (needs struckdown[otel])",
+    # the batch keywords' flags (sd batch's own; tests/run/test_batch_keywords.py holds them to the rows)
+    "jobs": "tests/cli/test_cli_batch.py (-j)",
+    "workers": "tests/cli/test_batch_workers.py (--workers)",
+    "engine": "tests/cli/test_batch_workers.py, tests/cli/test_cli_batch.py (--engine)",
+    "address": "tests/run/test_dask.py, tests/cli/test_durable_workers.py (--address)",
+    "provider_batch": "tests/cli/test_cli_provider_batch.py (--provider-batch)",
+    "batch_wait": "tests/cli/test_cli_provider_batch.py (--batch-wait)",
+    "batch_size": "tests/cli/test_cli_provider_batch.py (--batch-size)",
 }
 
 
@@ -143,8 +152,8 @@ def test_sd_resume_runs_with_the_paused_runs_options_and_its_own_flags(
     resumed = sd_cli("resume", state, "--trust-state", "--approve", "reply.1", "--retries", "1", "--max-cost", "3", "--prices", prices)
     assert resumed.exit_code == 0, resumed.output
     (settings,) = built
-    assert settings.settings == {"max_tokens": 77} and settings.cache is False  # the state's
-    assert (settings.tool_timeout, settings.resilience.on_truncate) == (9.0, "error")
+    assert settings.options["settings"] == {"max_tokens": 77} and settings.options["cache"] is False  # the state's
+    assert (settings.options["tool_timeout"], settings.resilience.on_truncate) == (9.0, "error")
     assert settings.resilience.retries == 1 and settings.budget.max_cost == 3  # the flags'
 
 

@@ -1,5 +1,5 @@
 """`sd run` pauses the cyclic garbage collector while it starts up and freezes the
-start-up heap at the run's first event (struckdown/cli/fast/start_up.py, SPEC §28)."""
+start-up heap at the run's first event (struckdown/heap.py, SPEC §28)."""
 
 from __future__ import annotations
 

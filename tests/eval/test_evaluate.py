@@ -237,7 +237,7 @@ def test_baseline_counts_regressed_and_fixed_with_mcnemar() -> None:
     report = sd.evaluate(template, [{"name": n, "context": {"name": n}, "expect": {"answer": "ok"}} for n in names]
                          + [{"name": "fresh", "context": {"name": "fresh"}, "expect": {"answer": "ok"}}],
                          model=model, baseline=old)
-    assert report.baseline.line() == "2 regressed, 5 fixed, p = 0.45"
+    assert report.baseline.line() == "2 regressed, 5 fixed, 1 new (not in the baseline), p = 0.45"
     assert report.baseline.changes[("c0", "m")] == "regressed"
     assert report.baseline.changes[("c2", "m")] == "unchanged"
     assert report.baseline.changes[("c3", "m")] == "fixed"
@@ -414,3 +414,39 @@ def test_the_models_of_the_matrix_run_beside_each_other() -> None:
     report = sd.evaluate("Go [[answer]]", [{"name": "c", "expect": {"answer": "ok"}}],
                          models={"a": a.model(), "b": b.model()}, concurrency=2)
     assert [(c.model, c.passed) for c in report.cases] == [("a", 1), ("b", 1)]
+
+
+def test_a_judge_that_fails_fails_its_check_and_the_report_is_still_made() -> None:
+    """Issue 48 item 5: a judge model's failure ended the whole eval, naming the judge
+    template's slot `passes`; now it is that check's failure, and every other case reports."""
+
+    def down(call: Call) -> Any:
+        raise RuntimeError("judge backend down")
+
+    cases = [
+        case("kind", "x", reply={"judge": "polite", "model": "grader"}),
+        case("brief", "y", reply={"length": {"max": 50}}),
+    ]
+    model = Script(lambda call: "Thank you!")
+    report = sd.evaluate("Reply to {{ message }} [[reply]]", cases, model=model.model("m"),
+                         judge_models={"grader": Script(down).model("grader")})  # fmt: skip
+    assert [(o.case, o.assertions, o.error) for o in report.outcomes] == [
+        ("kind", {"reply": "the judge (grader) failed: RuntimeError: judge backend down"}, None),
+        ("brief", {"reply": None}, None),
+    ]
+    assert "passes" not in report.to_json()
+
+
+def test_a_baseline_saved_under_another_model_name_says_nothing_matched() -> None:
+    """Issue 48 item 6: every case was unmatched (`new` only in the JSON) and the line said
+    "0 regressed, 0 fixed"; it says there is nothing to compare, naming both runs' models."""
+    cases = [{"name": n, "expect": {"answer": "ok"}} for n in ("a", "b")]
+    old = json.loads(sd.evaluate("[[answer]]", cases, model=Script(lambda call: "ok").model("old-model")).to_json())
+    report = sd.evaluate("[[answer]]", cases, model=Script(lambda call: "no").model("m"), baseline=old)
+    assert report.baseline.line() == (
+        "nothing to compare: no case of this run is in the baseline (its models: old-model; this run's: m)"
+    )
+    assert json.loads(report.to_json())["baseline"] == {
+        "regressed": 0, "fixed": 0, "new": 2, "p_value": 1.0,
+        "cases": [{"name": "a", "model": "m", "change": "new"}, {"name": "b", "model": "m", "change": "new"}],
+    }  # fmt: skip

@@ -24,9 +24,12 @@ TEMPLATES = sorted(
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Path]:
-    directory = tmp_path / "templates"
-    with stored.kept_in(directory):
-        yield directory
+    yield tmp_path / "templates"
+
+
+def kept(directory: Path) -> sd.Environment:
+    """An Environment that keeps parsed templates in `directory` (injected, as Jinja's bytecode_cache=)."""
+    return sd.Environment(template_cache=stored.TemplateStore(directory))
 
 
 @pytest.fixture
@@ -59,14 +62,14 @@ def test_every_template_reads_back_exactly(path: Path) -> None:
 def test_a_template_parsed_once_is_read_from_disk_after(store: Path, parses: list[str], tmp_path: Path) -> None:
     path = tmp_path / "t.sd"
     source = "Say hi to {{ name }}.\n\n[[pick:colour|red,green]] [[int:n|min=1]]\n"
-    first = sd.Environment().parse(source, template_path=str(path))
+    first = kept(store).parse(source, template_path=str(path))
     assert parses == [source] and len(list(store.glob("*.json"))) == 1
-    second = sd.Environment().parse(source, template_path=str(path))
+    second = kept(store).parse(source, template_path=str(path))
     assert parses == [source]  # not parsed again
     assert second.template == first.template and second.keys == ("colour", "n")
     assert stored.encode(second.template) == stored.encode(first.template)
-    sd.Environment().parse(source + "[[more]]\n", template_path=str(path))
-    sd.Environment().parse(source, template_path=str(tmp_path / "other.sd"))  # positions name the file
+    kept(store).parse(source + "[[more]]\n", template_path=str(path))
+    kept(store).parse(source, template_path=str(tmp_path / "other.sd"))  # positions name the file
     assert len(parses) == 3 and len(list(store.glob("*.json"))) == 3
 
 
@@ -76,9 +79,9 @@ def test_a_template_with_includes_is_not_stored(store: Path, parses: list[str], 
     (tmp_path / "lib" / "part.sd").write_text("Be brief. [[a]]\n")
     main = tmp_path / "main.sd"
     source = '<include src="part.sd"/>\n[[b]]\n'
-    assert sd.Environment().parse(source, template_path=str(main), include_paths=[str(tmp_path / "lib")]).keys == ("a", "b")
+    assert kept(store).parse(source, template_path=str(main), include_paths=[str(tmp_path / "lib")]).keys == ("a", "b")
     (tmp_path / "part.sd").write_text("Be brief. [[c]]\n")  # beside the template: found first now
-    assert sd.Environment().parse(source, template_path=str(main), include_paths=[str(tmp_path / "lib")]).keys == ("c", "b")
+    assert kept(store).parse(source, template_path=str(main), include_paths=[str(tmp_path / "lib")]).keys == ("c", "b")
     assert len(parses) == 4 and not store.exists()
 
 
@@ -89,11 +92,11 @@ def test_a_template_with_includes_is_not_stored(store: Path, parses: list[str], 
 )
 def test_a_bad_file_is_a_miss_and_is_replaced(store: Path, parses: list[str], tmp_path: Path, content: bytes) -> None:
     source = "A [[a]]\n"
-    sd.Environment().parse(source, template_path="t.sd")
+    kept(store).parse(source, template_path="t.sd")
     (file,) = store.glob("*.json")
     good = file.read_bytes()
     file.write_bytes(content)
-    assert sd.Environment().parse(source, template_path="t.sd").keys == ("a",)
+    assert kept(store).parse(source, template_path="t.sd").keys == ("a",)
     assert len(parses) == 2 and file.read_bytes() == good
 
 
@@ -111,7 +114,7 @@ def test_only_values_of_a_parsed_template_are_stored() -> None:
 def test_a_failed_parse_is_not_stored(store: Path, tmp_path: Path) -> None:
     for _ in range(2):
         with pytest.raises(sd.TemplateSyntaxError) as error:
-            sd.Environment().parse("A [[a\n", template_path="t.sd")
+            kept(store).parse("A [[a\n", template_path="t.sd")
         assert str(error.value).startswith("t.sd:1:6: unexpected line break in slot")
     assert not store.exists() or list(store.glob("*.json")) == []
 
@@ -119,12 +122,12 @@ def test_a_failed_parse_is_not_stored(store: Path, tmp_path: Path) -> None:
 def test_the_least_recently_used_entries_go(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stored, "MAX_ENTRIES", 3)
     for n in range(3):
-        sd.Environment().parse(f"A{n} [[a]]\n", template_path="t.sd")
+        kept(store).parse(f"A{n} [[a]]\n", template_path="t.sd")
     files = {n: next(f for f in store.glob("*.json") if f"A{n} " in f.read_text()) for n in range(3)}
     for n, file in files.items():
         os.utime(file, ns=(n + 1, n + 1))
-    sd.Environment().parse("A0 [[a]]\n", template_path="t.sd")  # used: the newest now
-    sd.Environment().parse("A3 [[a]]\n", template_path="t.sd")
+    kept(store).parse("A0 [[a]]\n", template_path="t.sd")  # used: the newest now
+    kept(store).parse("A3 [[a]]\n", template_path="t.sd")
     left = sorted(f.read_text().split("A", 2)[1][:1] for f in store.glob("*.json"))
     assert left == ["0", "2", "3"]
 
@@ -132,14 +135,14 @@ def test_the_least_recently_used_entries_go(store: Path, monkeypatch: pytest.Mon
 def test_an_unwritable_store_parses_as_before(tmp_path: Path, parses: list[str]) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with stored.kept_in(blocker / "templates"):  # a folder inside a file: every write fails
-        assert sd.Environment().parse("A [[a]]\n").keys == ("a",)
-        assert sd.Environment().parse("A [[a]]\n").keys == ("a",)
+    unwritable = blocker / "templates"  # a folder inside a file: every write fails
+    assert kept(unwritable).parse("A [[a]]\n").keys == ("a",)
+    assert kept(unwritable).parse("A [[a]]\n").keys == ("a",)
     assert len(parses) == 2
 
 
 def test_the_library_keeps_nothing_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRUCKDOWN_CACHE_DIR", str(tmp_path))
-    assert stored._directory.get() is None
+    assert sd.Environment().template_cache is None and sd.default_environment().template_cache is None
     assert isinstance(sd.Environment().parse("A [[a]]\n").template, Template)
     assert list(tmp_path.iterdir()) == []

@@ -253,3 +253,33 @@ def test_a_model_that_takes_a_json_schema_gets_it_as_response_format() -> None:
     (body,) = server.bodies
     assert body["response_format"]["type"] == "json_schema" and "tools" not in body
     assert body["response_format"]["json_schema"]["schema"]["properties"]["response"]["anyOf"][0]["enum"] == ["red", "blue"]
+
+
+TEST_MODEL_REFUSED = (
+    "slot 'c': confidence=logprobs needs token logprobs, and the test model (a dry run) gives none; for a dry run "
+    "use confidence=vote:N, or run on a model that returns logprobs (docs/confidence.md)"
+)
+
+
+@pytest.mark.parametrize("slot_model", [False, True])
+def test_logprobs_on_the_test_model_is_refused_before_any_request(slot_model: bool) -> None:
+    """Issue 48 item 7: the dry run made three requests, then failed on the form of the answer.
+    The run's model, or the slot's own `model=test` (the run's another, never asked)."""
+    script = Script(lambda call: "hi")
+    template = "Hi [[a]]\n\n" + PICK.replace("]]", ", model=test]]") if slot_model else PICK
+    model: Any = script.model() if slot_model else "test"
+
+    async def run() -> list[Any]:
+        return [event async for event in sd.complete_incremental_async(template, model=model)]
+
+    (event,) = asyncio.run(run())  # no request, no slot: the error alone
+    assert (event.type, str(event.error)) == ("processing_error", TEST_MODEL_REFUSED)
+    with pytest.raises(sd.ConfigurationError) as refused:
+        sd.complete(template, model=model)
+    assert str(refused.value) == TEST_MODEL_REFUSED
+    assert script.calls == []
+
+
+def test_the_test_model_still_votes() -> None:
+    event = completed(PICK.replace("logprobs", "vote:2"), model="test")
+    assert (event.result.output, event.confidence) == ("red", 1.0)

@@ -369,3 +369,21 @@ def test_a_batch_budget_is_one_counter_for_the_whole_cluster(client: Any) -> Non
     assert (len(ran), len(stopped)) == (2, 4)  # which two is the scheduler's choice
     assert sum(r.usage.requests for r in ran) == 4
     assert all(r.scope == "batch" and r.limit == "request_limit" for r in stopped)
+
+
+def test_a_max_cost_with_an_unpriced_model_is_refused_on_the_workers_before_any_row(client: Any, tmp_path: Path) -> None:
+    """Issue 48 item 2, SPEC §13: the workers resolve the model (here a factory only they build),
+    so they check its price, before any row; with its price the same batch runs."""
+    log = tmp_path / "calls.log"
+    with pytest.raises(sd.ConfigurationError) as refused:
+        run(rows(4, log=str(log)), DaskExecutor(client=client), model_factory=FACTORY, max_cost=1.0)
+    worker, _, message = str(refused.value).partition(": ")  # a cluster you run: the worker that said so
+    assert worker in {f"on Dask worker {address}" for address in client.scheduler_info()["workers"]}
+    assert message == (
+        "max_cost is set but the price of model 'dask-rows' is unknown, so the budget cannot be enforced; "
+        "give it with prices={'dask-rows': {'input': USD, 'output': USD}} (USD per million tokens; CLI --prices FILE)"
+    )
+    assert not log.exists()  # no row ran
+    prices = {"dask-rows": {"input": 1.0, "output": 1.0}}
+    results, _ = run(rows(4, log=str(log)), DaskExecutor(client=client), model_factory=FACTORY, max_cost=1.0, prices=prices)
+    assert [dict(r) for r in results] == [{"answer": f"answer {i}", "n": i} for i in range(4)]

@@ -1,10 +1,12 @@
 """The pairwise matrix (SPEC §22): every two features together, on every entry point that takes both.
 
-The features are the `feature` column of `run_options.OPTIONS`; each has a recipe below (the
+The features are the `feature` column of `run_options.DECLARED`; each has a recipe below (the
 keywords it sets, the template text and tools it adds, and what must then be true of the
 result). A pair runs the base template plus both recipes through `complete` (no stream),
 `complete_incremental` (streamed events) and `complete_batch` (two rows); with approval it also
-pauses and resumes. A feature of the declaration without a recipe fails `test_every_feature_has_a_recipe`.
+pauses and resumes. A feature of the batch calls' own keywords (`batch_only`) pairs with every
+other feature on `complete_batch`, the one entry point that takes it. A feature of the
+declaration without a recipe fails `test_every_feature_has_a_recipe`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest
 from pydantic_ai.usage import UsageLimits
 
 import struckdown as sd
-from struckdown.run_options import OPTIONS
+from struckdown.run_options import DECLARED
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
@@ -48,6 +50,8 @@ class Ctx:
     failed_once: list[bool] = field(default_factory=list)
     mcp_url: str = ""  # the notes MCP server of the process-marked pairs
     journal: str = field(default_factory=lambda: str(Path(tempfile.mkdtemp()) / "effects.jsonl"))
+    told: list[int] = field(default_factory=list)  # the rows on_result= was called with
+    executed: list[int] = field(default_factory=list)  # the contexts the batch executor ran
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,23 @@ class Recipe:
     tools: Callable[[Ctx], list[Any]] = lambda ctx: []
     context: dict[str, Any] = field(default_factory=dict)
     check: Callable[[Any, Ctx], None] = lambda result, ctx: None
+    batch_only: bool = False  # a keyword of the batch calls only (run_options.BATCH_OPTIONS)
+
+
+class LocalRows:
+    """A `BatchExecutor` (executor=) that runs the rows in this process, on a second Environment."""
+
+    def __init__(self, ctx: Ctx) -> None:
+        self.ctx = ctx
+
+    async def run_batch(self, template: str, contexts: Any, *, concurrency: int, on_result: Any, template_path: Any,
+                        include_paths: Any, **kwargs: Any) -> list[Any]:
+        rows = list(contexts)
+        self.ctx.executed.append(len(rows))
+        return await sd.Environment().complete_batch_async(
+            template, rows, concurrency=concurrency, on_result=on_result, template_path=template_path,
+            include_paths=include_paths, **kwargs,
+        )
 
 
 def _tools(ctx: Ctx) -> list[Any]:
@@ -214,14 +235,30 @@ RECIPES: dict[str, Recipe] = {
         text="Once more. [[again]]\n", options=lambda ctx: {"journal": ctx.journal, "rerun_from": "again"},
         check=_rerun_recorded,
     ),
+    # the batch calls' own keywords
+    "batch rows": Recipe(
+        options=lambda ctx: {"concurrency": 1, "on_result": lambda index, outcome: ctx.told.append(index)},
+        check=lambda r, ctx: sorted(ctx.told) == [0, 1], batch_only=True,
+    ),
+    "executor": Recipe(options=lambda ctx: {"executor": LocalRows(ctx)}, check=lambda r, ctx: ctx.executed == [2],
+                       batch_only=True),
+    "provider_batch": Recipe(options=lambda ctx: {"provider_batch": False}, batch_only=True),  # off: the rows' own requests
+    "batch budget": Recipe(
+        options=lambda ctx: {"batch_limits": UsageLimits(request_limit=200)}, check=lambda r, ctx: r.usage.requests >= 1,
+        batch_only=True,
+    ),
 }
 FEATURES = sorted(RECIPES)
-IN_PROCESS = [f for f in FEATURES if f != "MCP tools"]
+BATCH_ONLY = [f for f in FEATURES if RECIPES[f].batch_only]
+IN_PROCESS = [f for f in FEATURES if f != "MCP tools" and f not in BATCH_ONLY]
 PAIRS = list(itertools.combinations(IN_PROCESS, 2))
+# a batch keyword with every other feature (and every other batch keyword): complete_batch takes them
+WITH_BATCH_KEYWORDS = [p for p in itertools.combinations(IN_PROCESS + BATCH_ONLY, 2) if set(p) & set(BATCH_ONLY)]
 # the README run: every pair through complete(), an eighth of them through each other entry point
-# (a different eighth each); the deep stage of .ci/run: every pair everywhere
+# (a different eighth each), every pair with a batch keyword in a batch; the deep stage of .ci/run:
+# every pair everywhere
 STREAMED = PAIRS if DEEP else PAIRS[0::8]
-BATCHED = PAIRS if DEEP else PAIRS[4::8]
+BATCHED = (PAIRS if DEEP else PAIRS[4::8]) + WITH_BATCH_KEYWORDS
 
 
 def _answer(ctx: Ctx) -> Callable[[Call], Any]:
@@ -279,7 +316,7 @@ def _check(features: tuple[str, ...], result: Any, ctx: Ctx) -> None:
 
 def test_every_feature_has_a_recipe() -> None:
     """A new option's feature is in the matrix from its first commit."""
-    declared = {option.feature for option in OPTIONS.values()}
+    declared = {option.feature for option in DECLARED.values()}
     assert declared <= set(RECIPES), f"features without a recipe: {sorted(declared - set(RECIPES))}"
 
 
@@ -301,7 +338,8 @@ def test_pair_with_streamed_events(pair: tuple[str, ...]) -> None:
 @pytest.mark.parametrize("pair", BATCHED, ids=[" + ".join(p) for p in BATCHED])
 def test_pair_in_a_batch(pair: tuple[str, ...]) -> None:
     ctx, template, context, options = _setup(pair)
-    results = sd.complete_batch(template, [context, context], concurrency=2, **options)
+    options.setdefault("concurrency", 2)
+    results = sd.complete_batch(template, [context, context], **options)
     assert len(results) == 2
     for result in results:
         assert isinstance(result, sd.Result), result

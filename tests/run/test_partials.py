@@ -278,3 +278,23 @@ def test_a_guard_trip_after_partials_retracts_them_as_halted(clock: Any) -> None
     ]
     assert [e.reason for e in events if isinstance(e, SlotRetracted)] == ["halted"]
     assert [e.value for e in events if isinstance(e, SlotPartial)] == [{"a": 1}]
+
+
+@pytest.mark.parametrize(
+    ("template", "pieces", "partials"),
+    [
+        ("Who? [[record:who]]", ['{"response": {', '"name": "Al', 'ice"}}'], [{"name": "Al"}, {"name": "Alice"}]),
+        ("Who? [[record:who]]", ['{"resp', 'onse": {"na', 'me": "Al', 'ice"}}'], [{"name": "Al"}, {"name": "Alice"}]),
+        ("Who? [[json:who]]", ['{"response": {', '"a": 1', "}}"], [{"a": 1}, {"a": 1}]),
+        ("Quote [[extract*:bits]]", ['{"response": [', '"ab', '"]}'], [["ab"], ["ab"]]),
+        ("Who? [[record:who]]", ['{"response": {', "}}"], [{}]),  # an answer that is empty shows when it ends
+    ],
+)
+def test_an_object_shows_from_its_first_key_and_a_list_from_its_first_item(
+    clock: Any, template: str, pieces: list[str], partials: list[Any]
+) -> None:
+    """Issue 48 item 3: a record's first SlotPartial was `{}` (docs/streaming.md: records show
+    from the first key)."""
+    model, _ = streaming(pieces)
+    events = events_of(template, model=model)
+    assert [e.value for e in events if isinstance(e, SlotPartial)] == partials

@@ -1,6 +1,6 @@
 """What a slot run reuses between runs (issue 38, per-slot cost) changes nothing a run sends
-or yields: the settings of a static slot, the run settings of a call whose options are the
-same objects, and the model stack's plain stream context managers."""
+or yields: the settings of a static slot, the run settings merged per call, and the model
+stack's plain stream context managers."""
 
 from __future__ import annotations
 
@@ -68,15 +68,16 @@ def test_a_reloaded_type_sends_its_new_settings(tmp_path: Any) -> None:
     assert [s["temperature"] for s in _settings(script)] == [0.1, 0.1, 0.9]
 
 
-def test_run_settings_are_reused_only_for_the_same_option_objects(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A call whose options are the very same objects gets the same RunSettings; another value,
-    a tool list (rebuilt each call) or a changed STRUCKDOWN_MAX_RETRIES gets new ones."""
-    env = sd.Environment()
+def test_run_settings_hold_the_merged_options_of_each_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call's settings merge its options over the Environment's over the declaration's
+    (nothing is kept from an earlier call): a tool list changed in place, other deps or a
+    changed STRUCKDOWN_MAX_RETRIES reach the next call."""
+    env = sd.Environment(tool_timeout=5.0, max_tool_result=9)
     model = Script(lambda call: "ok").model()
-    first = env.run_settings({"model": model}, stream=False)
-    assert env.run_settings({"model": model}, stream=False) is first
-    assert env.run_settings({"model": model}, stream=True) is not first
-    assert env.run_settings({"model": Script(lambda call: "ok").model()}, stream=False) is not first
+    first = env.run_settings({"model": model, "max_tool_result": 3}, stream=False)
+    assert first.options["model"] is model and first.options["max_tool_result"] == 3  # the call's
+    assert first.options["tool_timeout"] == 5.0 and first.options["on_truncate"] == "keep"  # the Environment's, the table's
+    assert set(first.options) == set(sd.run_options.OPTIONS)
 
     def tool(x: int) -> int:
         return x
@@ -84,15 +85,15 @@ def test_run_settings_are_reused_only_for_the_same_option_objects(monkeypatch: p
     tools = [tool]
     with_tools = env.run_settings({"model": model, "tools": tools}, stream=False)
     tools.append(tool)  # changed in place: the next call sees it
-    assert len(env.run_settings({"model": model, "tools": tools}, stream=False).tools) == 2 != len(with_tools.tools)
+    assert len(env.run_settings({"model": model, "tools": tools}, stream=False).options["tools"]) == 2
+    assert with_tools.options["tools"] is tools
     deps = object()
-    assert env.run_settings({"model": model, "deps": deps}, stream=False) is not env.run_settings(
-        {"model": model, "deps": deps}, stream=False
-    )  # the caller's deps are not kept after their call
+    assert env.run_settings({"model": model, "deps": deps}, stream=False).options["deps"] is deps
     again = env.run_settings({"model": model}, stream=False)
     monkeypatch.setenv("STRUCKDOWN_MAX_RETRIES", "7")
     changed = env.run_settings({"model": model}, stream=False)
-    assert changed is not again and changed.resilience.retries == 7 and again.resilience.retries == 3
+    assert changed.resilience is not None and again.resilience is not None
+    assert changed.resilience.retries == 7 and again.resilience.retries == 3
 
 
 def test_the_wrappers_stream_through_their_own_request_stream() -> None:

@@ -7,7 +7,8 @@ writes `help_pages.py`) and printed from there when the command line is exactly
 78 columns there). Anything else goes through typer as before.
 tests/cli/test_fast_help.py compares every stored page with the one typer prints, so
 a flag added without regenerating the pages fails the unit tests. `--write` also writes
-`run_params.py`, the table `sd run`'s fast path reads its flags from (fast/run.py).
+`run_params.py`, the table the start-up paths of `sd run` and `sd check` read their flags
+from (fast/run.py).
 
 This module imports only `os` and `sys` (already loaded by the interpreter).
 """
