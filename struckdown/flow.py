@@ -102,7 +102,7 @@ def _walk(program: Program, labelled: Mapping[str, frozenset[str]],
             reads = node_reads(node, renderer)
             if isinstance(node, Action):
                 reads = reads | action_refs(node)
-            for name in reads:
+            for name in sorted(reads) if len(reads) > 1 else reads:  # a set: sorted, so errors name the same origin
                 found = taint_of.get(name)
                 if found:
                     for origin, chain in found.items():

@@ -115,10 +115,11 @@ def flow_lines(path: Path, flow: FlowArgs, tools: Sequence[object], include_path
     """`path:line:col: error: …` for every refusal of SPEC §33 (none without labels)."""
     if not flow.private and not flow.untrusted:
         return []
-    from ..environment import Environment
+    from ..environment import default_environment
     from ..flow import template_refusals
 
-    program = Environment().parse(read_template(path), template_path=path, include_paths=include_paths)
+    # the Program the lint just made (the default Environment's cache): not parsed again
+    program = default_environment().parse(read_template(path), template_path=path, include_paths=include_paths)
     found = template_refusals(
         program, private=flow.private, untrusted=flow.untrusted, model=flow.model, tools=tools, mcp=mcp,
         local_models=flow.local_models, remote_models=flow.remote_models,
