@@ -51,7 +51,7 @@ from .approval.calls import ApprovalRun, SegmentPaused, SlotPaused
 from .confidence import check_logprob_models, check_votes
 from .conversation import Conversation, Layers, user_turn
 from .durable.rerun import Reruns, check_rerun_from
-from .flow_run import answer_labels, check_run_flow, flow_run
+from .flow_run import answer_labels, check_run_flow, flow_run, with_labels
 from .guards import GuardBoard
 from .ledger import RunLedger
 from .prompt_cache import plan_prompt_cache
@@ -215,9 +215,8 @@ class Run:
             error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
             raise error
         if self.approval.paused:  # SPEC §12: calls wait for decisions; the state resumes the run
-            paused = self.approval.pause(
-                self.program, self.context, self.results, self.options.recorded() if self.options.recorded else None
-            )
+            recorded = self.options.recorded() if self.options.recorded else None
+            paused = self.approval.pause(self.program, self.context, self.results, with_labels(self, recorded))
             await self.emit(ProcessingComplete(paused.results, early_termination=False, paused=True))
             return
         result = Result(self.results, self.program.keys, reruns=self.reruns.report())

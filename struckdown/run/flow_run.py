@@ -3,10 +3,11 @@ texts the request-boundary layer looks for (`flow_run`), and each answer's label
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..flow import Sinks, check_flow, external_tools, model_place, slot_flows
-from ..labels import private_texts
+from ..labels import PRIVATE, UNTRUSTED, private_texts
 from ..syntax.nodes import JinjaValue
 from ..tools import is_readonly, is_trusted, receives_of, tool_name
 from .wrappers.flow import FlowRun
@@ -71,3 +72,17 @@ def answer_labels(run: Any, key: str) -> frozenset[str]:
             answers[plan.key] = answers.get(plan.key, frozenset()) | flow.labels()
         memo[memo_key] = answers
     return answers.get(key, frozenset())
+
+
+def with_labels(run: Any, recorded: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """What a paused state records of the options, with every label of the run as names
+    (`private=`, `untrusted=`): the state keeps the context as plain JSON, so an `sd.Private`
+    wrapper would be lost and the resumed run would not know what is private."""
+    if not run.flow_labels:
+        return recorded
+    out = dict(recorded or {})
+    for label in (PRIVATE, UNTRUSTED):
+        names = sorted(name for name, labels in run.flow_labels.items() if label in labels)
+        if names:
+            out[label] = names
+    return out

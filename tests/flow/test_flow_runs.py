@@ -180,3 +180,28 @@ def test_bad_names_are_refused_at_the_call() -> None:
         sd.complete("[[a]]", model="test", private=["not a name"])
     result = sd_cli("check", "x.sd", "--private", "a")
     assert result.exit_code == 2 and "--private is a flag of sd check --flow: add --flow" in result.output
+
+
+def test_a_paused_run_keeps_its_labels_across_the_resume() -> None:
+    """The state holds the context as plain JSON: the wrapper's label travels as private=."""
+    @sd.needs_approval
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return "refunded"
+
+    def answer(call: Any) -> Any:
+        if call.tool_names == ["refund"] and not any(r == "call" for r, _ in call.turns):
+            return Tools([("refund", {"order_id": "A1"})])
+        return auto_answer(call)
+
+    script = Script(answer)
+    template = "Refund A1. [[r|use_tools=true]]\n<checkpoint>\n{{ email }} [[x]]"
+    with pytest.raises(sd.Paused) as paused:
+        sd.complete(template, {"email": sd.Private(EMAIL)}, model=script.model(), tools=[refund])
+    state = json.loads(json.dumps(paused.value.state))
+    assert state["context"] == {"email": EMAIL} and state["options"]["private"] == ["email"]
+    decisions = {request.id: True for request in paused.value.requests}
+    resumed = sd.resume(state, decisions, model=script.model(), tools=[refund])
+    assert resumed.results["x"].labels == frozenset({"private"})
+    with pytest.raises(sd.FlowError, match="private value 'email' reaches remote model"):
+        sd.resume(state, decisions, model=script.model(), tools=[refund], remote_models=[script.model().model_name])
