@@ -65,6 +65,8 @@ _EXPORTS = {
     "resume_async": "api",
     "resume_incremental_async": "api",
     "Paused": "errors",
+    "OutcomeUnknown": "errors",
+    "Happened": "approval.state",
     "ApprovalRequest": "approval.state",
     "needs_approval": "tools",
     "effect": "tools",
@@ -165,6 +167,7 @@ if TYPE_CHECKING:
     from .api import resume_async as resume_async
     from .api import resume_incremental_async as resume_incremental_async
     from .approval.state import ApprovalRequest as ApprovalRequest
+    from .approval.state import Happened as Happened
     from .batch.provider import BatchCounts as BatchCounts
     from .batch.provider import ProviderBatch as ProviderBatch
     from .compat.calls import LLMError as LLMError
@@ -192,6 +195,7 @@ if TYPE_CHECKING:
     )
     from .errors import MCPServerError as MCPServerError
     from .errors import MediaError as MediaError
+    from .errors import OutcomeUnknown as OutcomeUnknown
     from .errors import Paused as Paused
     from .errors import (
         SlotError as SlotError,

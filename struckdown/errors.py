@@ -96,7 +96,8 @@ class TemplateRuntimeError(StruckdownError):
 
 #: Who shows the errors: "python" (the library's spelling of options) or "cli" (`sd`'s flags).
 #: `sd`'s commands set it (cli/errors.py:reporting_errors); a message that names an option
-#: reads it when it is shown.
+#: reads it when it is shown. A ContextVar: the message is made deep in the library, which takes
+#: no front-end argument, and a command's library calls and a host's share one process.
 FRONT_END: ContextVar[str] = ContextVar("struckdown_front_end", default="python")
 
 
@@ -297,6 +298,29 @@ class MediaError(TemplateRuntimeError):
     """An image or file in the context cannot be sent as placed: in `<system>` or an
     assistant turn, more images than `max_images` in one request, an image larger
     than `image_max_side` without Pillow to shrink it, or bytes that are no image."""
+
+
+class OutcomeUnknown(StruckdownError):
+    """SPEC §29: a batch row met a call of a write tool that started in an earlier run and
+    never finished, and the tool has no reconcile hook. The row is neither ok nor failed:
+    it waits for the user's decision (`sd batch --resume --decide happened|not-happened|deny`).
+    `effect` is the call's effect id, `tool_name` and `arguments` the call, `row` the row."""
+
+    def __init__(self, effect: str, tool_name: str, arguments: Mapping[str, Any], row: int | None) -> None:
+        super().__init__(effect, tool_name, dict(arguments), row)
+        self.effect = effect
+        self.tool_name = tool_name
+        self.arguments = dict(arguments)
+        self.row = row
+
+    def label(self) -> str:
+        import json
+
+        args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in self.arguments.items())
+        return f"outcome unknown: did {self.tool_name}({args}) happen?"
+
+    def __str__(self) -> str:
+        return self.label()
 
 
 class InputError(StruckdownError):

@@ -134,6 +134,9 @@ class ToolCompleted(_Event):
     error: str | None
     elapsed_ms: float
     was_cached: bool
+    #: SPEC §29: how a call that did not run was answered: "replayed from the journal",
+    #: "reconciled: happened" (the tool's reconcile hook), "decided: happened" (the user); None: it ran
+    source: str | None = None
 
 
 @dataclass(frozen=True)

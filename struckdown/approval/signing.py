@@ -31,6 +31,8 @@ from typing import Any
 SIGNATURE = "signature"
 KEY_ENV = "STRUCKDOWN_STATE_KEY_FILE"
 
+#: The signing key of this context (`using_state_key`). A ContextVar: `sd serve`'s worker signs
+#: each request's states with the caller's key while other requests run (web/worker.py).
 _KEY: contextvars.ContextVar[bytes | None] = contextvars.ContextVar("struckdown_state_key", default=None)
 
 #: Parts of a state compared as a whole, with how an error names them.
@@ -191,3 +193,43 @@ def _differences(signed: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]
             elif before[item] != after[item]:
                 changed.append(f"{label} {item!r} differs")
     return changed
+
+
+#: SPEC §29: the paused states resumed already, one line each (`ID<TAB>when<TAB>by`), beside the key file.
+RESUMED_FILE = "resumed.log"
+
+
+def state_id(state: Mapping[str, Any]) -> str:
+    """A signed state's id: its signature's HMAC (a new pause is a new state, a new id)."""
+    signature = state.get(SIGNATURE)
+    mac = signature.get("hmac") if isinstance(signature, Mapping) else None
+    return "state_" + str(mac)[:24]
+
+
+def claim_resume(state: Mapping[str, Any], by: str) -> None:
+    """Record `state` as resumed (by `sd resume`, the playground), once: a second use is a
+    ValueError naming the first (two resumes of one state would run its approved calls twice).
+    Call it after the state and its decisions were checked, before anything runs."""
+    import fcntl
+    import time
+
+    ident = state_id(state)
+    path = key_file().parent / RESUMED_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                parts = line.rstrip("\n").split("\t")
+                if parts[0] == ident:
+                    when = parts[1] if len(parts) > 1 else "earlier"
+                    who = parts[2] if len(parts) > 2 else "a resume"
+                    raise ValueError(
+                        f"this paused state ({ident}) was resumed already, by {who} at {when}: a paused state is "
+                        "resumed once (its approved calls would run again); run the template again to pause anew"
+                    )
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        os.write(fd, f"{ident}\t{stamp}\t{by}\n".encode())
+    finally:
+        os.close(fd)  # the lock goes with it

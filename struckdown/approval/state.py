@@ -33,7 +33,19 @@ STATE_FORMAT = "struckdown.paused/1"
 #: What the model receives for a call denied with `False`.
 DENIED = "The user denied this call."
 
-Decision = bool | str
+
+
+@dataclass(frozen=True)
+class Happened:
+    """SPEC §29: the decision "it happened" on a call whose outcome is unknown (it started
+    in an earlier run and never finished): the call does not run again, the model reads
+    `result` as its result, and the journal records it as done. In a state's decisions
+    (JSON) it is `{"happened": result}`."""
+
+    result: Any = "It happened (its result was not recorded)."
+
+
+Decision = bool | str | Happened
 #: The `tool_name` of a request for a person to pick a slot's answer (`escalate=approve`, SPEC §27).
 ANSWER_TOOL = "@answer"
 
@@ -51,15 +63,25 @@ class ApprovalRequest:
     #: process died in it): approving runs it again, denying leaves it as it is
     outcome: str | None = None
 
+    @property
+    def kind(self) -> str:
+        """`unknown_outcome` (answered happened / did not happen / deny), `answer`
+        (escalate=approve, SPEC §27) or `tool_call`."""
+        if self.outcome == "unknown":
+            return "unknown_outcome"
+        return "answer" if self.tool_name == ANSWER_TOOL else "tool_call"
+
     def label(self) -> str:
-        """`issue_refund(order_id="A1", amount=30)`: how a person reads the call."""
+        """`issue_refund(order_id="A1", amount=30)`: how a person reads the call;
+        `outcome unknown: did refund(order="R7") happen?` for an unknown outcome."""
         args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in self.arguments.items())
-        note = " (outcome unknown: it started before and never finished)" if self.outcome == "unknown" else ""
-        return f"{self.tool_name}({args}){note}"
+        if self.outcome == "unknown":
+            return f"outcome unknown: did {self.tool_name}({args}) happen?"
+        return f"{self.tool_name}({args})"
 
     def to_dict(self) -> dict[str, Any]:
         shown = {"id": self.id, "slot": self.slot, "tool_name": self.tool_name, "arguments": jsonable(self.arguments)}
-        return {**shown, "outcome": self.outcome} if self.outcome is not None else shown
+        return {**shown, "outcome": self.outcome, "kind": self.kind} if self.outcome is not None else shown
 
     def call_hash(self) -> str:
         """What a decision on this request binds: the tool's name and its exact arguments."""
@@ -68,13 +90,24 @@ class ApprovalRequest:
         return call_hash(self.tool_name, jsonable(self.arguments))
 
 
-def check_decision(value: Any, request_id: str) -> Decision:
-    """A decision as the SPEC has it: True, False or the text the model receives."""
+def check_decision(value: Any, request_id: str, outcome: str | None = None) -> Decision:
+    """A decision as the SPEC has it: True, False or the text the model receives; for a
+    call whose outcome is unknown also `Happened(result)` (`{"happened": result}` in JSON)."""
     if isinstance(value, (bool, str)):
         return value
+    if isinstance(value, Mapping) and set(value) == {"happened"}:
+        value = Happened(value["happened"])
+    if isinstance(value, Happened):
+        if outcome != "unknown":
+            raise ValueError(
+                f"the decision for {request_id!r} says the call happened, but its outcome is not unknown: "
+                "decide with True (run the call), False or a string (deny it)"
+            )
+        return value
+    extra = " or Happened(result) / {\"happened\": result} (it happened: do not run it)" if outcome == "unknown" else ""
     raise ValueError(
         f"the decision for {request_id!r} is {value!r}; decide with True (run the call), "
-        "False (deny it) or a string (deny it, and the model reads that text)"
+        f"False (deny it) or a string (deny it, and the model reads that text){extra}"
     )
 
 
@@ -89,8 +122,8 @@ def answer_decided(decision: Decision) -> tuple[bool, str | None]:
 
 
 def denial_message(decision: Decision) -> str | None:
-    """None for an approval; the text the model receives for a denial."""
-    if decision is True:
+    """None for an approval (and for "it happened"); the text the model receives for a denial."""
+    if decision is True or isinstance(decision, Happened):
         return None
     if decision is False or not str(decision).strip():
         return DENIED
@@ -233,7 +266,7 @@ def _paused_to_json(slot: PausedSlot) -> dict[str, Any]:
         "messages": _messages_to_json(slot.messages),
         "usage": jsonable(asdict(slot.usage)),
         "tool_calls": [_call_to_json(c) for c in slot.tool_calls],
-        "decided": [{"tool_name": t, "arguments": jsonable(a), "decision": d} for t, a, d in slot.decided],
+        "decided": [{"tool_name": t, "arguments": jsonable(a), "decision": _decision_json(d)} for t, a, d in slot.decided],
         "requests": [{"id": r.id, "tool_call_ids": ids} for r, ids in slot.requests],
         "asked": slot.asked,
     }
@@ -345,7 +378,10 @@ def _paused_from_json(item: Mapping[str, Any], listed: Sequence[Mapping[str, Any
         messages=list(messages),
         usage=RunUsage(**{k: _usage_value(k, v) for k, v in item["usage"].items() if k in known}),
         tool_calls=[_call_from_json(c) for c in item["tool_calls"]],
-        decided=[(d["tool_name"], dict(d["arguments"]), d["decision"]) for d in item["decided"]],
+        decided=[
+            (d["tool_name"], dict(d["arguments"]), check_decision(d["decision"], "decided", "unknown"))
+            for d in item["decided"]
+        ],
         requests=requests,
         asked=int(item.get("asked", len(requests))),
     )
@@ -401,7 +437,11 @@ def _check_decisions(requests: Sequence[ApprovalRequest], decisions: Mapping[str
             parts.append("no decision for " + ", ".join(f"{r.id!r} ({r.label()})" for r in missing))
         listed = ", ".join(f"{r.id!r} ({r.label()})" for r in requests)
         raise ValueError(f"{'; '.join(parts)}; the paused requests are: {listed}")
-    return {key: check_decision(decisions[key], key) for key in wanted}
+    return {key: check_decision(decisions[key], key, wanted[key].outcome) for key in wanted}
+
+
+def _decision_json(decision: Decision) -> Any:
+    return {"happened": jsonable(decision.result)} if isinstance(decision, Happened) else decision
 
 
 def _call_from_json(item: Mapping[str, Any]) -> ToolCall:

@@ -190,10 +190,10 @@ class BatchCall:
                 spent = budget.spent() if budget is not None else None  # once spent, no new row starts
                 if spent is not None:
                     return spent
-                from ..run.durable.effects import CURRENT_ROW
+                from ..run.slot_run import enter_row
 
                 # SPEC §25: effect ids name the row (sd batch's RowContext: the input row)
-                CURRENT_ROW.set(getattr(context, "row", index))
+                enter_row(getattr(context, "row", index))
                 with batching.row(index) if batching is not None else nullcontext():
                     return await environment._complete_row(
                         program, context, options, requests, batching, sessions, budget, settings=settings

@@ -154,6 +154,30 @@ class Journal:
             self._handle.close()
 
 
+def finish_journal(path: Path, *, rows: int, output: Path, template_hash: str) -> None:
+    """SPEC §29: a batch that finished leaves its journal as one `finished` record (written
+    beside it and renamed over it: at every moment the file is the whole journal or the
+    record, never gone), so a `--resume` after it runs nothing."""
+    record = {"finished": True, "rows": rows, "output": str(output), "template_hash": template_hash,
+              "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    scratch = path.with_name(path.name + ".finishing")
+    with scratch.open("wb") as handle:
+        handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(scratch, path)
+    try:
+        folder = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(folder)  # the rename itself on disk before the effect journal goes
+    except OSError:
+        pass
+    finally:
+        os.close(folder)
+
+
 class _Syncer:
     """fsyncs a file from a thread, every `SYNC_EVERY_S` while something was written
     since the last fsync. Writers only bump a counter: waking a thread per line would
@@ -198,7 +222,10 @@ class JournalIndex:
 
     def __init__(self) -> None:
         self.offsets = array("q")  # -1: no line for this index
-        self.flags = bytearray()  # bit 0: ok, bit 1: this job, bit 2: waiting in provider batches, bit 3: not run
+        # bit 0: ok, bit 1: this job, bit 2: waiting in provider batches, bit 3: not run,
+        # bit 4: waits for a decision about a call whose outcome is unknown (SPEC §29)
+        self.flags = bytearray()
+        self.finished: dict[str, Any] | None = None  # the `finished` record of a batch that ended
         self.hashes = bytearray()  # 8 bytes of input_hash per index
         self.lines = 0  # distinct indexes with a line
         self.bad = 0  # unreadable lines
@@ -221,6 +248,9 @@ class JournalIndex:
                     continue
                 try:
                     entry = json.loads(line)
+                    if isinstance(entry, dict) and entry.get("finished") is True:
+                        index.finished = entry
+                        continue
                     row = int(entry["index"])
                     if not 0 <= row < MAX_ROWS:
                         raise ValueError(row)
@@ -230,7 +260,8 @@ class JournalIndex:
                     continue
                 same_job = entry.get("template_hash") == template_hash
                 waiting = not entry.get("ok") and not entry.get("error") and "provider_batch" in entry
-                index._set(row, start, bool(entry.get("ok")), same_job, digest, waiting, bool(entry.get("not_run")))
+                index._set(row, start, bool(entry.get("ok")), same_job, digest, waiting, bool(entry.get("not_run")),
+                           bool(entry.get("unknown")))
                 if same_job and isinstance(entry.get("answers"), dict):
                     index.answer_keys.update(dict.fromkeys(entry["answers"]))
         return index
@@ -247,18 +278,19 @@ class JournalIndex:
             self.hashes.extend(bytes(8 * missing))
 
     def _set(
-        self, row: int, offset: int, ok: bool, same_job: bool, digest: bytes, waiting: bool = False, unrun: bool = False
+        self, row: int, offset: int, ok: bool, same_job: bool, digest: bytes, waiting: bool = False,
+        unrun: bool = False, unknown: bool = False,
     ) -> None:
         self._grow(row + 1)
         if self.offsets[row] < 0:
             self.lines += 1
         self.offsets[row] = offset
-        self.flags[row] = int(ok) | (int(same_job) << 1) | (int(waiting) << 2) | (int(unrun) << 3)
+        self.flags[row] = int(ok) | (int(same_job) << 1) | (int(waiting) << 2) | (int(unrun) << 3) | (int(unknown) << 4)
         self.hashes[8 * row : 8 * row + 8] = digest
 
-    def note(self, row: int, offset: int, ok: bool) -> None:
+    def note(self, row: int, offset: int, ok: bool, unknown: bool = False) -> None:
         """A line this run wrote (always of this job)."""
-        self._set(row, offset, ok, True, bytes(8))
+        self._set(row, offset, ok, True, bytes(8), unknown=unknown)
 
     def has(self, row: int) -> bool:
         return row < len(self.offsets) and self.offsets[row] >= 0

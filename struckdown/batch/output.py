@@ -18,6 +18,12 @@ def journal_entry(index: int, outcome: Any, input_hash: str, template_hash: str)
     entry: dict[str, Any] = {"index": index, "ok": False, "answers": {}, "error": None, "usage": {}, "halted": None}
     if isinstance(outcome, BaseException):
         entry.update(error=describe_error(outcome), usage=row_usage(outcome))  # a failed row's requests count too
+        unknown = unknown_of(outcome)
+        if unknown is not None:  # SPEC §29: neither ok nor failed, it waits for a decision
+            entry.update(error=None, unknown={
+                "effect": unknown.effect, "tool": unknown.tool_name, "arguments": unknown.arguments,
+                "label": unknown.label(),
+            })
         if not_run(outcome):
             entry["not_run"] = True  # the batch budget kept it from starting: --resume runs it
     else:
@@ -80,9 +86,29 @@ def output_row(
     out = {**row, **renamed(entry["answers"], renames or {})}
     for key, column in (confident or {}).items():
         out[column] = entry.get("confidence", {}).get(key)
-    if not entry["ok"]:
+    if entry.get("unknown"):
+        out["_unknown"] = entry["unknown"]["label"]
+    elif not entry["ok"]:
         out["_error"] = entry["error"]
     return out
+
+
+def unknown_of(outcome: BaseException) -> Any:
+    """The `OutcomeUnknown` that ended a row (SPEC §29), also inside a group or as a cause."""
+    from ..errors import OutcomeUnknown
+
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [outcome]
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if isinstance(exc, OutcomeUnknown):
+            return exc
+        todo.extend(getattr(exc, "exceptions", ()) or ())
+        todo += [exc.__cause__, exc.__context__]
+    return None
 
 
 def output_columns(
@@ -96,8 +122,10 @@ def output_columns(
     ranked = sorted(answered, key=lambda k: keys.index(k) if k in keys else len(keys))
     columns += [c for c in ((renames or {}).get(k, k) for k in ranked) if c not in columns]
     columns += [c for c in (confident or {}).values() if c not in columns]
-    if any(not e["ok"] for e in entries):
+    if any(not e["ok"] and not e.get("unknown") for e in entries):
         columns.append("_error")
+    if any(e.get("unknown") for e in entries):
+        columns.append("_unknown")
     return columns
 
 

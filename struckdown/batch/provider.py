@@ -55,12 +55,13 @@ from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models.batch import Batch, EncodedBatchRequest
 
 from ..log import logger as log
+from ..run.slot_run import current, entered
 from .provider_models import CountedModel, TrackedModel
-from .provider_state import CURRENT_REQUEST, CURRENT_ROW, BatchedRequest, BatchedRow, OnRecord, State
 
 # the names of provider_batch_state.py, split from this module, importable from here as before
 from .provider_state import DEFAULT_DISCOUNT as DEFAULT_DISCOUNT
 from .provider_state import BatchCounts as BatchCounts
+from .provider_state import BatchedRequest, BatchedRow, OnRecord, State
 from .provider_state import RowRecords as RowRecords
 from .provider_state import batch_prices as batch_prices
 
@@ -211,11 +212,10 @@ class ProviderBatch:
         row = BatchedRow(index, dict(recorded), dict(recorded))
         self._rows[index] = row
         self._in_flight += 1
-        token = CURRENT_ROW.set(row)
         try:
-            yield
+            with entered(batch_row=row):
+                yield
         finally:
-            CURRENT_ROW.reset(token)
             for request in list(row.open):
                 self._close(request)
             self._rows.pop(index, None)
@@ -321,7 +321,7 @@ class ProviderBatch:
 
     # -- events from the wrappers --------------------------------------------
     def _encoded_request(self, encoded: EncodedBatchRequest) -> None:
-        request = CURRENT_REQUEST.get()
+        request: BatchedRequest | None = current().batch_request
         if request is not None and request in request.row.open:
             self._set(request, "queued")  # a resubmission queues again
             request.body = (encoded.group, encoded.body)

@@ -22,7 +22,8 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from ..log import logger as log
-from .provider_state import CURRENT_REQUEST, CURRENT_ROW, BatchCounts, BatchedRequest, BatchedRow, State
+from ..run.slot_run import current, entered
+from .provider_state import BatchCounts, BatchedRequest, BatchedRow, State
 
 #: Checks in a row of a batch found ended at submission (the submission, and resubmissions).
 _READS_AT_ONCE = 8
@@ -100,7 +101,7 @@ class TrackedModel(WrapperModel):
         self, messages: list[ModelMessage], model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:  # fmt: skip
-        row = CURRENT_ROW.get()
+        row: BatchedRow | None = current().batch_row
         if row is None:
             response: ModelResponse = await self.wrapped.request(messages, model_settings, model_request_parameters)
             return response
@@ -136,26 +137,24 @@ class TrackedModel(WrapperModel):
         already ended (a test model's, or a resumed one) is read at once, not after the
         poll interval; one still running goes back to the agent graph, which checks again."""
         batch = self._batch
-        token = CURRENT_REQUEST.set(request)
-        try:
-            for _ in range(_READS_AT_ONCE):
-                messages = history if pending is None else [*history, pending]
-                response: ModelResponse = await self.wrapped.request(messages, model_settings, model_request_parameters)
-                if response.state != "suspended" or not response.provider_response_id:
-                    break
-                self._waiting(request, response)
-                if _ticket(response, "status") != "ended":
-                    break
-                pending = response
-        except Exception:
-            request.row.records.pop(request.key, None)  # its answer is an error: a rerun sends it again
-            batch._close(request)
-            raise
-        except BaseException:
-            batch._close(request)  # cancelled: the batch keeps running for a resumed job
-            raise
-        finally:
-            CURRENT_REQUEST.reset(token)
+        with entered(batch_request=request):
+            try:
+                for _ in range(_READS_AT_ONCE):
+                    messages = history if pending is None else [*history, pending]
+                    response: ModelResponse = await self.wrapped.request(messages, model_settings, model_request_parameters)
+                    if response.state != "suspended" or not response.provider_response_id:
+                        break
+                    self._waiting(request, response)
+                    if _ticket(response, "status") != "ended":
+                        break
+                    pending = response
+            except Exception:
+                request.row.records.pop(request.key, None)  # its answer is an error: a rerun sends it again
+                batch._close(request)
+                raise
+            except BaseException:
+                batch._close(request)  # cancelled: the batch keeps running for a resumed job
+                raise
         if response.state != "suspended":
             batch._close(request)
             batch._answered(response, self.wrapped.system)

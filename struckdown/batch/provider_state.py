@@ -1,13 +1,12 @@
 """What a provider-batched job keeps (see `provider_batch.py`): its counts, priced by
-`batch_prices`, and each row's model requests from submission to answer, with the
-context variables that tell the model wrappers (`provider_batch_models.py`) which row
-and which request they serve.
+`batch_prices`, and each row's model requests from submission to answer. Which row and which request the
+model wrappers (`provider_batch_models.py`) serve is in the `SlotRun` (`run/slot_run.py`):
+its `batch_row`, set around each row, and its `batch_request`, around each request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -81,10 +80,6 @@ class BatchedRow:
         count = self.seen.get(fingerprint, 0)
         self.seen[fingerprint] = count + 1
         return f"{fingerprint}-{count}"
-
-
-CURRENT_ROW: ContextVar[BatchedRow | None] = ContextVar("struckdown_batch_row", default=None)
-CURRENT_REQUEST: ContextVar[BatchedRequest | None] = ContextVar("struckdown_batch_request", default=None)
 
 
 def batch_prices(

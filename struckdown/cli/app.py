@@ -143,6 +143,15 @@ def resume_(
     ] = None,
     approve_all: Annotated[bool, typer.Option("--approve-all", help="Allow every call that needs approval.")] = False,
     deny_all: Annotated[bool, typer.Option("--deny-all", help="Deny every call that needs approval.")] = False,
+    happened: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--happened", metavar="ID[=RESULT]",
+            help="A paused call whose outcome is unknown did happen: it does not run again and the model reads "
+            "RESULT as its result (repeatable). --approve ID says it did not happen (it runs now).",
+            show_default=False,
+        ),
+    ] = None,
     answer: Annotated[
         Optional[list[str]],
         typer.Option("--answer", metavar="SLOT=VALUE", help="The answer of a slot paused by escalate=approve "
@@ -182,6 +191,7 @@ def resume_(
                 deny=deny or (),
                 approve_all=approve_all,
                 deny_all=deny_all,
+                happened=happened or (),
                 answer=answer or (),
                 flags=flags,
                 output=output,
@@ -272,7 +282,8 @@ def explain(
 @app.command(
     cls=Batch0xCommand,  # 0.18's `-h N` and `-t FILE.yaml` (compat_options.batch_0x_args)
     epilog="Exit codes: 0 every row ok, 1 a row failed (or a model error), 2 template or input error, "
-    "3 no row failed but a guard halted some, 130 interrupted (finished rows are in the journal).",
+    "3 no row failed but a guard halted some, 5 no row failed but some wait for a decision about a call whose "
+    "outcome is unknown (--resume --decide), 130 interrupted (finished rows are in the journal).",
 )
 @run_flags(*RUN_COMMAND_FLAGS, "max_requests", *BATCH_COMMAND_FLAGS)
 def batch(
@@ -318,6 +329,21 @@ def batch(
     keep_journal: Annotated[
         bool, typer.Option("--keep-journal", help="Keep the journal even when every row succeeded.")
     ] = False,
+    decide: Annotated[
+        Optional[str],
+        typer.Option(
+            "--decide", metavar="happened|not-happened|deny",
+            help="With --resume: settle the calls whose outcome is unknown (a write tool cut off mid-call, "
+            "no reconcile hook): happened (do not run it again), not-happened (run it now) or deny. "
+            "See docs/durable.md.",
+            show_default=False,
+        ),
+    ] = None,
+    decide_row: Annotated[
+        Optional[int],
+        typer.Option("--row", min=1, metavar="N", help="With --decide: only row N's call (rows from 1).",
+                     show_default=False),
+    ] = None,
     approve: Annotated[
         str,
         typer.Option(
@@ -399,6 +425,8 @@ def batch(
                 resume=resume,
                 flags=flags,
                 keep_journal=keep_journal,
+                decide=decide,
+                decide_row=decide_row,
                 engine=engine,
                 address=address,
                 workers=workers,

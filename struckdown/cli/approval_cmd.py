@@ -19,6 +19,8 @@ from .errors import EXIT_PAUSED, CliError
 from .text import visible
 
 PROMPT = "Allow {label}? [y/N/or type a reason] "
+#: SPEC §29: a call that started in an earlier run and never finished
+UNKNOWN_PROMPT = "{label} [h: it happened / r: it did not, run it now / N: deny, or type a reason] "
 NO_TERMINAL_NOTE = (
     "note: no terminal to ask whether to allow {label}: denied, as every call that needs approval will be "
     "(--approve all|none decides every call; --pause-to FILE saves the run to decide later)\n"
@@ -41,10 +43,31 @@ def approve_flag(value: str | None) -> bool | None:
     return value == "all"
 
 
-def answer_of(text: str) -> bool | str:
+def label_of(request: Any) -> str:
+    """How the CLI shows a request: `refund(order="R7")`, or for a call whose outcome is
+    unknown `outcome unknown: did refund(order="R7") happen?`."""
+    label = call_label(request.tool_name, request.arguments)
+    return f"outcome unknown: did {label} happen?" if getattr(request, "outcome", None) == "unknown" else label
+
+
+def prompt_of(request: Any) -> str:
+    if getattr(request, "outcome", None) == "unknown":
+        return UNKNOWN_PROMPT.format(label=label_of(request))
+    return PROMPT.format(label=label_of(request))
+
+
+def answer_of(text: str, outcome: str | None = None) -> Any:
     """A person's answer: y/yes allows, empty/n/no denies, anything else is the reason the
-    model reads."""
+    model reads. For a call whose outcome is unknown: h/happened (it did happen: it does not
+    run), r/run/not happened (it did not: it runs now)."""
     answer = text.strip()
+    if outcome == "unknown":
+        from ..approval.state import Happened
+
+        if answer.lower() in ("h", "happened", "it happened"):
+            return Happened()
+        if answer.lower() in ("r", "run", "not happened", "not-happened", "did not happen"):
+            return True
     if answer.lower() in ("y", "yes"):
         return True
     if answer.lower() in ("", "n", "no"):
@@ -59,12 +82,12 @@ class Prompter:
     def __init__(self, display: RunDisplay | None) -> None:
         self.display = display
 
-    async def __call__(self, request: Any) -> bool | str:
-        prompt = PROMPT.format(label=call_label(request.tool_name, request.arguments))
+    async def __call__(self, request: Any) -> Any:
+        prompt = prompt_of(request)
         suspended = self.display.suspended() if self.display is not None else nullcontext()
         with suspended:
             text = await read_line(prompt)
-        return answer_of(text)
+        return answer_of(text, getattr(request, "outcome", None))
 
 
 async def read_line(prompt: str) -> str:
@@ -110,7 +133,7 @@ class DenyWithNote:
     async def __call__(self, request: Any) -> bool:
         if not self.noted:
             self.noted = True
-            sys.stderr.write(visible(NO_TERMINAL_NOTE.format(label=call_label(request.tool_name, request.arguments))))
+            sys.stderr.write(visible(NO_TERMINAL_NOTE.format(label=label_of(request))))
             sys.stderr.flush()
         return False
 
@@ -140,20 +163,35 @@ def write_pause(path: Path, paused: Any, cli: dict[str, Any]) -> None:
 def resume_flags(cli: dict[str, Any]) -> str:
     """The flags `sd resume` needs to load what the paused run loaded (it imports only
     what its command line names): `--tools FILE`, and `--model NAME` for a factory."""
+    import shlex
+
     from ..models.factory import factory_reference
 
-    flags = f" --tools {cli['tools']}" if cli.get("tools") else ""
+    flags = f" --tools {shlex.quote(str(cli['tools']))}" if cli.get("tools") else ""
     model = cli.get("model")
     if isinstance(model, str) and ":" in model and factory_reference(model) is not None:
-        flags += f" --model {model}"
+        flags += f" --model {shlex.quote(model)}"
+    for spec in cli.get("mcp") or ():  # SPEC §29: the MCP servers, given again (no --trust-state needed)
+        flags += f" --mcp {shlex.quote(str(spec))}"
+    if cli.get("mcp_config"):
+        flags += f" --mcp-config {shlex.quote(str(cli['mcp_config']))}"
+    factories = [n for n in cli.get("fallback") or () if ":" in n and factory_reference(n) is not None]
+    if factories:  # a fallback model factory is code the state names: only with --trust-state
+        flags += " --trust-state"
     return flags
 
 
 def report_pause(paused: Any, path: Path, cli: dict[str, Any] | None = None) -> int:
     """What the user reads after a pause; the exit code 4."""
     lines = ["awaiting approval:"]
-    lines += [f"  {r.id}  {call_label(r.tool_name, r.arguments)}" for r in paused.requests]
+    lines += [f"  {r.id}  {label_of(r)}" for r in paused.requests]
     first = paused.requests[0].id if paused.requests else "ID"
+    unknown = [r.id for r in paused.requests if getattr(r, "outcome", None) == "unknown"]
+    if unknown:
+        lines.append(
+            f"  (outcome unknown: --happened {unknown[0]}[=RESULT] if it happened, --approve {unknown[0]} if it "
+            f"did not (it runs now), --deny {unknown[0]} to deny it)"
+        )
     lines.append(
         f"state written to {path}; continue with: sd resume {path}{resume_flags(cli or {})} --approve {first} "
         f"(or --deny {first}=REASON, --approve-all, --deny-all)"
@@ -196,10 +234,19 @@ def decisions_from_flags(request: Any, requests: list[Any], display: RunDisplay 
     if request.approve_all and request.deny_all:
         raise CliError("give --approve-all or --deny-all, not both")
     known = {r.id: r for r in requests}
-    listed = ", ".join(f"{r.id} {call_label(r.tool_name, r.arguments)}" for r in requests)
+    listed = ", ".join(f"{r.id} {label_of(r)}" for r in requests)
     decisions: dict[str, Any] = {}
     for rid in request.approve:
         decisions[rid] = True
+    for spec in getattr(request, "happened", ()):
+        from ..approval.state import Happened
+
+        rid, sep, result = spec.partition("=")
+        found = known.get(rid)
+        if found is not None and found.outcome != "unknown":
+            raise CliError(f"--happened {rid}: {label_of(found)} is not a call whose outcome is unknown; "
+                           "use --approve or --deny")
+        decisions[rid] = Happened(result.strip()) if sep and result.strip() else Happened()
     for spec in request.deny:
         rid, _, reason = spec.partition("=")
         decisions[rid] = reason.strip() or False
@@ -212,12 +259,12 @@ def decisions_from_flags(request: Any, requests: list[Any], display: RunDisplay 
             decisions.setdefault(rid, request.approve_all)
     undecided = [r for r in requests if r.id not in decisions]
     if undecided and not stdin_is_terminal():
-        missing = ", ".join(f"{r.id} {call_label(r.tool_name, r.arguments)}" for r in undecided)
+        missing = ", ".join(f"{r.id} {label_of(r)}" for r in undecided)
         raise CliError(f"decide every paused call ({missing}): --approve ID, --deny ID[=REASON], --approve-all or --deny-all")
     for r in undecided:
         try:
-            text = input(PROMPT.format(label=call_label(r.tool_name, r.arguments)))
+            text = input(prompt_of(r))
         except EOFError:
             text = ""
-        decisions[r.id] = answer_of(text)
+        decisions[r.id] = answer_of(text, r.outcome)
     return decisions

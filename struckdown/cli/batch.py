@@ -17,6 +17,7 @@ from ..batch.journal import (
     JournalLock,
     JournalReader,
     content_hash,
+    finish_journal,
     journal_failure,
     journal_path,
 )
@@ -36,7 +37,7 @@ from .batch_rows import Tally as _Tally
 from .batch_runners import dask_runner, local_runner
 from .costs import otel
 from .display import make_console
-from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, CliError
+from .errors import EXIT_ERROR, EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, CliError
 from .loading import load_program
 from .progress import BatchProgress
 from .provider_batch import ProviderBatchJob, check_flags
@@ -59,6 +60,8 @@ class BatchRequest:
     batch_wait: float | None = None  # seconds a queued request waits for others (None: 30, 0: no timer)
     batch_size: int | None = None  # requests per provider batch (None: 1,000)
     approve: str = "none"  # SPEC §12: all | none decides every tool call that needs approval
+    decide: str | None = None  # SPEC §29: --resume --decide happened|not-happened|deny settles unknown outcomes
+    decide_row: int | None = None  # --row N (from 1): only that row's calls
     instrument: Any = None  # the tracer provider --otel made
     file_columns: Sequence[str] = ()  # columns of paths sent as images or files (cli/attachments.py)
     files_root: Path | None = None  # --files-root: the only folder those paths may lead into
@@ -116,12 +119,14 @@ def batch_command(request: BatchRequest) -> int:
         check_writable(request.output)
     elif request.resume:
         raise CliError("--resume needs -o OUTPUT: the journal lives beside the output file")
+    check_decide(request)
     if request.provider_batch and (request.engine != "local" or (request.workers or 1) > 1):
         flag = "--workers" if request.engine == "local" else "--engine dask"
         raise CliError(f"--provider-batch and {flag} cannot be combined: a provider batch gathers the rows' requests "
                        "in one process (the provider runs them); drop one of the two")
     if request.otel and (request.engine != "local" or (request.workers or 1) > 1):
         raise CliError("--otel is for this process's rows (the Dask workers export their own traces)")
+    _refuse_escalate_approve(program, request)
     inputs = InputRows(request.inputs)
     lock = JournalLock(journal_path(request.output)) if request.output is not None else None
     try:
@@ -234,6 +239,14 @@ class BatchRun:
         request = self.request
         if request.output is not None:
             self.index = JournalIndex.read(journal_path(request.output), self.fingerprint)
+            finished = self.index.finished
+            if finished is not None and request.resume:  # SPEC §29: a finished job runs nothing again
+                rows = int(finished.get("rows") or 0)
+                self.console.file.write(f"already finished: {counted(rows, 'row')} in {finished.get('output')}\n")
+                self.console.file.flush()
+                return EXIT_OK
+            if finished is not None:
+                self.index = JournalIndex()  # a new run of a finished job: it starts over
             if self.index.lines and not request.resume:
                 raise CliError(
                     f"{journal_path(request.output)} holds {self.index.lines} finished rows from an earlier run: "
@@ -245,6 +258,8 @@ class BatchRun:
         if request.output is not None:
             self._resume_note()
             self.journal = Journal(journal_path(request.output), fresh=not request.resume)
+            if request.decide is not None:
+                decide_unknown(effects_path(self.journal.path), request.decide, request.decide_row, self.console)
         if request.provider_batch:
             self.provider = ProviderBatchJob(
                 self.journal, _Pending(self.skip), _Hashes(self.hashes), self.fingerprint, self.console,
@@ -274,14 +289,19 @@ class BatchRun:
                 self.close_journal(failing=sys.exc_info()[1] is not None)
         if request.output is not None and self.journal is not None:
             self.assemble(request.output, self.journal.path)
-            if not (self.tally.failures or self.tally.unrun) and not request.keep_journal:
-                self.journal.path.unlink(missing_ok=True)
+            if not (self.tally.failures or self.tally.unrun or self.tally.unknown) and not request.keep_journal:
+                # the row journal becomes its `finished` record first: a kill after it
+                # leaves a job that resumes to nothing (SPEC §29)
+                finish_journal(self.journal.path, rows=self.total, output=request.output,
+                               template_hash=self.fingerprint)
                 discard(effects_path(self.journal.path))  # with the shards of --workers / Dask
         elapsed = time.perf_counter() - started
         self.tally.summary(self.console, request, self.total, self.done_before, elapsed)
         self.report(elapsed)
         if self.tally.failed or self.tally.unrun:
             return EXIT_ERROR
+        if self.tally.unknown:
+            return EXIT_UNKNOWN
         return EXIT_HALTED if self.tally.halted else EXIT_OK
 
     def scan(self) -> None:
@@ -361,7 +381,7 @@ class BatchRun:
                 offset = self.journal.record(entry)
             except OSError as exc:
                 raise CliError(self.journal_failed(exc), code=EXIT_ERROR) from None
-            self.index.note(index, offset, entry["ok"])
+            self.index.note(index, offset, entry["ok"], bool(entry.get("unknown")))
         self.tally.add(entry, getattr(outcome, "reruns", None))
         heap.row_finished(self.tally.rows)
         if not isinstance(outcome, BaseException):
@@ -431,6 +451,8 @@ class BatchRun:
         columns += [c for c in self.confident.values() if c not in columns]
         if self.tally.failures:
             columns.append("_error")
+        if self.tally.unknown:
+            columns.append("_unknown")
         return columns
 
     def _changed(self, index: int) -> CliError:
@@ -452,12 +474,16 @@ class BatchRun:
         stale = ok_lines - self.done_before
         waiting = sum(1 for flag in index.flags if flag & 4)
         unrun = sum(1 for flag in index.flags if flag & 8)
-        failed = index.lines - ok_lines - waiting - unrun
+        unknown = sum(1 for flag in index.flags if flag & 16)
+        failed = index.lines - ok_lines - waiting - unrun - unknown
         note = f"resuming {path}: {self.done_before:,} of {counted(self.total, 'row')} done"
         if failed:
             note += f", {counted(failed, 'failed row')} run again"
         if unrun:
             note += f"; {counted(unrun, 'row')} {NOT_RUN} (run now)"
+        if unknown:
+            how = f"decided {request.decide}" if request.decide else "still undecided: --decide settles them"
+            note += f"; {counted(unknown, 'row')} with a call of unknown outcome run again ({how})"
         if stale:
             note += f", {counted(stale, 'row')} whose input or job (template, includes, model, tools) changed run again"
         if index.bad:
@@ -502,6 +528,63 @@ class BatchRun:
         if self.request.engine != "local" or (workers is not None and workers > 1):
             return dask_runner(self, self.request, self.program)
         return local_runner(self, self.request, self.program)
+
+
+DECISIONS = ("happened", "not-happened", "deny")
+
+
+def _refuse_escalate_approve(program: Any, request: BatchRequest) -> None:
+    """SPEC §29: `escalate=approve` hands a less confident answer to a person, and a batch has
+    none to ask (rows cannot pause): refused before any call, naming both. `--approve all`
+    keeps the model's answers, so it is allowed."""
+    from ..run.confidence import asks_a_person
+
+    slots = asks_a_person(program)
+    if not slots or request.approve == "all":
+        return
+    workers = " with --workers" if (request.workers or 1) > 1 or request.engine != "local" else ""
+    raise CliError(
+        f"slot {slots[0]!r} has escalate=approve, and sd batch{workers} has no person to answer it (its rows "
+        "cannot pause): give escalate=a model instead, or --approve all to keep the model's answers"
+    )
+
+
+def check_decide(request: BatchRequest) -> None:
+    """`--decide` and `--row` before anything runs: they settle a journal's calls of unknown outcome."""
+    if request.decide is not None and request.decide not in DECISIONS:
+        raise CliError(f"--decide takes happened, not-happened or deny, not {request.decide!r}")
+    if request.decide is not None and not request.resume:
+        raise CliError("--decide settles the calls of unknown outcome a journal holds: give it with --resume")
+    if request.decide_row is not None and request.decide is None:
+        raise CliError("--row names the row whose call --decide settles: give --decide too")
+
+
+def decide_unknown(path: Path, decide: str, row: int | None, console: Any) -> None:
+    """SPEC §29: write the user's decision about each call of unknown outcome (of row N, or
+    all) into the effect journal, before any row runs: `happened` makes it done (the model
+    reads that it happened), `not-happened` clears it (it runs now), `deny` makes it done
+    as denied (it never runs; the model reads the denial)."""
+    from ..approval.state import DENIED, Happened
+    from ..run.durable.effects import acquire, release
+
+    journal = acquire(path)
+    try:
+        calls = journal.undecided(None if row is None else row - 1)
+        if not calls:
+            where = f"row {row}" if row is not None else "this job"
+            console.file.write(f"--decide {decide}: no call of unknown outcome waits in {where}\n")
+            return
+        for record in calls:
+            effect = str(record["effect"])
+            if decide == "happened":
+                journal.done(effect, Happened().result, True, None, decided="happened")
+            elif decide == "deny":
+                journal.done(effect, DENIED, False, DENIED, decided="deny")
+            else:
+                journal.decided(effect, "not-happened")
+        console.file.write(f"--decide {decide}: {counted(len(calls), 'call')} of unknown outcome settled\n")
+    finally:
+        release(journal)
 
 
 def _warn(message: str) -> None:

@@ -77,6 +77,7 @@ class Tally:
         self.halted = 0
         self.failures = 0
         self.unrun = 0  # rows the batch budget kept from starting
+        self.unknown = 0  # SPEC §29: rows waiting for a decision about a call whose outcome is unknown
         self.denied = 0  # tool calls that needed approval and were denied
         self.denied_rows = 0
         self.requests = 0
@@ -124,6 +125,9 @@ class Tally:
         if entry.get("not_run"):  # not a failure: the budget kept it from starting
             self.unrun += 1
             return
+        if entry.get("unknown"):  # neither ok nor failed: it waits for the user's decision
+            self.unknown += 1
+            return
         self.failures += 1
         if entry.get("halted"):
             self.halted += 1
@@ -136,7 +140,7 @@ class Tally:
             heapq.heapreplace(self.first_failures, item)
 
     def summary(self, console: Any, request: Any, total: int, earlier: int, elapsed: float) -> None:
-        ok = total - self.failed - self.halted - self.unrun
+        ok = total - self.failed - self.halted - self.unrun - self.unknown
         target = f" → {request.output}" if request.output is not None else ""
         parts = [f"{ok} ok"]
         if self.failed:
@@ -145,6 +149,8 @@ class Tally:
             parts.append(f"{self.halted} halted")
         if self.unrun:
             parts.append(f"{self.unrun} {NOT_RUN} (--resume runs them)")
+        if self.unknown:
+            parts.append(f"{self.unknown} unknown")
         line = f"batch: {counted(total, 'row')}{target}: {', '.join(parts)}"
         if earlier:
             line += f" ({earlier} done earlier, from the journal)"
@@ -165,6 +171,12 @@ class Tally:
             more = self.failures - SHOWN_FAILURES
             console.file.write(f"… and {more:,} more failed {'row' if more == 1 else 'rows'} (see the _error column)\n")
         console.file.write(line + "\n")
+        if self.unknown:
+            waiting = counted(self.unknown, "row")
+            console.file.write(
+                f"{waiting} wait{'s' if self.unknown == 1 else ''} for a decision about a call whose outcome is unknown "
+                "(see the _unknown column): sd batch … --resume --decide happened|not-happened|deny [--row N]\n"
+            )
         if self.denied and getattr(request, "approve", "none") == "none":
             calls, rows = self.denied, self.denied_rows
             console.file.write(

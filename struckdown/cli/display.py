@@ -312,7 +312,11 @@ class RunDisplay:
             line.append(short(event.output, OUTPUT_WIDTH))
         else:
             line.append(f"error: {visible(str(event.error))}", style="red")
-        line.append(" (cached)" if event.was_cached else f" ({event.elapsed_ms:.0f} ms)", style="dim")
+        source = getattr(event, "source", None)  # SPEC §29: it did not run
+        if source is not None:
+            line.append(f" ({source})", style="dim")
+        else:
+            line.append(" (cached)" if event.was_cached else f" ({event.elapsed_ms:.0f} ms)", style="dim")
         self._line(line)
 
     def _on_slot_completed(self, event: Any) -> None:

@@ -17,6 +17,7 @@ EXIT_ERROR = 1  # model or runtime error (also: `sd check` found errors, a batch
 EXIT_TEMPLATE = 2  # the template, a context/input/tools file or the command line is wrong
 EXIT_HALTED = 3  # a guard stopped the run
 EXIT_PAUSED = 4  # tool calls await approval (`--pause-to FILE` wrote the run's state)
+EXIT_UNKNOWN = 5  # sd batch: rows wait for a decision about a call whose outcome is unknown (SPEC §29)
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from .approval_cmd import decisions_from_flags, read_state_file, report_pause, write_pause
-from .costs import otel
+from .costs import RunRecorder, otel
 from .display import RunDisplay, run_console
 from .errors import EXIT_HALTED, EXIT_OK, CliError
 from .io import dumps, write_json
 from .keywords import run_keywords
 from .loading import load_mcp, load_tools
-from .run_cmd import run_record
+from .run_cmd import failed_summary, run_record
 
 
 @dataclass
@@ -35,6 +35,7 @@ class ResumeRequest:
     deny: Sequence[str] = ()
     approve_all: bool = False
     deny_all: bool = False
+    happened: Sequence[str] = ()  # ID[=RESULT]: a call of unknown outcome that did happen (SPEC §29)
     answer: Sequence[str] = ()  # SLOT=VALUE: the answer of a slot paused by escalate=approve (SPEC §27)
     flags: Mapping[str, Any] = field(default_factory=dict)  # the RUN_FLAGS given: they override the paused run's
     output: Path | None = None
@@ -45,7 +46,7 @@ class ResumeRequest:
 
 
 def resume_command(request: ResumeRequest) -> int:
-    from ..approval.signing import verify_state
+    from ..approval.signing import claim_resume, verify_state
     from ..approval.state import ApprovalRequest, read_state
     from ..environment import default_environment
 
@@ -69,8 +70,9 @@ def resume_command(request: ResumeRequest) -> int:
     names = default_environment().engine_caches().toolbox(tuple(tools)).names
     try:
         read_state(state, decisions, tools=names, servers=_server_names(flags, state))  # before any model call
+        claim_resume(state, f"sd resume {request.state_file}")  # SPEC §29: resumed once
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(f"{request.state_file}: {exc}" if "resumed already" in str(exc) else str(exc)) from None
     later: Any = True if request.approve_all else False if request.deny_all else None
     pause_to = request.pause_to or request.state_file
     include_paths = tuple(flags.get("include_path") or ()) or tuple(Path(p) for p in cli.get("include_paths") or ())
@@ -92,7 +94,14 @@ def resume_command(request: ResumeRequest) -> int:
             options["cache"] = cli.get("cache", True)  # a state written before options were recorded
         if "stop_at" not in (state.get("options") or {}) and cli.get("stop_at") is not None:
             options["stop_at"] = cli["stop_at"]  # a state written before options were recorded
-        result = asyncio.run(_drive_resume(state, decisions, display, stream, options))
+        recorder = RunRecorder()
+        try:
+            result = asyncio.run(_drive_resume(state, decisions, display, stream, options, recorder))
+        except BaseException as exc:  # SPEC §29: what failed is said, and -o written, as sd run does
+            failed_summary(display, recorder, time.perf_counter() - started)
+            if request.output is not None:
+                write_json(request.output, recorder.record(exc))
+            raise
     display.summary(result, time.perf_counter() - started)
     if request.output is not None:
         write_json(request.output, run_record(result))
@@ -135,14 +144,17 @@ def _refuse_state_code(request: ResumeRequest, state: dict[str, Any]) -> None:
     recorded: dict[str, Any] = found if isinstance(found, dict) else {}
     flags = request.flags
     given_mcp = flags.get("mcp") or flags.get("mcp_config")
-    named = [f"MCP servers {recorded['mcp']!r}"] if recorded.get("mcp") and not given_mcp else []
+    found_mcp = recorded.get("mcp")
+    servers: list[Any] = found_mcp if isinstance(found_mcp, list) else []
+    listed = ", ".join(str(s.get("name") if isinstance(s, Mapping) else s) for s in servers)
+    named = [f"the MCP servers {listed}"] if recorded.get("mcp") and not given_mcp else []
     fallback = () if flags.get("fallback") else recorded.get("fallback") or ()
     for name in [fallback] if isinstance(fallback, str) else fallback:
         if isinstance(name, str) and ":" in name and factory_reference(name) is not None:
             named.append(f"the fallback model factory {name}")
     if named:
         raise CliError(f"the paused run used {' and '.join(named)}; sd resume starts or imports them only with "
-                       "--trust-state (or when --mcp / --fallback replace them)")
+                       "--trust-state (or when --mcp / --mcp-config / --fallback give them again)")
 
 
 def _model(request: ResumeRequest, cli: dict[str, Any]) -> Any:
@@ -162,7 +174,8 @@ def _model(request: ResumeRequest, cli: dict[str, Any]) -> Any:
 
 
 async def _drive_resume(
-    state: dict[str, Any], decisions: dict[str, Any], display: RunDisplay, stream: bool, options: dict[str, Any]
+    state: dict[str, Any], decisions: dict[str, Any], display: RunDisplay, stream: bool, options: dict[str, Any],
+    recorder: RunRecorder,
 ) -> Any:
     from ..api import resume_incremental_async
 
@@ -170,8 +183,11 @@ async def _drive_resume(
     with display:
         async for event in resume_incremental_async(state, decisions, stream=stream, **options):
             display.handle(event)
+            recorder.see(event)
             if event.type == "processing_complete":
                 result = event.result
+            elif event.type == "processing_error":  # the generator ends quietly after it: the CLI reports it
+                raise event.error
     if result is None:
         raise CliError("the run ended without a result", code=1)
     return result

@@ -83,6 +83,7 @@ def run_command(request: RunRequest) -> int:
     guards = {slot.key: program.plans[slot].when for slot in program.slots() if slot.is_guard}
     display = RunDisplay(console, guards, program.keys, answer_order(program))
     approve = approval_cmd.decider(request.approve, request.pause_to, display)
+    _refuse_escalate_approve(program, approve)
     started = time.perf_counter()
     recorder = RunRecorder()
     with otel(bool(request.flags.get("otel"))) as provider:
@@ -108,6 +109,22 @@ def run_command(request: RunRequest) -> int:
     return EXIT_HALTED if result.halted is not None else EXIT_OK
 
 
+def _refuse_escalate_approve(program: Any, approve: Any) -> None:
+    """SPEC §29: `escalate=approve` with nobody to answer (no terminal and no --pause-to,
+    or --approve none) would fail the slot at its first less confident answer: refused
+    before any call, naming both."""
+    from ..run.confidence import asks_a_person
+
+    slots = asks_a_person(program) if approve is False or isinstance(approve, approval_cmd.DenyWithNote) else []
+    if not slots:
+        return
+    why = "--approve none rejects every answer" if approve is False else "there is no terminal to ask"
+    raise CliError(
+        f"slot {slots[0]!r} has escalate=approve and {why}: give --pause-to FILE (decide later with sd resume), "
+        "--approve all (keep the model's answers) or run it on a terminal"
+    )
+
+
 def _resume_flags(request: RunRequest, model: Any) -> dict[str, Any]:
     """What `sd resume` needs besides the options the state records: the tools file (its
     functions cannot be recorded), the model string as given, and how the run was shown."""
@@ -119,6 +136,10 @@ def _resume_flags(request: RunRequest, model: Any) -> dict[str, Any]:
         "stream": request.stream,
         "cache": not request.flags.get("no_cache"),
         "stop_at": request.flags.get("stop_at"),
+        # SPEC §29: the resume command printed after a pause names the MCP servers again
+        "mcp": [str(spec) for spec in request.flags.get("mcp") or ()],
+        "mcp_config": str(Path(request.flags["mcp_config"]).resolve()) if request.flags.get("mcp_config") else None,
+        "fallback": [str(name) for name in request.flags.get("fallback") or ()],
     }
 
 

@@ -119,10 +119,10 @@ async def run_rows(job: dict[str, Any], rows: list[tuple[int, dict[str, Any]]]) 
         outcomes = [(index, exc) for index, _ in rows]
     else:
 
-        from ..run.durable.effects import CURRENT_ROW
+        from ..run.slot_run import enter_row
 
         async def one(index: int, context: dict[str, Any]) -> None:
-            CURRENT_ROW.set(getattr(context, "row", index))  # SPEC §25: effect ids name the row (this task's own)
+            enter_row(getattr(context, "row", index))  # SPEC §25: effect ids name the row (this task's own)
             outcomes.append((index, await run(context)))
 
         async with anyio.create_task_group() as tg:

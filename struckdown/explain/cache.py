@@ -176,8 +176,8 @@ def _record(program: Any, rows: list[Mapping[str, Any]], tools: Sequence[Any]) -
     from pydantic_ai.models.test import TestModel
     from pydantic_ai.models.wrapper import WrapperModel
 
-    from ..run.ledger import CURRENT_METER
     from ..run.prompt_cache import plan_prompt_cache
+    from ..run.slot_run import current
     from ..types.samples import sample
 
     followed = plan_prompt_cache(program, True).followed
@@ -191,7 +191,7 @@ def _record(program: Any, rows: list[Mapping[str, Any]], tools: Sequence[Any]) -
             self.row = row
 
         async def request(self, messages: Any, model_settings: Any, model_request_parameters: Any) -> Any:
-            meter = CURRENT_METER.get()
+            meter = current().meter
             slot = meter.slot if meter is not None else "?"
             if not any(r.slot == slot and r.row == self.row for r in recorded):
                 recorded.append(_as_request(slot, self.row, messages, model_request_parameters, slot in followed))

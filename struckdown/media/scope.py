@@ -87,6 +87,8 @@ class MediaScope:
         return found[1]
 
 
+#: The run's media scope. A ContextVar: media values are placed by Jinja filters and the
+#: prompt renderer, which take no argument of ours, and concurrent runs each have their own.
 CURRENT: ContextVar[MediaScope | None] = ContextVar("struckdown_media_scope", default=None)
 
 

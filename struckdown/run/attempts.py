@@ -52,7 +52,6 @@ from .resilience_settings import Emit as Emit
 from .resilience_settings import Resilience as Resilience
 from .resilience_settings import describe as describe
 from .resilience_settings import report as report
-from .wrappers.retries import CURRENT_RETRIES as CURRENT_RETRIES
 from .wrappers.retries import RetryingModel as RetryingModel
 from .wrappers.retries import RetryRun as RetryRun
 from .wrappers.retries import retry_after_of as retry_after_of
@@ -168,10 +167,14 @@ class SlotAttempts:
         return per_request
 
     def running(self) -> _Running:
-        """Around one attempt's `agent.run`: its retry state, its usage (read even when it
-        fails) and, with `parallel_tools=false`, tool calls one at a time."""
+        """Around one attempt's `agent.run`: its usage (read even when it fails) and, with
+        `parallel_tools=false`, tool calls one at a time."""
         self.usage = RunUsage()
-        return _Running(self, RetryRun(self.slot, self.emit, self.settings, self.model, self.restart))
+        return _Running(self)
+
+    def retries(self) -> RetryRun:
+        """The retry state of an attempt on the current model (the `retries` of its SlotRun)."""
+        return RetryRun(self.slot, self.emit, self.settings, self.model, self.restart)
 
     def truncated_error(self, run: Any, *, typed: bool = False) -> TruncatedError | None:
         """The error for an answer whose last response was cut: always for a typed answer
@@ -228,14 +231,13 @@ class SlotAttempts:
 class _Running:
     """The context of one attempt (a class, not a generator: it is entered once per slot)."""
 
-    __slots__ = ("attempts", "run", "token", "order")
+    __slots__ = ("attempts", "order")
 
-    def __init__(self, attempts: SlotAttempts, run: RetryRun) -> None:
-        self.attempts, self.run = attempts, run
+    def __init__(self, attempts: SlotAttempts) -> None:
+        self.attempts = attempts
         self.order: Any = None
 
     def __enter__(self) -> Any:
-        self.token = CURRENT_RETRIES.set(self.run)
         if self.attempts.control.get("parallel_tools") is False:
             from pydantic_ai.tool_manager import ToolManager
 
@@ -246,7 +248,6 @@ class _Running:
     def __exit__(self, *exc: Any) -> None:
         if self.order is not None:
             self.order.__exit__(*exc)
-        CURRENT_RETRIES.reset(self.token)
 
 
 def fallback_reason(error: BaseException) -> tuple[str | None, bool]:

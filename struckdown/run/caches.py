@@ -17,10 +17,7 @@ from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.output import TextOutput
 
 from ..types import OutputSpec
-from .attempts import RetryingModel
-from .ledger import MeteredModel
 from .tools import ToolBox, WrapSlotTools
-from .wrappers.cached import CachedModel
 
 _MAX_AGENTS = 4096
 _MAX_TOOLBOXES = 256
@@ -59,12 +56,9 @@ class EngineCaches:
         self._agents: dict[tuple[int, int, int], tuple[Agent[Any, Any], tuple[Any, ...]]] = {}
         self._toolboxes: dict[tuple[int, ...], ToolBox] = {}
         self._text_outputs: _ByIdentity[Any] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
-        self._cached_models: _ByIdentity[CachedModel] = _ByIdentity(_MAX_AGENTS, self._lock)
         self._deferrable: _ByIdentity[list[Any]] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
         self._native_outputs: _ByIdentity[Any] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
         self._prompted_outputs: _ByIdentity[Any] = _ByIdentity(_MAX_TEXT_OUTPUTS, self._lock)
-        self._metered_models: _ByIdentity[MeteredModel] = _ByIdentity(_MAX_AGENTS, self._lock)
-        self._retrying_models: _ByIdentity[RetryingModel] = _ByIdentity(_MAX_AGENTS, self._lock)
         self._stacks: _ByIdentity[list[Any]] = _ByIdentity(_MAX_AGENTS, self._lock)
         self._settings: dict[tuple[int, int, int], tuple[tuple[Any, ...], Any]] = {}
 
@@ -109,10 +103,6 @@ class EngineCaches:
                 self._toolboxes[key] = cached
         return cached
 
-    def cached_model(self, model: Any) -> CachedModel:
-        """The response-cache wrapper of `model` (one per model, so its agents are reused)."""
-        return self._cached_models.get(model, CachedModel)
-
     def deferrable(self, output_type: Any) -> list[Any]:
         """The output type or `DeferredToolRequests`: what a slot whose calls may wait for
         approval asks for (SPEC §12). One list per type, so its agent is reused."""
@@ -120,21 +110,13 @@ class EngineCaches:
 
         return self._deferrable.get(output_type, lambda kind: [kind, DeferredToolRequests])
 
-    def metered_model(self, model: Any) -> MeteredModel:
-        """The usage meter around `model` (one per model, so its agents are reused)."""
-        return self._metered_models.get(model, MeteredModel)
-
-    def retrying_model(self, model: Any) -> RetryingModel:
-        """The retry wrapper of `model` (SPEC §14; one per model, so its agents are reused)."""
-        return self._retrying_models.get(model, RetryingModel)
-
-    def model_stack(self, model: Any, cached: bool, build: Callable[[EngineCaches, Any, bool], Any]) -> Any:
-        """`build(self, model, cached)`, the model's stack with or without the cache layer
+    def model_stack(self, model: Any, cached: bool, build: Callable[..., Any]) -> Any:
+        """`build(model, cached=cached)`, the model's stack with or without the cache layer
         (`wrappers.model_stack`), kept per model."""
         stacks = self._stacks.get(model, lambda _: [None, None])
         stack = stacks[cached]
         if stack is None:
-            stack = stacks[cached] = build(self, model, cached)
+            stack = stacks[cached] = build(model, cached=cached)
         return stack
 
     def attempt_settings(self, plan: Any, model: Any, caller: Any, custom_type: Any, make: Callable[[], Any]) -> Any:

@@ -186,6 +186,16 @@ def escalation(control: Mapping[str, Any], measured: float) -> str | None:
     return str(target)
 
 
+def asks_a_person(program: Any) -> list[str]:
+    """The slots with `escalate=approve` (SPEC §27: a less confident answer goes to a person)."""
+    found = []
+    for plan in program.plans.values():
+        target = plan.control.get("escalate")
+        if isinstance(target, str) and target.strip() == "approve":
+            found.append(plan.key)
+    return found
+
+
 def check_votes(program: Any, ceiling: Any) -> None:
     """Before any model call: `confidence=vote:N` asks N times, each a request of the slot, so
     N may not exceed the slot's request limit (the caller's `limits=`, default 20, lowered by

@@ -431,6 +431,8 @@ class Run:
                 return restored
             # SPEC §25: with a journal, an unchanged request is answered from it
             pending, result = self.reruns.lookup(env, plan, resolved, spec, history, prompt, instructions, changed)
+            if result is not None and result.tool_calls and not await self.reruns.still_same(env, node.key, result):
+                result = None  # SPEC §29: a read-only tool of the reused slot answers differently now
             if result is None:
                 try:
                     result = await run_model_slot(

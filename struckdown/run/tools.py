@@ -1,7 +1,7 @@
 """Agent-slot tools: readonly marking, the per-slot call wrapper and the budget.
 
 The tools live in a cached agent; an agent-level capability wraps them, for each
-slot run, in a `SlotToolset` holding that run's state (`CURRENT_WRAP`). It gives every call
+slot run, in a `SlotToolset` holding that run's state (the `tools` of its `SlotRun`). It gives every call
 `ToolStarted`/`ToolCompleted` events, runs identical calls once (single flight,
 per slot), waits for pending guards before any tool that is not `@readonly`, and
 turns a raising tool into pydantic-ai's `ToolFailed` carrying the string
@@ -16,12 +16,12 @@ import json
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import nullcontext
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any, ParamSpec, TypeVar
+from functools import partial
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import anyio
 from pydantic_ai import Agent, ModelRetry, RunContext, Tool
@@ -30,11 +30,12 @@ from pydantic_ai.exceptions import ApprovalRequired, ToolFailed, UnexpectedModel
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.toolsets import WrapperToolset
 
-from ..errors import StruckdownError, exception_text
+from ..errors import OutcomeUnknown, StruckdownError, exception_text
 from ..incremental import ToolCompleted, ToolStarted
 from ..results import ToolCall
 from ..tools import READONLY_ATTR, SEQUENTIAL_ATTR, is_readonly, tool_name
 from .problems import validation_problem
+from .slot_run import CURRENT
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -92,7 +93,7 @@ _RETRIES = re.compile(r"Exceeded maximum (?:output )?retries \((\d+)\)")
 
 def _as_tool(tool: Any) -> Any:
     """A function marked `@sequential` as the `Tool(sequential=True)` pydantic-ai runs alone; one
-    with an `effect_id` parameter as a tool that gets it (SPEC §25, run/effects.py)."""
+    with an `effect_id` parameter as a tool that gets it (SPEC §25, run/durable/effects.py)."""
     if not isinstance(tool, Tool) and callable(tool):
         from .durable.effects import with_effect_id
 
@@ -134,7 +135,8 @@ class Flight:
 
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: tuple[Any, bool, str | None] | None = None  # (output, ok, error)
-    retry: ModelRetry | ApprovalRequired | None = None  # re-raised to every waiter, never cached
+    retry: ModelRetry | ApprovalRequired | OutcomeUnknown | None = None  # re-raised to every waiter, never cached
+    source: str | None = None  # SPEC §29: "replayed from the journal", "reconciled: happened", …: it did not run
 
 
 def _canonical(arguments: Any) -> str:
@@ -152,14 +154,15 @@ class ToolWrap:
     last_request: int | None = None  # with max_iter: this request offers no tools
     timeout: float | None = None  # seconds one call may take
     max_result: int | None = None  # characters of one result the model reads (the host's max_tool_result)
-    approval: frozenset[str] = frozenset()  # tools whose calls wait for a decision (SPEC §12, run/approval.py)
+    approval: frozenset[str] = frozenset()  # tools whose calls wait for a decision (SPEC §12, run/approval/calls.py)
     defer: Callable[[Any, Any], Awaitable[Any]] | None = None  # decides calls pydantic-ai deferred (its handler)
     budget: Any = None  # per-tool budgets and the run's tool-call limit (run/budgets.py ToolBudget)
     tracing: Any = None  # struckdown spans (observe.py), or None
-    effects: Any = None  # SPEC §25: the run's journal scope (run/effects.EffectScope), or None
+    effects: Any = None  # SPEC §25: the run's journal scope (run/durable/effects.EffectScope), or None
     calls: list[ToolCall] = field(default_factory=list)
     failed: int = 0  # calls that ran and failed (pydantic-ai counts only the ones that succeeded)
     inflight: dict[tuple[str, str], Flight] = field(default_factory=dict)
+    happened: dict[tuple[str, str], Any] = field(default_factory=dict)  # SPEC §29: "it happened" decisions
 
 
 def _abandonable(timeout: float | None) -> Any:
@@ -213,7 +216,7 @@ def _is_binary(output: Any) -> bool:
 
 def _unapproved(tools: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
     """Those tools declared 'unapproved', as `Tool(requires_approval=True)` is: pydantic-ai
-    defers their calls to the slot's approval gate (run/approval.py)."""
+    defers their calls to the slot's approval gate (run/approval/calls.py)."""
     return {
         name: replace(tool, tool_def=replace(tool.tool_def, kind="unapproved"))
         if name in names and tool.tool_def.kind == "function"
@@ -224,7 +227,7 @@ def _unapproved(tools: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
 
 @dataclass
 class SlotToolset(WrapperToolset[Any]):
-    """Per-slot tool interception: events, single-flight cache, guard join, errors.
+    """Per-slot tool interception: each call's events around `TOOL_CHAIN`, the tool stack.
 
     A wrapper toolset rather than a capability: it is consulted only when a tool
     is called, not on every hook of every step. pydantic-ai has already validated
@@ -250,111 +253,201 @@ class SlotToolset(WrapperToolset[Any]):
         return await self._call_tool(name, tool_args, ctx, tool)
 
     async def _call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any) -> Any:
+        """`ToolStarted`, the call down the tool stack, `ToolCompleted`; a failed call raises
+        pydantic-ai's `ToolFailed`, whose message the model reads."""
         state = self.state
         assert state is not None
         arguments = dict(tool_args)
-        key = (name, _canonical(arguments))
         await state.emit(ToolStarted(state.slot, name, arguments))
         started = time.perf_counter()
-        was_cached = key in state.inflight
-        refused = state.budget.spend(name) if state.budget is not None and not was_cached else None
-        if refused is not None:  # SPEC §13: the call does not run, the model reads why
-            return await self._finish(name, arguments, started, (refused, False, refused), False, ran=False)
-        while True:
-            flight = state.inflight.get(key)
-            if flight is None:
-                flight = state.inflight[key] = Flight()
-                await self._execute(
-                    flight, key, name, ctx, lambda run_ctx: self.wrapped.call_tool(name, tool_args, run_ctx, tool)
-                )
-            # waiting is not sharing: a cancelled waiter leaves the call the others wait for alone
-            await flight.done.wait()
-            if flight.retry is not None:
-                raise flight.retry
-            if flight.outcome is not None:
-                break
-            # the task running the shared call was cancelled (not this one): run it here
-        return await self._finish(name, arguments, started, flight.outcome, was_cached)
-
-    async def _finish(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        started: float,
-        outcome: tuple[Any, bool, str | None],
-        was_cached: bool,
-        *,
-        ran: bool = True,
-    ) -> Any:
-        state = self.state
-        assert state is not None
-        output, ok, error = outcome
-        state.failed += ran and not ok
+        key = (name, _canonical(arguments))
+        call = ToolCallRun(state, name, tool_args, ctx, tool, self.wrapped.call_tool, key, shared=key in state.inflight)
+        output, ok, error = await TOOL_CHAIN(call)
+        state.failed += call.ran and not ok
         elapsed = (time.perf_counter() - started) * 1000
-        state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, was_cached))
-        await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, was_cached))
+        state.calls.append(ToolCall(name, arguments, output, ok, error, elapsed, call.shared))
+        await state.emit(ToolCompleted(state.slot, name, arguments, output, ok, error, elapsed, call.shared, call.source))
         if state.tracing is not None:
-            state.tracing.tool_outcome(was_cached, ok)
+            state.tracing.tool_outcome(call.shared, ok)
         if not ok:
             # pydantic-ai's terminal tool failure: the model reads the SPEC §3 string as a
             # failed tool result (outcome="failed"), and the run goes on
             raise ToolFailed(str(error))
-        if state.budget is not None:
-            state.budget.returned()
         return output
 
-    async def _execute(
-        self, flight: Flight, key: tuple[str, str], name: str, ctx: RunContext[Any],
-        call: Callable[[RunContext[Any]], Awaitable[Any]],
-    ) -> None:
-        assert self.state is not None
-        inflight = self.state.inflight
-        effects: Any = self.state.effects if name not in self.state.readonly_names else None
-        effect: str | None = None  # the id this call journals as started (SPEC §25)
-        try:
-            if effects is not None:
-                settled = await _settled(effects, self.state.slot, name, key_arguments(key), ctx)
-                if isinstance(settled, tuple):  # done before (or reconciled): answered from the journal
-                    flight.outcome = settled
-                    return
-                effect = settled
-                ctx = replace(ctx)
-                setattr(ctx, "effect_id", effect)  # the tool's idempotency key: ctx.effect_id
-            if name not in self.state.readonly_names:
-                await self.state.join_guards()
-            timeout = self.state.timeout
-            problem: str | None = None
-            if effect is not None:
-                effects.journal.started(effect, name, key_arguments(key), self.state.slot, effects.row)
-            with anyio.move_on_after(timeout) as deadline, _abandonable(timeout):
-                output = await call(ctx)
-            if deadline.cancelled_caught:  # SPEC §14: cancelled at its deadline, the model reads why
-                output, problem = None, f"TimeoutError: tool {name!r} took longer than {timeout:g} s"
-                effect = None  # the call may still take effect: it stays started (unknown)
-            else:
-                problem = _unsendable(name, output)
-                if problem is None and self.state.max_result is not None:
-                    output = capped_result(name, output, self.state.max_result)
-            flight.outcome = (output, True, None) if problem is None else (problem, False, problem)
-            if effect is not None:
-                effects.journal.done(effect, *flight.outcome)
-        except (ModelRetry, ApprovalRequired) as exc:
-            # a retry is not an answer to cache; nor is a call that asks for approval from
-            # inside (pydantic-ai's ApprovalRequiredToolset): it is deferred, then called again
-            if effect is not None:
-                effects.journal.cleared(effect)  # the tool said no by raising: no effect
-            del inflight[key]
-            flight.retry = exc
-        except Exception as exc:  # a failing tool is information for the model
-            error = exception_text(exc)
-            flight.outcome = (error, False, error)
-            if effect is not None:
-                effects.journal.done(effect, error, False, error)
-        except BaseException:
-            del inflight[key]  # cancelled: a waiter runs the call itself
-            raise
-        finally:
-            flight.done.set()
+
+#: A tool call's outcome: (what the model reads, ok, the error text or None).
+Outcome = tuple[Any, bool, str | None]
+
+
+@dataclass(slots=True)
+class ToolCallRun:
+    """One tool call on its way down the tool stack."""
+
+    state: ToolWrap  # the slot run's tool state
+    name: str
+    tool_args: dict[str, Any]  # the arguments as pydantic-ai validated them
+    ctx: RunContext[Any]
+    tool: Any
+    call: Callable[[str, dict[str, Any], RunContext[Any], Any], Awaitable[Any]]  # the wrapped toolset's call_tool
+    key: tuple[str, str]  # (name, canonical arguments): identical calls share a flight
+    shared: bool = False  # an identical call of the slot ran, or runs: this one shares its outcome
+    ran: bool = True  # False: refused before it ran (its budget)
+    start: Callable[[], None] | None = None  # the journal's "started", written as the tool begins
+    unknown: bool = False  # cut at its deadline: it may still take effect
+    source: str | None = None  # SPEC §29: "replayed from the journal", "reconciled: happened", …: it did not run
+
+
+ToolHandler = Callable[[ToolCallRun], Awaitable[Outcome]]
+
+
+class ToolLayer(Protocol):
+    def __call__(self, call: ToolCallRun, inner: ToolHandler) -> Awaitable[Outcome]: ...
+
+
+async def approval(call: ToolCallRun, inner: ToolHandler) -> Outcome:
+    """SPEC §12: a call of a tool that needs a person's yes runs only once approved.
+    pydantic-ai defers those calls before they reach the toolset (`get_tools` declares such
+    tools 'unapproved'); one that reaches it undecided is deferred here, as pydantic-ai's
+    `ApprovalRequiredToolset` does."""
+    if call.name in call.state.approval and not call.ctx.tool_call_approved:
+        raise ApprovalRequired()
+    return await inner(call)
+
+
+async def budget(call: ToolCallRun, inner: ToolHandler) -> Outcome:
+    """SPEC §13: a call past its tool's budget does not run, the model reads why (a call
+    that shares an identical call's outcome costs nothing)."""
+    spending = call.state.budget
+    if spending is None:
+        return await inner(call)
+    refused = spending.spend(call.name) if not call.shared else None
+    if refused is not None:
+        call.ran = False
+        return refused, False, refused
+    outcome = await inner(call)
+    if outcome[1]:
+        spending.returned()
+    return outcome
+
+
+async def single_flight(call: ToolCallRun, inner: ToolHandler) -> Outcome:
+    """Identical calls of one slot run once and share the outcome; a retry or a deferral is
+    re-raised to every caller, never shared afterwards."""
+    inflight = call.state.inflight
+    while True:
+        flight = inflight.get(call.key)
+        if flight is None:
+            flight = inflight[call.key] = Flight()
+            await _fly(flight, call, inner)
+        # waiting is not sharing: a cancelled waiter leaves the call the others wait for alone
+        await flight.done.wait()
+        if flight.retry is not None:
+            raise flight.retry
+        if flight.outcome is not None:
+            call.source = flight.source
+            return flight.outcome
+        # the task running the shared call was cancelled (not this one): run it here
+
+
+async def _fly(flight: Flight, call: ToolCallRun, inner: ToolHandler) -> None:
+    inflight = call.state.inflight
+    try:
+        flight.outcome = await inner(call)
+        flight.source = call.source
+    except (ModelRetry, ApprovalRequired, OutcomeUnknown) as exc:
+        # a retry is not an answer to cache; nor is a call that asks for approval from
+        # inside (pydantic-ai's ApprovalRequiredToolset): it is deferred, then called again
+        del inflight[call.key]
+        flight.retry = exc
+    except Exception as exc:  # a failing tool is information for the model
+        error = exception_text(exc)
+        flight.outcome = (error, False, error)
+    except BaseException:
+        del inflight[call.key]  # cancelled: a waiter runs the call itself
+        raise
+    finally:
+        flight.done.set()
+
+
+async def effect_journal(call: ToolCallRun, inner: ToolHandler) -> Outcome:
+    """SPEC §25: with `journal=`, a call of a write tool is answered from the journal when it
+    finished before, reconciled or held for approval when it was cut off, and else journaled
+    as started (when the tool begins) and done."""
+    state = call.state
+    effects: Any = state.effects if call.name not in state.readonly_names else None
+    if effects is None:
+        return await inner(call)
+    arguments = key_arguments(call.key)
+    settled = await _settled(effects, state.slot, call.name, arguments, call.ctx, state.happened, call.key)
+    if isinstance(settled, tuple):  # done before (or reconciled, or decided): answered from the journal
+        outcome, call.source = settled
+        return outcome
+    effect = settled
+    call.ctx = replace(call.ctx)
+    setattr(call.ctx, "effect_id", effect)  # the tool's idempotency key: ctx.effect_id
+    call.start = lambda: effects.journal.started(effect, call.name, arguments, state.slot, effects.row)
+    try:
+        outcome = await inner(call)
+    except (ModelRetry, ApprovalRequired, OutcomeUnknown):
+        effects.journal.cleared(effect)  # the tool said no by raising: no effect
+        raise
+    except Exception as exc:
+        error = exception_text(exc)
+        effects.journal.done(effect, error, False, error)
+        raise
+    if not call.unknown:  # cut at its deadline, it stays started (outcome unknown)
+        effects.journal.done(effect, *outcome)
+    return outcome
+
+
+async def guard_join(call: ToolCallRun, inner: ToolHandler) -> Outcome:
+    """A tool that is not `@readonly` waits for the pending guards' verdicts."""
+    if call.name not in call.state.readonly_names:
+        await call.state.join_guards()
+    return await inner(call)
+
+
+async def timeout(call: ToolCallRun, inner: ToolHandler) -> Outcome:
+    """SPEC §14: `tool_timeout` ends the wait (a sync tool is left running in its thread),
+    the model reads why."""
+    seconds = call.state.timeout
+    with anyio.move_on_after(seconds) as deadline, _abandonable(seconds):
+        outcome = await inner(call)
+    if deadline.cancelled_caught:
+        assert seconds is not None
+        call.unknown = True  # the call may still take effect
+        problem = f"TimeoutError: tool {call.name!r} took longer than {seconds:g} s"
+        return problem, False, problem
+    return outcome
+
+
+async def run_tool(call: ToolCallRun) -> Outcome:
+    """The bottom of the stack: the tool itself; a result that cannot travel as JSON is an
+    error the model reads, one longer than `max_tool_result` is cut."""
+    if call.start is not None:
+        call.start()
+    output = await call.call(call.name, call.tool_args, call.ctx, call.tool)
+    problem = _unsendable(call.name, output)
+    if problem is None and call.state.max_result is not None:
+        output = capped_result(call.name, output, call.state.max_result)
+    return (output, True, None) if problem is None else (problem, False, problem)
+
+
+#: The tool stack, outermost first: the list `fold_tools` folds into `TOOL_CHAIN`.
+TOOL_STACK: list[ToolLayer] = [approval, budget, single_flight, effect_journal, guard_join, timeout]
+
+
+def fold_tools(layers: Sequence[ToolLayer], tool: ToolHandler) -> ToolHandler:
+    """`tool` inside `layers` (the first outermost), each layer around the ones after it."""
+    handler = tool
+    for layer in reversed(layers):
+        handler = partial(layer, inner=handler)
+    return handler
+
+
+#: Every tool call of an agent slot goes down this chain (built once).
+TOOL_CHAIN = fold_tools(TOOL_STACK, run_tool)
 
 
 def cut_short(ctx: RunContext[Any]) -> None:
@@ -378,29 +471,43 @@ def key_arguments(key: tuple[str, str]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+REPLAYED = "replayed from the journal"
+
+
 async def _settled(
-    effects: Any, slot: str, name: str, arguments: dict[str, Any], ctx: RunContext[Any]
-) -> tuple[Any, bool, str | None] | str:
-    """SPEC §25: a call's outcome from the journal, or its effect id when it is to run.
+    effects: Any, slot: str, name: str, arguments: dict[str, Any], ctx: RunContext[Any],
+    happened: Mapping[tuple[str, str], Any], key: tuple[str, str],
+) -> tuple[tuple[Any, bool, str | None], str] | str:
+    """SPEC §25: a call's outcome from the journal (and how it was settled, SPEC §29), or its effect id when it is to run.
     A call started but never finished goes to the tool's reconcile hook, else waits for a
-    person's decision marked "outcome unknown" (run/approval.py); an approved one runs."""
+    person's decision marked "outcome unknown" (run/approval/calls.py): "it happened" answers
+    with the result they gave, "did not happen" (an approval) runs it. A batch row cannot
+    wait: it ends as `OutcomeUnknown` (SPEC §29), for `sd batch --resume --decide`."""
     effect: str = effects.id_of(slot, name, arguments)
     record = effects.journal.state(effect)
     if record is None or record.get("state") == "cleared":
         return effect
     if record.get("state") == "done":
         ok = bool(record.get("ok"))
-        return (record.get("output"), True, None) if ok else (record.get("error"), False, record.get("error"))
-    if ctx.tool_call_approved:  # a person decided: run it again
-        return effect
+        outcome = (record.get("output"), True, None) if ok else (record.get("error"), False, record.get("error"))
+        return outcome, REPLAYED
+    if ctx.tool_call_approved:  # a person decided
+        if key in happened:  # it happened: answered with the result they gave, never run again
+            effects.journal.done(effect, happened[key], True, None, decided="happened")
+            return (happened[key], True, None), "decided: happened"
+        effects.journal.decided(effect, "not-happened")
+        return effect  # it did not happen: run it now
     try:
         known, output = await effects.reconcile(name, effect, arguments)
     except LookupError:
+        if effects.row is not None:
+            raise OutcomeUnknown(effect, name, arguments, effects.row) from None
         raise ApprovalRequired(metadata={"outcome": "unknown", "effect_id": effect}) from None
     if not known:
+        effects.journal.decided(effect, "not-happened", by="reconcile")
         return effect
-    effects.journal.done(effect, output, True, None)
-    return output, True, None
+    effects.journal.done(effect, output, True, None, decided="happened", by="reconcile")
+    return (output, True, None), "reconciled: happened"
 
 
 class ThreadPerCall(Executor):
@@ -432,25 +539,21 @@ class ThreadPerCall(Executor):
 _THREAD_PER_CALL = ThreadPerCall()
 
 
-#: The tool state of the slot run in progress in this task (set around `agent.run`).
-CURRENT_WRAP: ContextVar[ToolWrap | None] = ContextVar("struckdown_tool_wrap", default=None)
-
-
 @dataclass
 class WrapSlotTools(AbstractCapability[Any]):
     """Built into every tool agent: wraps its tools in a `SlotToolset` for each run,
-    from the state of the slot run that is in progress (`CURRENT_WRAP`). An
+    from the state of the slot run that is in progress (its `SlotRun`). An
     agent-level capability, so the per-run capability set stays empty."""
 
     def get_wrapper_toolset(self, toolset: Any) -> Any:
-        state = CURRENT_WRAP.get()
+        state: ToolWrap | None = CURRENT.get().tools
         assert state is not None, "a tool agent runs only inside a slot run"
         return SlotToolset(toolset, state=state)
 
     async def handle_deferred_tool_calls(self, ctx: RunContext[Any], *, requests: Any) -> Any:
-        """Calls that need approval (SPEC §12) go to the slot's gate (run/approval.py); no
+        """Calls that need approval (SPEC §12) go to the slot's gate (run/approval/calls.py); no
         gate: they stay open, and the agent run ends with them."""
-        state = CURRENT_WRAP.get()
+        state: ToolWrap | None = CURRENT.get().tools
         if state is None or state.defer is None:
             return None
         cut_short(ctx)

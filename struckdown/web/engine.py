@@ -230,8 +230,18 @@ async def resume_events(
     is the one the page sends now (`template=`: an edit since the pause is an error) and
     paths are the worker's."""
     from .. import resume_incremental_async
+    from ..approval.state import read_state
 
     template = program.template
+    from ..environment import default_environment
+
+    try:  # what the run checks first: a state it will refuse anyway is not used up
+        read_state(state, decisions, tools=default_environment().engine_caches().toolbox(tuple(tools)).names)
+        usable = state.get("template") == template.source
+    except (ValueError, TypeError, KeyError):
+        usable = False
+    if usable:
+        claim(state)  # SPEC §29: resumed once, before anything runs
     async for event in resume_incremental_async(
         state, decisions, template=template.source, template_path=template.filename,
         model=model, tools=tools, cache=cache, on_halt="return", stream=True,
@@ -271,6 +281,16 @@ def check_state(state: Any, policy: Any) -> None:
     refusals = run_option_refusals(recorded, policy, OPTIONS)
     if refusals:
         raise Refused(f"this paused run cannot be resumed here: {refusals[0]}")
+
+
+def claim(state: Mapping[str, Any]) -> None:
+    """SPEC §29: a paused state is resumed once; the page's second approval is refused."""
+    from ..approval.signing import claim_resume
+
+    try:
+        claim_resume(state, "the playground")
+    except ValueError as exc:
+        raise Refused(str(exc)) from None
 
 
 async def run_batch(

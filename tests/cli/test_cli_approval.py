@@ -114,8 +114,12 @@ def test_pause_to_exits_4_and_sd_resume_in_a_new_process_gives_the_inline_result
 
 def test_sd_resume_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state = tmp_path / "s.json"
-    assert sd(*RUN, "--pause-to", state).exit_code == 4
-    saved = state.read_text()
+
+    def pause() -> str:  # a paused state is resumed once (SPEC §29): each resume below gets a new one
+        assert sd(*RUN, "--pause-to", state).exit_code == 4
+        return state.read_text()
+
+    saved = pause()
     terminal(monkeypatch, False)
     missing = sd("resume", state, "--trust-state")
     assert missing.exit_code == 2
@@ -125,10 +129,13 @@ def test_sd_resume_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     denied = sd("resume", state, "--trust-state", "--deny", "reply.1=wrong order", "-o", tmp_path / "d.json")
     assert denied.exit_code == 0, denied.output
     assert answers(tmp_path / "d.json")["answers"]["reply"] == "Order 5531: wrong order"
+    pause()
     assert sd("resume", state, "--trust-state", "--deny-all", "-o", tmp_path / "n.json").exit_code == 0
     assert answers(tmp_path / "n.json")["answers"]["reply"] == "Order 5531: The user denied this call."
+    pause()
     assert sd("resume", state, "--trust-state", "--approve-all", "-o", tmp_path / "a.json").exit_code == 0
     assert answers(tmp_path / "a.json")["answers"]["reply"] == ALLOWED
+    saved = pause()
     terminal(monkeypatch)
     asked = sd("resume", state, "--trust-state", "-o", tmp_path / "t.json", input="y\n")
     assert asked.exit_code == 0 and PROMPT in asked.stdout
@@ -143,6 +150,40 @@ def test_sd_resume_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     state.write_text(json.dumps(sign_state(data)))  # as if the file had changed since the pause
     stale = sd("resume", state, "--trust-state", "--approve", "reply.1")
     assert stale.exit_code == 2 and f"{changed} changed since the run paused: line 16 was 'Was a refund issued?'" in stale.stderr
+
+
+def test_a_paused_state_is_resumed_once(tmp_path: Path, calls: Path) -> None:
+    state = tmp_path / "s.json"
+    assert sd(*RUN, "--pause-to", state).exit_code == 4
+    first = sd("resume", state, "--trust-state", "--approve", "reply.1")
+    assert first.exit_code == 0, first.output
+    assert calls.read_text().count("refunded") == 1
+    second = sd("resume", state, "--trust-state", "--approve", "reply.1")
+    assert second.exit_code == 2
+    line = second.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: {state}: this paused state (state_") and "was resumed already, by sd resume" in line
+    assert calls.read_text().count("refunded") == 1  # the refund did not run twice
+
+
+def test_a_resumed_run_that_fails_says_why_and_writes_its_answers(tmp_path: Path, calls: Path) -> None:
+    state = tmp_path / "s.json"
+    assert sd(*RUN, "--pause-to", state).exit_code == 4
+    failed = sd("resume", state, "--trust-state", "--approve", "reply.1", "--max-cost", "0.000001",
+                "--prices", write_prices(tmp_path), "-o", tmp_path / "out.json")
+    assert failed.exit_code == 1, failed.output
+    assert "the run ended without a result" not in failed.output
+    last = failed.stderr.strip().splitlines()[-1]
+    assert last == "error: slot 'reply': BudgetExceeded: run budget spent: $0.0590, over --max-cost 1e-06"
+    assert "failed · 1 answer · 2 requests" in failed.output
+    record = answers(tmp_path / "out.json")
+    assert set(record) >= {"answers", "usage", "error"} and record["error"]
+    assert record["usage"]["requests"] >= 1
+
+
+def write_prices(tmp_path: Path) -> Path:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"scripted": {"input": 1000.0, "output": 1000.0}}))
+    return path
 
 
 def test_sd_batch_approve_all_or_none(tmp_path: Path) -> None:

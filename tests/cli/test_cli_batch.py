@@ -20,6 +20,7 @@ from cli_support import plain_environment, runner, sd, use_model  # noqa: F401
 from process_gates import fifo, wait_for_gate
 from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import FunctionModel
+from finished_journal import finished
 
 TESTS = Path(__file__).resolve().parents[1] / "support"
 ROW_TEMPLATE = "Row {{ id }}: {{ text }} [[answer]]\n"
@@ -99,7 +100,7 @@ def test_csv_round_trip(tmp_path: Path, template: Path, use_model: Any) -> None:
         assert reader.fieldnames == ["id", "text", "note", "answer"]
         back = list(reader)
     assert back == [{**r, "answer": f"answer {r['id']}, \"quoted\"\nsecond line"} for r in rows]
-    assert not (tmp_path / "out.journal.jsonl").exists()  # every row ok: the journal is done with
+    assert finished(tmp_path / "out.journal.jsonl")  # every row ok: the journal is its finished record
 
 
 def test_failed_rows_carry_the_error_and_exit_1(tmp_path: Path, template: Path, use_model: Any) -> None:
@@ -256,7 +257,7 @@ def test_killed_batch_resumes_without_losing_or_repeating_rows(
     made = Counter(int(line) for line in calls.read_text(encoding="utf-8").split())
     assert all(made[i] == 1 for i in done_before)  # rows finished before the kill never ran again
     assert set(made) == set(range(n))
-    assert not journal.exists()  # every row ok now
+    assert finished(journal)  # every row ok now
 
 
 @pytest.mark.parametrize("change", ["model", "include", "tools"])

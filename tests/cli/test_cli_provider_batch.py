@@ -13,6 +13,7 @@ import pytest
 from batch_models import BatchScript
 from cli_support import plain_environment, sd, use_model  # noqa: F401
 from scripted import Call
+from finished_journal import finished
 
 TEMPLATE = "Row {{ id }} first [[a]]\nRow {{ id }} second [[b]]\n"
 
@@ -53,7 +54,7 @@ def test_provider_batch_sends_rows_slot_by_slot_in_batches(tmp_path: Path, templ
     assert "provider batches: 1 submitted, 1 pending, 0 done · 0 rows done" in lines  # progress
     assert any(line.startswith("provider batches: 4 submitted, 0 pending, 4 done · ") for line in lines)
     assert "provider batches: 4 submitted (5.0 requests each)" in lines  # the summary
-    assert not (tmp_path / "out.journal.jsonl").exists()
+    assert finished(tmp_path / "out.journal.jsonl")
 
 
 def test_a_batch_killed_while_waiting_resumes_without_sending_a_request_again(
@@ -89,7 +90,7 @@ def test_a_batch_killed_while_waiting_resumes_without_sending_a_request_again(
     assert len(asked) == 16 and set(asked.values()) == {1}  # every row answered exactly once
     assert [r["b"] for r in read_jsonl(out)] == [f"Row {i} second ok" for i in range(8)]
     assert f"{before} from the earlier run ({len(sent)} requests collected, not sent again)" in resumed.stderr
-    assert not journal.exists()
+    assert finished(journal)
 
 
 def test_a_failed_row_keeps_its_batch_requests_for_resume(tmp_path: Path, template: Path, use_model: Any) -> None:

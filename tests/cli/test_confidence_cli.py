@@ -113,3 +113,31 @@ def test_sd_run_shows_and_records_the_confidence(tmp_path: Path) -> None:
     record = json.loads((tmp_path / "out.json").read_text())
     assert record["answers"] == {"c": "red"} and record["confidence"] == {"c": pytest.approx(2 / 3)}
     assert record["usage"]["requests"] == 3 and "escalated" not in record
+
+
+def test_escalate_approve_with_nobody_to_answer_is_refused_before_any_call(tmp_path: Path) -> None:
+    """SPEC §29: a batch (any engine), no terminal, or --approve none: nobody answers."""
+    template = tmp_path / "sky.sd"
+    template.write_text("Sky? [[pick:c|red, blue, confidence=vote:3, min_confidence=0.9, escalate=approve]]\n",
+                        encoding="utf-8")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"n": 1}\n')
+    model = ["--model", "logprob_server:split_vote_model"]
+    batch = sd("batch", template, rows, "-o", tmp_path / "out.jsonl", *model)
+    assert batch.exit_code == 2 and not (tmp_path / "out.jsonl").exists()
+    assert batch.stderr.strip().splitlines()[-1] == (
+        "error: slot 'c' has escalate=approve, and sd batch has no person to answer it (its rows cannot pause): "
+        "give escalate=a model instead, or --approve all to keep the model's answers"
+    )
+    workers = sd("batch", template, rows, "-o", tmp_path / "out.jsonl", "--workers", "2", *model)
+    assert workers.exit_code == 2 and "and sd batch with --workers has no person" in workers.stderr
+    alone = sd("run", template, *model)  # the test runner has no terminal
+    assert alone.exit_code == 2
+    assert alone.stderr.strip().splitlines()[-1] == (
+        "error: slot 'c' has escalate=approve and there is no terminal to ask: give --pause-to FILE (decide later "
+        "with sd resume), --approve all (keep the model's answers) or run it on a terminal"
+    )
+    none = sd("run", template, "--approve", "none", *model)
+    assert none.exit_code == 2 and "escalate=approve and --approve none rejects every answer" in none.stderr
+    kept = sd("run", template, "--approve", "all", "--json", *model)
+    assert kept.exit_code == 0, kept.output

@@ -151,8 +151,16 @@ def test_sd_run_pauses_on_a_destructive_mcp_tool_and_sd_resume_runs_it(tmp_path:
     assert notes.record.calls == [("lookup", {"word": "owl"})]
     assert [r["id"] for r in json.loads(state.read_text())["requests"]] == ["clean.1"]
 
+    # SPEC §29: the command printed carries every flag the resume needs (the servers again)
+    assert f"continue with: sd resume {state} --model {model} --mcp notes={notes.url} --approve clean.1" in result.stderr
     # the servers come from the state, which sd resume starts only when trusted (docs/security.md)
-    result = sd_cli("resume", state, "--approve", "clean.1", "--json", "--trust-state")
+    untrusted = sd_cli("resume", state, "--approve", "clean.1", "--model", model)
+    assert untrusted.exit_code == 2
+    assert untrusted.stderr.strip().splitlines()[-1] == (
+        "error: the paused run used the MCP servers notes; sd resume starts or imports them only with --trust-state "
+        "(or when --mcp / --mcp-config / --fallback give them again)"
+    )
+    result = sd_cli("resume", state, "--approve", "clean.1", "--json", "--model", model, "--mcp", f"notes={notes.url}")
     assert result.exit_code == 0, result.output
     assert notes.record.calls == [("lookup", {"word": "owl"}), ("erase", {"name": "owl"})]
     answers = json.loads(result.stdout)

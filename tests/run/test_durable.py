@@ -13,6 +13,7 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolRetu
 from pydantic_ai.models.function import FunctionModel
 
 import struckdown as sd
+from struckdown.errors import InputError
 
 TEMPLATE = "Refund order R7. [[reply|use_tools=true, max_iter=3]]"
 
@@ -87,6 +88,7 @@ def test_a_finished_effect_is_answered_from_the_journal(tmp_path: Path) -> None:
     lines = records(journal)
     assert [line.get("state") for line in lines] == [None, "started", "done"]
     assert lines[0]["journal"] == "struckdown effects"
+    assert lines[1].pop("sig") != lines[2].pop("sig")  # each line signed (SPEC §29)
     assert lines[1] == {"effect": shop.ids[0], "state": "started", "tool": "refund", "arguments": {"order": "R7"},
                         "slot": "reply", "row": None}
     assert lines[2]["output"] == "refunded R7 (1)" and lines[2]["ok"] is True
@@ -138,10 +140,12 @@ def test_an_interrupted_call_without_a_hook_pauses_marked_outcome_unknown(tmp_pa
         sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
     (request,) = stopped.value.requests
     assert (request.tool_name, request.arguments, request.outcome) == ("refund", {"order": "R7"}, "unknown")
-    assert request.label() == 'refund(order="R7") (outcome unknown: it started before and never finished)'
+    assert request.label() == 'outcome unknown: did refund(order="R7") happen?'
+    assert request.kind == "unknown_outcome"
     assert shop.refunds == ["R7"]
     state = json.loads(json.dumps(stopped.value.state))
     assert state["requests"][0]["outcome"] == "unknown" and state["options"]["journal"] == str(journal)
+    assert state["requests"][0]["kind"] == "unknown_outcome"
     denied = sd.resume(state, {request.id: "It was refunded already."}, model=refund_model([]), tools=[shop.tool()])
     assert denied["reply"] == "done: It was refunded already." and shop.refunds == ["R7"]
     approved = sd.resume(state, {request.id: True}, model=refund_model([]), tools=[shop.tool()])
@@ -159,6 +163,52 @@ def test_approve_decides_an_unknown_outcome_inline(tmp_path: Path) -> None:
 
     result = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal, approve=decide)
     assert [r.outcome for r in seen] == ["unknown"] and result["reply"] == "done: Do not refund twice."
+    assert shop.refunds == ["R7"]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_happened_answers_with_the_given_result_and_never_runs_the_call(tmp_path: Path, as_json: bool) -> None:
+    text = "refunded R7 (at the bank)"
+    decision = {"happened": text} if as_json else sd.Happened(text)
+    shop, journal = Shop(), tmp_path / "run.journal"
+    crashed_run(shop, journal)
+    with pytest.raises(sd.Paused) as stopped:
+        sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    state = json.loads(json.dumps(stopped.value.state))
+    result = sd.resume(state, {stopped.value.requests[0].id: decision}, model=refund_model([]), tools=[shop.tool()])
+    assert result["reply"] == "done: refunded R7 (at the bank)" and shop.refunds == ["R7"]
+    last = records(journal)[-1]
+    assert (last["state"], last["output"], last["decided"], last["by"]) == ("done", "refunded R7 (at the bank)",
+                                                                           "happened", "user")
+    again = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal, rerun_from="reply")
+    assert again["reply"] == "done: refunded R7 (at the bank)" and shop.refunds == ["R7"]
+
+
+def test_happened_is_refused_for_a_call_whose_outcome_is_known(tmp_path: Path) -> None:
+    shop = Shop()
+    with pytest.raises(ValueError, match="says the call happened, but its outcome is not unknown"):
+        sd.complete("Refund order R7. [[reply|use_tools=true, max_iter=3, approve=refund]]", model=refund_model([]),
+                    tools=[shop.tool()], approve=lambda request: sd.Happened())
+    assert shop.refunds == []
+
+
+def test_an_answer_built_on_an_undecided_call_is_never_reused(tmp_path: Path) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    crashed_run(shop, journal)
+    denied = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal, approve=False)
+    assert denied["reply"] == "done: The user denied this call."
+    with pytest.raises(sd.Paused) as stopped:  # the call stays undecided: asked again, not the old answer reused
+        sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    assert stopped.value.requests[0].kind == "unknown_outcome" and shop.refunds == ["R7"]
+
+
+def test_a_changed_approval_decision_reruns_the_denied_slot(tmp_path: Path) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    template = "Refund order R7. [[reply|use_tools=true, max_iter=3, approve=refund]]"
+    denied = sd.complete(template, model=refund_model([]), tools=[shop.tool()], journal=journal, approve=False)
+    assert denied["reply"] == "done: The user denied this call." and shop.refunds == []
+    allowed = sd.complete(template, model=refund_model([]), tools=[shop.tool()], journal=journal, approve=True)
+    assert allowed["reply"] == "done: refunded R7 (1)" and not allowed.results["reply"].reused
     assert shop.refunds == ["R7"]
 
 
@@ -243,3 +293,116 @@ def test_a_tool_takes_the_effect_id_as_a_parameter(tmp_path: Path) -> None:
     assert keys == [started[0]["effect"]]
     sd.complete(TEMPLATE, model=FunctionModel(reply), tools=[refund])
     assert keys[1] == ""  # no journal: no effect id
+
+
+def test_a_file_that_is_not_a_journal_is_refused_untouched(tmp_path: Path) -> None:
+    shop, table = Shop(), tmp_path / "w.csv"
+    table.write_text("order,amount\nR7,49\n")
+    with pytest.raises(InputError) as refused:
+        sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=table)
+    assert str(refused.value) == (f"journal {table} exists and is not a struckdown journal (line 1 is not a journal's "
+                                  "header); give a new file (or one struckdown wrote as a journal)")
+    assert table.read_text() == "order,amount\nR7,49\n" and shop.refunds == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.csv"]  # no lock file left behind
+
+
+def test_a_header_cut_short_by_a_kill_is_a_journal(tmp_path: Path) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    journal.write_text('{"journal": "struckdown eff')
+    first = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    again = sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    assert first["reply"] == again["reply"] == "done: refunded R7 (1)" and again.results["reply"].reused
+
+
+def test_a_line_nested_too_deeply_is_refused_naming_its_line(tmp_path: Path) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    journal.write_text('{"journal": "struckdown effects", "version": 1, "job": "ab"}\n' + "[" * 100000 + "]" * 100000
+                       + "\n")
+    with pytest.raises(InputError, match=rf"^journal {journal} line 2: nested too deeply to be a journal line"):
+        sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    assert shop.refunds == []
+
+
+def test_replayed_and_reconciled_calls_say_so_in_their_events(tmp_path: Path) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    crashed_run(shop, journal)
+    tool = sd.effect(reconcile=lambda effect_id, arguments: "refunded R7 (found at the bank)")(shop.tool())
+
+    def sources(**options: Any) -> list[Any]:
+        events = list(sd.complete_incremental(TEMPLATE, model=refund_model([]), tools=[tool], journal=journal,
+                                              stream=False, **options))
+        return [(e.tool_name, e.source) for e in events if e.type == "tool_completed"]
+
+    assert sources() == [("refund", "reconciled: happened")]
+    assert sources(rerun_from="reply") == [("refund", "replayed from the journal")]
+    fresh = tmp_path / "fresh.journal"
+    events = list(sd.complete_incremental(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=fresh,
+                                          stream=False))
+    assert [e.source for e in events if e.type == "tool_completed"] == [None]  # it ran
+
+
+def test_a_reused_slot_runs_again_when_a_readonly_tool_answers_differently(tmp_path: Path) -> None:
+    journal, stock = tmp_path / "run.journal", {"R7": 3}
+    asked: list[str] = []
+
+    @sd.readonly
+    def in_stock(order: str) -> int:
+        """How many are in stock."""
+        return stock[order]
+
+    def model(messages: Any, info: Any) -> ModelResponse:
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        asked.append("answer" if returns else "call")
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("in_stock", {"order": "R7"})])
+        return ModelResponse(parts=[TextPart(f"{returns[-1].content} left")])
+
+    first = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[in_stock], journal=journal)
+    same = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[in_stock], journal=journal)
+    assert first["reply"] == same["reply"] == "3 left" and same.results["reply"].reused
+    assert asked == ["call", "answer"]  # the tool ran again and agreed: no request
+    stock["R7"] = 0
+    changed = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[in_stock], journal=journal)
+    assert changed["reply"] == "0 left" and not changed.results["reply"].reused
+    assert asked == ["call", "answer", "call", "answer"]
+    assert changed.reruns is not None and changed.reruns.rerun == ("reply",)
+
+
+def test_an_edit_to_a_helper_a_tool_uses_reruns_its_slot(tmp_path: Path) -> None:
+    journal = tmp_path / "run.journal"
+    source = tmp_path / "shop_tools.py"
+    import importlib.util
+
+    def load(rate: str) -> Any:
+        source.write_text(f"RATE = {rate}\n\ndef price(order: str) -> float:\n    '''The price.'''\n"
+                          "    return total(order)\n\ndef total(order):\n    return 10 * RATE\n")
+        spec = importlib.util.spec_from_file_location(f"shop_tools_{rate.replace('.', '_')}", source)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return sd.readonly(module.price)
+
+    def model(messages: Any, info: Any) -> ModelResponse:
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("price", {"order": "R7"})])
+        return ModelResponse(parts=[TextPart(f"costs {returns[-1].content}")])
+
+    first = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[load("1.0")], journal=journal)
+    edited = sd.complete(TEMPLATE, model=FunctionModel(model), tools=[load("2.25")], journal=journal)
+    assert (first["reply"], edited["reply"]) == ("costs 10.0", "costs 22.5")
+    assert not edited.results["reply"].reused
+
+
+@pytest.mark.parametrize("edit", ["answer", "effect"])
+def test_an_edited_journal_line_is_refused_naming_its_line(tmp_path: Path, edit: str) -> None:
+    shop, journal = Shop(), tmp_path / "run.journal"
+    sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    lines = journal.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines) if line.startswith('{"answer"' if edit == "answer" else '{"effect"')
+                  and ('"done"' in line or edit == "answer"))
+    lines[number] = lines[number].replace("refunded R7 (1)", "refunded R7 (1) and a bonus")
+    journal.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"^journal {journal} line {number + 1}: its signature does not match"):
+        sd.complete(TEMPLATE, model=refund_model([]), tools=[shop.tool()], journal=journal)
+    assert shop.refunds == ["R7"]

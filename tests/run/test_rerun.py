@@ -141,7 +141,8 @@ def test_an_edit_of_a_tools_code_reruns_the_slots_that_call_it(tmp_path: Path) -
     run(TOOLED, journal, tools=[sd.readonly(lookup)], answer=order_answer)
     assert ran == ["7"]
     again, script = run(TOOLED, journal, tools=[sd.readonly(lookup)], answer=order_answer)
-    assert script.calls == [] and ran == ["7"]  # the same code: reused, the tool not called
+    # the same code: reused, no request; its read-only call ran again and agreed (SPEC §29)
+    assert script.calls == [] and ran == ["7", "7"]
 
     def lookup(order: str) -> str:  # type: ignore[no-redef]  # the tool's code edited
         """Look an order up."""
@@ -149,7 +150,7 @@ def test_an_edit_of_a_tools_code_reruns_the_slots_that_call_it(tmp_path: Path) -
         return f"order {order}: shipped"
 
     result, script = run(TOOLED, journal, tools=[sd.readonly(lookup)], answer=order_answer)
-    assert ran == ["7", "7"]  # its call ran again
+    assert ran == ["7", "7", "7"]  # its call ran again
     assert len(script.calls) == 2  # the tool call, then the answer: the two requests of `order`
     assert result["order"] == "found: order 7: shipped"
     assert result.reruns.rerun == ("order",) and set(result.reruns.reused) == {"a", "hi"}

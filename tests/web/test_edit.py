@@ -216,6 +216,9 @@ def test_a_paused_run_goes_on_with_the_pages_decisions(server: str) -> None:
     assert "template= is not the template the run paused with" in changed[-1]["error"]
     refused = http.post("/api/approval", json={**body, "state": paused["state"], "decisions": {"greeting.1": 3}})
     assert refused.status_code == 400
+    again = run_events(http, {**body, "state": paused["state"], "decisions": {"greeting.1": True}}, "/api/approval")
+    assert [e["type"] for e in again] == ["run_started", "refused"]  # SPEC §29: a paused state is resumed once
+    assert "was resumed already, by the playground at" in again[-1]["error"]
 
 
 def test_a_typed_record_streams_its_partial_values_to_the_page(server: str) -> None:

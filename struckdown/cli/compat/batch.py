@@ -158,7 +158,12 @@ def quiet(enabled: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def scratch() -> Iterator[Path]:
+def scratch(needed: bool = True) -> Iterator[Path]:
+    """A temporary folder for an inline template and fetched inputs; made only when one of
+    them needs it, so a killed batch leaves no empty `sd-batch-*` folder behind (SPEC §29)."""
+    if not needed:
+        yield Path(tempfile.gettempdir()) / "sd-batch-unused"  # never written to
+        return
     with tempfile.TemporaryDirectory(prefix="sd-batch-") as name:
         yield Path(name)
 
@@ -176,7 +181,8 @@ def run_0x(request: Any, args: Sequence[str], prompt_file: Path | None, patterns
 
     path, text, inputs = template_and_inputs(args, prompt_file, patterns, stdin_is_tty())
     primary, others = primary_output(outputs)
-    with scratch() as directory:
+    fetched = any(str(spec).startswith(("http://", "https://")) for spec in inputs)
+    with scratch(text is not None or fetched) as directory:
         template = inline_template(text, directory) if text is not None else path
         assert template is not None
         inputs = fetch_inputs(inputs, directory)

@@ -28,6 +28,7 @@ from ...approval.state import (
     ANSWER_TOOL,
     ApprovalRequest,
     Decision,
+    Happened,
     PausedSlot,
     ResumePoint,
     answer_decided,
@@ -203,7 +204,7 @@ class ApprovalRun:
             answer = await anyio.to_thread.run_sync(decide, request)  # a person at a prompt: not on the loop
             if inspect.isawaitable(answer):
                 answer = await answer
-        return check_decision(answer, request.id)
+        return check_decision(answer, request.id, request.outcome)
 
     def lock(self) -> Any:
         if self._lock is None:
@@ -340,6 +341,7 @@ class SlotGate:
     asked: int = 0
     unsettled: bool = False  # SPEC §25: the run's journal holds calls that started and never finished
     unknown_calls: set[str] = field(default_factory=set)  # tool call ids deferred as "outcome unknown"
+    wrap: ToolWrap | None = None  # the slot run's tool state: where "it happened" decisions go (SPEC §29)
 
     def __post_init__(self) -> None:
         paused = self.resumed
@@ -384,6 +386,8 @@ class SlotGate:
     def restore_calls(self, wrap: ToolWrap) -> None:
         """Resumed: the calls made before the pause stay the slot's, and identical calls
         after it get their results (the per-slot cache)."""
+        self.wrap = wrap
+        self._happened(self.decided.items())
         if self.resumed is None:
             return
         for call in self.resumed.tool_calls:
@@ -418,7 +422,17 @@ class SlotGate:
                         decision = await self._decide(key, calls)
                         for call in calls:
                             results[call.tool_call_id] = _decision_result(decision)
+        self._happened((key, self.decided[key]) for key in fresh if key in self.decided)
         return DeferredToolResults(approvals=results) if results else None
+
+    def _happened(self, decided: Any) -> None:
+        """SPEC §29: a call decided as "it happened" does not run: its result is answered
+        (and journaled as done) by the tool wrapper, which the approval lets through."""
+        if self.wrap is None:
+            return
+        for key, decision in decided:
+            if isinstance(decision, Happened):
+                self.wrap.happened[key] = decision.result
 
     def _request(self, calls: list[Any]) -> ApprovalRequest:
         self.asked += 1

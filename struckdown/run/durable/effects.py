@@ -29,22 +29,18 @@ import hashlib
 import json
 import os
 import secrets
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ...errors import InputError
 from ...tools import Reconcile, reconcile_of
-from .files import HEADER, Tail, shard_paths
+from ..slot_run import current
+from .files import HEADER, Tail, journal_key, shard_paths, signed, verify_line
 
 ANSWER_PREFIX = b'{"answer": '  # a slot answer line (incremental re-runs, run/durable/rerun.py)
 
 T = TypeVar("T")
-
-#: The batch row a run belongs to (set around each row of a batch; None: a single run).
-CURRENT_ROW: ContextVar[int | None] = ContextVar("struckdown_effect_row", default=None)
-
 
 class RowContext(dict[str, Any]):
     """A batch row's context that names its row: `sd batch` runs only the rows a `--resume`
@@ -80,6 +76,8 @@ class EffectJournal:
         self._lock = _locked(self._lock_path, path)
         self.records: dict[str, dict[str, Any]] = {}
         self.open: set[str] = set()  # ids started and not settled
+        self.starts: dict[str, int] = {}  # id → its `started` records read so far (all files)
+        self.settled: dict[str, dict[str, Any]] = {}  # id → the settling record that covers the most starts
         self.job = ""
         # SPEC §25 incremental re-runs: the slot answers the file held when it was opened, by
         # (row, slot, request key) and (row, slot) → the offset of the line (read back on use)
@@ -87,7 +85,13 @@ class EffectJournal:
         self.latest: dict[tuple[int | None, str], int] = {}
         self.answered_rows: set[int | None] = set()
         self._reader: Any = None
-        self._read()
+        self._key = journal_key()
+        try:
+            self._read()
+        except BaseException:
+            self._lock_path.unlink(missing_ok=True)
+            os.close(self._lock)
+            raise
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         if self._ends_mid_line():
             os.write(self._fd, b"\n")  # a kill cut the last line short: start clean
@@ -103,10 +107,16 @@ class EffectJournal:
         except OSError as exc:
             raise InputError(f"cannot read journal {self.path}: {exc}") from None
         offset = 0
+        number = 0
         with handle:
             for line in handle:
+                number += 1
                 at, offset = offset, offset + len(line)
+                if not self.job and line.strip():
+                    self._check_header(line, number)
                 if line.startswith(ANSWER_PREFIX):
+                    if line.endswith(b"}\n") and self.job:  # whole (a kill cuts a line short, never edits one)
+                        verify_line(self._key, self.job, line, self.path, number)
                     self._note_answer(line, at)
                     continue
                 if not line.strip():
@@ -115,11 +125,15 @@ class EffectJournal:
                     entry = json.loads(line)
                 except ValueError:
                     continue  # a line a kill cut short: its effect stays as it was before
+                except RecursionError:  # nested deeper than the parser goes: no journal line is
+                    raise InputError(f"journal {self.path} line {number}: nested too deeply to be a journal line "
+                                     "(it was edited): refusing to read it") from None
                 if not isinstance(entry, dict):
                     continue
                 if entry.get("journal") == HEADER:
                     self.job = self.job or str(entry.get("job") or "")
                 elif isinstance(entry.get("effect"), str):
+                    verify_line(self._key, self.job, line, self.path, number)
                     self._note(entry)
         if (self.records or self.answers) and not self.job:
             raise InputError(f"journal {self.path} has effect records but no header line: it is not a struckdown journal")
@@ -129,6 +143,24 @@ class EffectJournal:
                 for entry in tail.read():
                     if tail.job == self.job:
                         self._note(entry)
+
+    def _check_header(self, line: bytes, number: int) -> None:
+        """SPEC §29: the first line of a file given as a journal is a journal's header, else
+        the file is refused (`--journal w.csv` must not append into the input)."""
+        header = f'{{"journal": "{HEADER}", "version": 1, "job": "'.encode()
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            entry = None
+        if isinstance(entry, dict) and entry.get("journal") == HEADER:
+            return
+        text = line.strip()
+        if entry is None and (header.startswith(text) or (text.startswith(header) and text[len(header):].isalnum())):
+            return  # the header a kill cut short (a whole one follows it)
+        raise InputError(
+            f"journal {self.path} exists and is not a struckdown journal (line {number} is not a journal's header); "
+            "give a new file (or one struckdown wrote as a journal)"
+        )
 
     def _note_answer(self, line: bytes, at: int) -> None:
         """An answer line's head (slot, row, request key) and where it starts; its result is
@@ -147,8 +179,8 @@ class EffectJournal:
     def answer(self, row: int | None, slot: str, request: str, result: str) -> None:
         """Record a slot's answer (`result`: its JSON) under the key of the request it sent."""
         head = json.dumps({"answer": slot, "row": row, "request": request}, ensure_ascii=False)
-        line = f'{head[:-1]},"result":{result}}}\n'
-        os.write(self._fd, line.encode("utf-8", "surrogatepass"))
+        body = f'{head[:-1]},"result":{result}}}'.encode("utf-8", "surrogatepass")
+        os.write(self._fd, signed(self._key, self.job, body))
 
     def stored_answer(self, at: int) -> dict[str, Any] | None:
         """The result of the answer line at `at` (None: unreadable now)."""
@@ -157,8 +189,8 @@ class EffectJournal:
         self._reader.seek(at)
         try:
             result: dict[str, Any] = json.loads(self._reader.readline())["result"]
-        except (ValueError, KeyError, TypeError):
-            return None
+        except (ValueError, KeyError, TypeError, RecursionError):
+            return None  # unreadable (or nested deeper than a struckdown answer): the slot runs
         return result
 
     def _ends_mid_line(self) -> bool:
@@ -170,17 +202,39 @@ class EffectJournal:
             return raw.read(1) != b"\n"
 
     def _append(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
-        os.write(self._fd, line.encode("utf-8", "surrogatepass"))  # one write: whole, or cut short by a kill
+        if entry.get("state") in ("done", "cleared"):  # which starts it settles: files merge in any order
+            entry = {**entry, "starts": self.starts.get(entry["effect"], 0)}
+        body = json.dumps(entry, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+        line = body + b"\n" if entry.get("journal") == HEADER else signed(self._key, self.job, body)
+        os.write(self._fd, line)  # one write: whole, or cut short by a kill
         if "effect" in entry:
             self._note(entry)
 
     def _note(self, entry: dict[str, Any]) -> None:
+        """One record, from any of the files (the journal, the workers' shards), read in any
+        order: a `done`/`cleared` record says how many `started` records it settles
+        (`starts`), so a decision written in the journal about a call a worker's shard holds
+        as started settles it whichever is read first, and a later start is open again."""
         effect = entry["effect"]
-        self.records[effect] = {**self.records.get(effect, {}), **entry}
         if entry.get("state") == "started":
+            count = self.starts[effect] = self.starts.get(effect, 0) + 1
+            settled = self.settled.get(effect)
+            if settled is not None and settled["starts"] >= count:
+                self.records[effect] = {**entry, **self.records.get(effect, {})}  # keeps the call's tool, arguments
+                return  # settled already by a record read before it
+            self.records[effect] = {**self.records.get(effect, {}), **entry}
             self.open.add(effect)
-        else:
+            return
+        starts = entry.get("starts")
+        if not isinstance(starts, int):  # written before records said so: settles what was read so far
+            starts = self.starts.get(effect, 0)
+        entry = {**entry, "starts": starts}
+        best = self.settled.get(effect)
+        if best is not None and best["starts"] > starts:
+            return  # an older settlement than one read already
+        self.settled[effect] = entry
+        if starts >= self.starts.get(effect, 0):
+            self.records[effect] = {**self.records.get(effect, {}), **entry}
             self.open.discard(effect)
 
     def unsettled(self) -> bool:
@@ -193,13 +247,29 @@ class EffectJournal:
     def started(self, effect: str, name: str, arguments: dict[str, Any], slot: str, row: int | None) -> None:
         self._append({"effect": effect, "state": "started", "tool": name, "arguments": arguments, "slot": slot, "row": row})
 
-    def done(self, effect: str, output: Any, ok: bool, error: str | None) -> None:
+    def done(
+        self, effect: str, output: Any, ok: bool, error: str | None, *, decided: str | None = None, by: str | None = None
+    ) -> None:
+        """`decided`: how a call whose outcome was unknown was settled (`happened`, `deny`),
+        `by` whom (`reconcile`: the tool's hook; else the user)."""
         from pydantic_core import to_jsonable_python
 
-        self._append({"effect": effect, "state": "done", "ok": ok, "output": to_jsonable_python(output), "error": error})
+        entry = {"effect": effect, "state": "done", "ok": ok, "output": to_jsonable_python(output), "error": error}
+        if decided is not None:
+            entry.update(decided=decided, by=by or "user")
+        self._append(entry)
 
     def cleared(self, effect: str) -> None:
         self._append({"effect": effect, "state": "cleared"})
+
+    def decided(self, effect: str, how: str, *, by: str | None = None) -> None:
+        """A call whose outcome was unknown was decided: `not-happened` clears it (it runs now)."""
+        self._append({"effect": effect, "state": "cleared", "decided": how, "by": by or "user"})
+
+    def undecided(self, row: int | None = None) -> list[dict[str, Any]]:
+        """The `started` records of calls that never finished (of one batch row, or all)."""
+        found = [self.records[e] for e in sorted(self.open)]
+        return [r for r in found if row is None or r.get("row") == row]
 
     def close(self) -> None:
         try:
@@ -298,7 +368,7 @@ def scope_for(journal: EffectJournal | None, tools: tuple[Any, ...], names: tupl
         if len(_HOOKS) > 64:
             _HOOKS.clear()  # tool sets come and go (a server's requests): hold a few
         held = _HOOKS[id(tools)] = (tools, {n: h for n, t in zip(names, tools) if (h := reconcile_of(t)) is not None})
-    return EffectScope(journal, CURRENT_ROW.get(), held[1])
+    return EffectScope(journal, current().effect_row, held[1])  # the batch row (slot_run.enter_row)
 
 
 def with_effect_id(function: Any) -> Any:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .effects import EffectJournal
 
 #: Bumped when what the key covers changes (old answers then simply run again).
-KEY_VERSION = 1
+KEY_VERSION = 2
 
 
 def check_rerun_from(program: Program, name: str | None, journal: Any) -> None:
@@ -78,28 +78,58 @@ _TOOLS: dict[int, tuple[Any, str]] = {}
 
 
 def tools_identity(tools: Sequence[Any]) -> str:
-    """The tools a slot may call: each one's name, description and code (its source where
-    Python has it, else its bytecode). Once per tool set (the engine caches the set)."""
+    """The tools a slot may call: each one's name, description and code as a
+    `FunctionModel`'s key has it (models/function_key.py: bytecode, constants, defaults,
+    and the functions and plain values it reads from its closure and module, transitively),
+    so an edit to a helper or a module constant the tool uses changes it. Once per tool set."""
     held = _TOOLS.get(id(tools))
     if held is not None and held[0] is tools:
         return held[1]
-    import inspect
+    from ...models.function_key import function_digest
 
     digest = hashlib.sha256()
     for tool in tools:
         function = getattr(tool, "function", tool)
         digest.update(f"{getattr(tool, 'name', '')}\0{getattr(tool, 'description', '')}\0".encode())
-        try:
-            code = inspect.getsource(function).encode("utf-8", "surrogatepass")
-        except (OSError, TypeError):
-            raw = getattr(function, "__code__", None)
-            code = raw.co_code + repr(raw.co_consts).encode() if raw is not None else repr(function).encode()
-        digest.update(code + b"\0")
+        digest.update(function_digest(function).encode() + b"\0")
     identity = digest.hexdigest()
     if len(_TOOLS) > 64:
         _TOOLS.clear()  # tool sets come and go (a server's requests): hold a few
     _TOOLS[id(tools)] = (tools, identity)
     return identity
+
+
+def model_identity(model: Any) -> list[Any]:
+    """Who answers, not only by name (SPEC §29): the model's class, name, system and
+    endpoint, and for a scripted `FunctionModel` the code of its functions (model_label)."""
+    from ...models import model_label
+
+    base_url = getattr(model, "base_url", None)
+    try:
+        base = str(base_url) if base_url is not None else None
+    except Exception:  # noqa: BLE001 - a provider without a URL to show
+        base = None
+    return [model_label(model), f"{type(model).__module__}.{type(model).__qualname__}",
+            getattr(model, "model_name", None), getattr(model, "system", None), base]
+
+
+def _callable_identity(value: Any) -> Any:
+    """True/False/None as they are; a function (an approval decider) by its code."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    from ...models.function_key import function_digest
+
+    return "fn:" + function_digest(value)
+
+
+def _deps_identity(deps: Any) -> Any:
+    """`deps` as JSON when it is data, else by its type (and a function's code)."""
+    if deps is None:
+        return None
+    try:
+        return json.loads(json.dumps(deps, sort_keys=True, default=str))
+    except (TypeError, ValueError):
+        return f"{type(deps).__module__}.{type(deps).__qualname__}"
 
 
 def request_key(
@@ -108,18 +138,24 @@ def request_key(
 ) -> str | None:
     """The hash of the request a slot would send; None: a slot never reused (MCP tools,
     whose code is elsewhere)."""
-    from ...models import model_label
-
     control = resolved.control
     if control.get("use_tools", "mcp" in control) and (env.mcp is not None or "mcp" in control):
         return None  # the slot may call MCP tools
     model = env.resolve_model(resolved.settings.get("model"))
     uses_tools = bool(control.get("use_tools")) and bool(env.toolbox.tools) and control.get("tool_choice") != "none"
+    fallback = control.get("fallback")
+    fallbacks = [str(fallback)] if fallback is not None else [
+        model_identity(m) if not isinstance(m, str) else m
+        for m in (env.resilience.fallback if env.resilience is not None else ())
+    ]
+    approval = env.approval
     head = [
-        KEY_VERSION, plan.key, plan.slot.type_name, plan.slot.quantifier, model_label(model),
-        getattr(model, "model_name", None), env.settings,
+        KEY_VERSION, plan.key, plan.slot.type_name, plan.slot.quantifier, model_identity(model), fallbacks,
+        env.settings, _deps_identity(env.deps),
         resolved.positional, resolved.type_options, resolved.settings, control, spec.answer_schema_json,
         instructions, prompt, tools_identity(env.toolbox.tools) if uses_tools else None,
+        # who decides the calls that need approval: a denial the user has since changed re-runs the slot
+        _callable_identity(approval.decide if approval is not None else None) if uses_tools else None,
     ]
     digest = hashlib.sha256(json.dumps(head, sort_keys=True, default=repr).encode("utf-8", "surrogatepass"))
     from ...media.scope import MARK
@@ -203,8 +239,63 @@ class Reruns:
             result = restore_slot(stored, spec)
         except (ValueError, KeyError, TypeError):
             return pending, None  # no longer readable as this slot's answer: it runs
+        if self._undecided(slot, result):
+            return pending, None  # SPEC §29: built on a call whose outcome nobody decided yet: it runs (and asks)
         self.reused.append(slot)
         return pending, replace(result, usage=Usage(), elapsed_ms=0.0, cached=False, reused=True)
+
+    def _undecided(self, slot: str, result: SlotResult) -> bool:
+        """Whether the answer's slot called a write tool whose call the journal still holds
+        as started (cut off, and denied or never decided since)."""
+        from .effects import effect_id
+
+        journal = self.journal
+        assert journal is not None
+        if not journal.open:
+            return False
+        calls = [(call.tool_name, call.arguments) for call in result.tool_calls]
+        for message in result.messages:  # a denied call never reached the tool: it is in the messages only
+            for part in getattr(message, "parts", ()):
+                if getattr(part, "part_kind", "") == "tool-call":
+                    try:
+                        calls.append((part.tool_name, part.args_as_dict()))
+                    except (ValueError, TypeError, AssertionError):
+                        continue
+        return any(effect_id(journal.job, self.row, slot, name, arguments) in journal.open for name, arguments in calls)
+
+    async def still_same(self, env: SlotEnv, slot: str, result: SlotResult) -> bool:
+        """SPEC §29: the calls a reused slot made to `@readonly` tools run again and are
+        compared with what the journal holds; a different result (or a tool that cannot be
+        called outside a run, or fails) means the slot runs again (it is then not reused)."""
+        import functools
+        import inspect
+
+        import anyio
+        from pydantic_core import to_jsonable_python
+
+        box = env.toolbox
+        same = True
+        for call in result.tool_calls:
+            if call.tool_name not in box.readonly_names or call.tool_name not in box.names:
+                continue
+            tool = box.tools[box.names.index(call.tool_name)]
+            function = getattr(tool, "function", tool)
+            if getattr(tool, "takes_ctx", False) or not callable(function):
+                same = False
+                break
+            try:
+                if inspect.iscoroutinefunction(function):
+                    output = await function(**call.arguments)
+                else:
+                    output = await anyio.to_thread.run_sync(functools.partial(function, **call.arguments))
+                same = to_jsonable_python(output, fallback=repr) == to_jsonable_python(call.output, fallback=repr)
+            except Exception:  # noqa: BLE001 - a tool that fails now: the slot runs and the model reads it
+                same = False
+            if not same:
+                break
+        if not same and slot in self.reused:
+            self.reused.remove(slot)
+        return same
 
     def record(self, pending: Pending, result: SlotResult) -> None:
         """A slot that ran: its answer goes to the journal under its request key."""

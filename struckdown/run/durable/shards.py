@@ -30,7 +30,7 @@ from typing import Any
 
 from ...errors import InputError
 from .effects import _OPEN, EffectJournal, _locked
-from .files import HEADER, Tail, shard_paths
+from .files import HEADER, Tail, journal_key, shard_paths
 
 
 class ShardJournal(EffectJournal):
@@ -41,11 +41,14 @@ class ShardJournal(EffectJournal):
         self.path = path
         self.records: dict[str, dict[str, Any]] = {}
         self.open: set[str] = set()
+        self.starts: dict[str, int] = {}
+        self.settled: dict[str, dict[str, Any]] = {}
         # a worker writes its slots' answer lines to its shard but reuses none (docs/durable.md)
         self.answers: dict[tuple[int | None, str, str], int] = {}
         self.latest: dict[tuple[int | None, str], int] = {}
         self.answered_rows: set[int | None] = set()
         self._reader: Any = None
+        self._key = journal_key()
         main = Tail(path)
         first = main.read()
         if not main.job:

@@ -1,4 +1,4 @@
-"""The slot's two stacks, each written once in order (SPEC §22; DESIGN "A stack written once").
+"""The slot's two stacks, each a list the code folds (SPEC §22; DESIGN "A stack written once").
 
 **The model stack**, outermost first, around the provider model a slot attempt runs on:
 
@@ -9,24 +9,31 @@
 * `retries.RetryingModel`: a transient provider failure is sent again (SPEC §14);
 * `flow.FlowGuardModel`: a request to a remote model holding a private value's text is
   blocked with `FlowError` (SPEC §33; not sent, so not metered);
-* `run/ledger.MeteredModel`: every real request, each retry included, is counted, priced and
+* `metered.MeteredModel`: every real request, each retry included, is counted, priced and
   checked against the budgets once;
 * the provider model (or its provider-batch wrapper, `batch/provider_models.py`).
 
-Fallback is not a layer: it restarts the whole slot on the next model (`run/resilience.py`).
-`model_stack` builds it; `run/slot.py` calls nothing else.
+`MODEL_STACK` lists the layers, outermost first, and `build_stack` folds it from the
+innermost out (as Starlette builds its middleware stack); each layer's `wrap` puts it
+around the model below, and the state it serves with is its field of the attempt's
+`SlotRun` (`run/slot_run.py`). Fallback is not a layer: it restarts the whole slot on the
+next model (`run/attempts.py`). `run/slot.py` calls `model_stack`, nothing else.
 
-**The tool stack**, outermost first, around each tool call of an agent slot
-(`run/tools.SlotToolset` and pydantic-ai's deferred tools):
+**The tool stack**, outermost first, around each tool call of an agent slot: the list
+`run/tools.TOOL_STACK`, folded once into the chain `run/tools.SlotToolset` runs each
+call through (with its `ToolStarted`/`ToolCompleted` events around it):
 
     approval  →  budget  →  single flight  →  effect journal  →  guard join  →  timeout  →  tool
 
-* approval: a call that needs a person's yes is deferred (SPEC §12; `run/approval.py`);
+* approval: a call that needs a person's yes is deferred (SPEC §12; `run/approval/`):
+  pydantic-ai defers it before the toolset sees it (the toolset declares such tools
+  'unapproved'); the layer defers any that reaches it undecided;
 * budget: a call past its `budget=` / `tool_limits=` does not run, the model reads why;
 * single flight: identical calls of one slot run once and share the result;
 * effect journal: with `journal=`, a call of a write tool is answered from the journal when
   it finished before, reconciled or held for approval when it was cut off, and else
-  journaled as started and done around the layers below (SPEC §25; `run/effects.py`);
+  journaled as done around the layers below, and as started when the tool begins (after
+  the guard join: a call a guard stopped never shows as started) (SPEC §25; `run/durable/effects.py`);
 * guard join: a tool that is not `@readonly` waits for the pending guards' verdicts;
 * timeout: `tool_timeout` ends the wait, the model reads the timeout message;
 * the tool (a function, sync or async, or an MCP server's tool).
@@ -34,25 +41,34 @@ Fallback is not a layer: it restarts the whole slot on the next model (`run/resi
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-#: The model stack, outermost first (the docstring says what each layer does).
-MODEL_STACK = ("cache", "retries", "flow", "meter", "provider")
-#: The tool stack, outermost first.
-TOOL_STACK = ("approval", "budget", "single flight", "effect journal", "guard join", "timeout", "tool")
+from pydantic_ai.models import Model
+
+from .cached import CachedModel
+from .flow import FlowGuardModel
+from .metered import MeteredModel
+from .retries import RetryingModel
+
+
+class ModelLayer(Protocol):
+    def wrap(self, model: Model, *, cached: bool) -> Model: ...
+
+
+#: The model stack, outermost first: the list `build_stack` folds.
+MODEL_STACK: list[ModelLayer] = [CachedModel, RetryingModel, FlowGuardModel, MeteredModel]
+
+
+def build_stack(model: Model, *, cached: bool, layers: Sequence[ModelLayer] = MODEL_STACK) -> Model:
+    """`model` inside `layers` (the first outermost), each layer wrapped around the ones after it."""
+    for layer in reversed(layers):
+        model = layer.wrap(model, cached=cached)
+    return model
 
 
 def model_stack(caches: Any, model: Any, *, cached: bool) -> Any:
-    """`model` wrapped in the layers of `MODEL_STACK`, innermost first (one wrapper per model
-    and layer, from the Environment's caches, so agents are reused across runs; the stack
-    itself is kept per model, so a slot run looks it up once)."""
-    return caches.model_stack(model, cached, _build_stack)
-
-
-def _build_stack(caches: Any, model: Any, cached: bool) -> Any:
-    from .flow import FlowGuardModel
-
-    served = caches.metered_model(model)
-    served = FlowGuardModel(served)
-    served = caches.retrying_model(served)
-    return caches.cached_model(served) if cached else served
+    """`model` in the layers of `MODEL_STACK`, kept per model and `cached` by the
+    Environment's caches, so its agents are reused across runs and a slot run looks it
+    up once."""
+    return caches.model_stack(model, cached, build_stack)

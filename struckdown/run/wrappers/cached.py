@@ -11,7 +11,7 @@ validated like a fresh answer, streams the same events, and appears in
 Only a slot run's validated final answer is stored, under the key of the run's
 first request (the conversation before the model answered); a response that failed
 validation is never served again. The wrapper is stateless and cached per (model,
-cache) by the engine; what one slot run needs travels in `CURRENT_CACHE_RUN`.
+cache) by the engine; what one slot run needs is the `cache` of its `SlotRun`.
 """
 
 from __future__ import annotations
@@ -19,15 +19,14 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
-from pydantic_ai.models import CompletedStreamedResponse, StreamedResponse
+from pydantic_ai.models import CompletedStreamedResponse, Model, StreamedResponse
 from pydantic_ai.usage import RequestUsage
 
-from ..ledger import note_cache_hit
+from ..slot_run import CURRENT
 from .streams import Request, SlotRunWrapper
 
 HIT_MARK = "struckdown_cache"
@@ -47,14 +46,16 @@ class CacheRun:
     hits: int = 0
 
 
-#: The cache state of the slot run in progress in this task (set around `agent.run`).
-CURRENT_CACHE_RUN: ContextVar[CacheRun | None] = ContextVar("struckdown_cache_run", default=None)
-
-
 class CachedModel(SlotRunWrapper):
     """Serves a request from the response cache when the same request was answered before."""
 
-    current = CURRENT_CACHE_RUN
+    part = "cache"
+
+    @classmethod
+    def wrap(cls, model: Model, *, cached: bool) -> Model:
+        """Only a slot whose answer may come from the cache has this layer (an agent slot's,
+        or one whose confidence is measured, does not)."""
+        return cls(model) if cached else model
 
     def _key(self, run: CacheRun, request: Request) -> str:
         from ...cache import cache_key
@@ -101,6 +102,13 @@ class CachedModel(SlotRunWrapper):
         # streamed back as a provider streams a whole part: one PartStartEvent each
         yield CompletedStreamedResponse(hit, model_request_parameters=request.params, replay_events=True)
         await note_cache_hit(hit, started)  # after the replay, as a fresh response's line comes after it
+
+
+async def note_cache_hit(response: ModelResponse, started: float) -> None:
+    """A hit is a line of the usage ledger, at no cost (the meter of the slot run, if any)."""
+    meter = CURRENT.get().meter
+    if meter is not None:
+        await meter.served_from_cache(response, (time.perf_counter() - started) * 1000)
 
 
 async def store_answer(run: CacheRun, messages: list[ModelMessage]) -> None:

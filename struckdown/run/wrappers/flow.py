@@ -3,22 +3,26 @@ private value is blocked with `FlowError` (the static check, `struckdown/flow.py
 what the plan shows before any call; this layer catches what it cannot see: a private value
 copied into an unlabelled one, a tool result, a model that repeats it).
 
-The layer is stateless and cached with its model's stack, like the others (`streams.py`):
-what the run in progress labelled private travels in `CURRENT_FLOW`, set by the engine
-around a run that has private values. Without one a request passes straight through."""
+The layer is stateless and cached with its model's stack, like the others: what the run in
+progress labelled private travels in `CURRENT_FLOW`, set by the engine around a run that has
+private values (a run's fact, not a slot attempt's, so not a field of `SlotRun`). Without one
+a request passes straight through."""
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai.messages import ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
 
 from ...errors import FlowError
 from ...flow import model_place
-from .streams import Request, SlotRunWrapper, StreamContext
+from .streams import StreamContext
 
 
 @dataclass(frozen=True)
@@ -39,34 +43,55 @@ def _provider(model: Any) -> Any:
     return model
 
 
-def _request_text(request: Request) -> str:
+def _request_text(messages: list[ModelMessage]) -> str:
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-    return ModelMessagesTypeAdapter.dump_json(request.messages).decode("utf-8", "replace")
+    return ModelMessagesTypeAdapter.dump_json(messages).decode("utf-8", "replace")
 
 
-class FlowGuardModel(SlotRunWrapper):
-    """Blocks a request to a remote model that holds a private value's text (`FlowError`)."""
+class FlowGuardModel(WrapperModel):
+    """Blocks a request to a remote model that holds a private value's text (`FlowError`).
+    Self-contained: it reads `CURRENT_FLOW` (the run's, not a slot's state)."""
 
-    current = CURRENT_FLOW
+    @classmethod
+    def wrap(cls, model: Model, *, cached: bool) -> Model:
+        """This layer around `model`, as `wrappers.MODEL_STACK` folds it."""
+        return cls(model)
 
-    def _check(self, run: FlowRun, request: Request) -> None:
+    def check(self, messages: list[ModelMessage]) -> None:
+        run = CURRENT_FLOW.get()
+        if run is None:
+            return
         name, remote = model_place(_provider(self.wrapped), local=run.local, remote=run.remote)
         if not remote:
             return
-        text = _request_text(request)
+        text = _request_text(messages)
         for value in run.texts:
             if value in text or jsonable_escaped(value) in text:  # the dump escapes as JSON does
                 raise FlowError(f"a request to the remote model {name!r} holds the text of a private value: "
                                 "blocked before it was sent (SPEC §33)")
 
-    async def serve(self, run: FlowRun, request: Request) -> ModelResponse:
-        self._check(run, request)
-        return await request.send(self.wrapped)
+    def request(
+        self, messages: list[ModelMessage], model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> Coroutine[Any, Any, ModelResponse]:
+        self.check(messages)
+        return self.wrapped.request(messages, model_settings, model_request_parameters)
 
-    def serve_stream(self, run: FlowRun, request: Request) -> StreamContext:
-        self._check(run, request)
-        return request.open(self.wrapped)
+
+def _request_stream(
+    self: FlowGuardModel,
+    messages: list[ModelMessage],
+    model_settings: ModelSettings | None,
+    model_request_parameters: ModelRequestParameters,
+    run_context: Any = None,
+) -> StreamContext:
+    self.check(messages)
+    return self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context)
+
+
+#: as `streams.SlotRunWrapper`: pydantic-ai's per-class wrapping of `request_stream` undone
+FlowGuardModel.request_stream = _request_stream  # type: ignore[method-assign,assignment]
 
 
 def jsonable_escaped(value: str) -> str:

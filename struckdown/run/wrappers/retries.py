@@ -5,8 +5,8 @@ backoff with full jitter that honours `Retry-After`, and yields `SlotRetry`.
 A stream that fails after it produced tokens is retracted (`SlotRetracted(slot,
 "retry")`) and started again (`_RetryingStream`), so the consumer's `accumulated` text
 begins from empty. The wrapper sits below the response cache and above the budgets'
-per-request meter; what one slot attempt needs travels in `CURRENT_RETRIES` (set around
-`agent.run`, see `streams.py`). The fallback layer, the slot's way down its models, is
+per-request meter; what one slot attempt needs is the `retries` of its `SlotRun` (set
+around `agent.run`, see `streams.py`). The fallback layer, the slot's way down its models, is
 `resilience.py`.
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
-from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -60,7 +59,7 @@ def retry_after_of(exc: BaseException) -> float | None:
 
 @dataclass
 class RetryRun:
-    """One slot attempt's retry state, read by `RetryingModel` from `CURRENT_RETRIES`."""
+    """One slot attempt's retry state, read by `RetryingModel` from its `SlotRun`."""
 
     slot: str
     emit: Emit
@@ -99,17 +98,13 @@ class RetryRun:
             await self.wait(used, *decision, streamed=False)
 
 
-#: The retry state of the slot attempt in progress in this task (set around `agent.run`).
-CURRENT_RETRIES: ContextVar[RetryRun | None] = ContextVar("struckdown_retries", default=None)
-
-
 class RetryingModel(SlotRunWrapper):
     """Sends a request again after a transient provider failure (SPEC §14).
 
-    Stateless: what one slot attempt needs comes from `CURRENT_RETRIES`; outside a slot
-    run it passes requests through."""
+    Stateless: what one slot attempt needs is the `retries` of its `SlotRun`; outside a
+    slot run it passes requests through."""
 
-    current = CURRENT_RETRIES
+    part = "retries"
 
     async def serve(self, run: RetryRun, request: Request) -> ModelResponse:
         response, _ = await run.attempt(partial(request.send, self.wrapped))

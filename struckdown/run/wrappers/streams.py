@@ -2,17 +2,16 @@
 the retries (`retries.py`) and the usage meter (`ledger.py`).
 
 Each wrapper is stateless and cached per model (`caches.py`), so its agents are reused;
-what the slot run in progress needs travels in a `ContextVar` (`current`), set around
-`agent.run`. Outside a slot run the variable is unset and a request, or a stream, goes
-straight to the wrapped model. Inside one, the wrapper serves it (`serve`,
-`serve_stream`) with the run's state and the `Request` to send on, or again.
+what the slot attempt in progress needs is a field of the `SlotRun` (`run/slot_run.py`)
+set around `agent.run` (`part` names it). Outside a slot run the field is None and a
+request, or a stream, goes straight to the wrapped model. Inside one, the wrapper serves
+it (`serve`, `serve_stream`) with the run's state and the `Request` to send on, or again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -20,6 +19,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
+
+from ..slot_run import CURRENT
 
 StreamContext = AbstractAsyncContextManager[StreamedResponse]
 
@@ -49,14 +50,14 @@ def _request_stream(
 ) -> StreamContext:
     """`SlotRunWrapper.request_stream`: the wrapped model's stream outside a slot run, else
     the context manager `serve_stream` gives."""
-    state = self.current.get()
+    state = getattr(CURRENT.get(), self.part)
     if state is None:
         return self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context)
     return self.serve_stream(state, Request(messages, model_settings, model_request_parameters, run_context))
 
 
 class SlotRunWrapper(WrapperModel):
-    """A model wrapper that follows the slot run in progress (`current`), and passes
+    """A model wrapper that follows the slot run in progress (its `part` of the `SlotRun`), and passes
     requests through outside one.
 
     The wrappers are stacked on every request, so they add no layer of their own:
@@ -71,13 +72,19 @@ class SlotRunWrapper(WrapperModel):
     plain function is put back after the class statement (`PLAIN_STREAM`): a stream's first
     event no longer waits for four more context managers per layer."""
 
-    #: The state of the slot run in progress in this task (None: no slot run).
-    current: ClassVar[ContextVar[Any]]
+    #: The field of the current `SlotRun` this layer serves with (None there: no slot run).
+    part: ClassVar[str]
+
+    @classmethod
+    def wrap(cls, model: Model, *, cached: bool) -> Model:
+        """This layer around `model`, as `wrappers.MODEL_STACK` folds it (`cached`: the
+        slot's answer may come from the response cache)."""
+        return cls(model)
 
     def request(
         self, messages: list[ModelMessage], model_settings: ModelSettings | None, model_request_parameters: ModelRequestParameters
     ) -> Coroutine[Any, Any, ModelResponse]:
-        state = self.current.get()
+        state = getattr(CURRENT.get(), self.part)
         if state is None:
             return self.wrapped.request(messages, model_settings, model_request_parameters)
         return self.serve(state, Request(messages, model_settings, model_request_parameters))

@@ -286,7 +286,9 @@ const handlers = {
     card.classList.remove("running");
     card.classList.toggle("failed", !e.ok);
     const tail = e.ok ? pretty(e.output) : e.error;
-    card.append(el("pre", { class: "output", text: `= ${tail}  (${Math.round(e.elapsed_ms)} ms${e.was_cached ? ", cached" : ""})` }));
+    // SPEC §29: a call that did not run says how it was answered ("replayed from the journal", …)
+    const how = e.source ? e.source : `${Math.round(e.elapsed_ms)} ms${e.was_cached ? ", cached" : ""}`;
+    card.append(el("pre", { class: "output", text: `= ${tail}  (${how})` }));
   },
   slot_completed(e) {
     const result = e.result || {};
