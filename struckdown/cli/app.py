@@ -452,7 +452,7 @@ app.add_typer(cache_app)
 
 # Editor support: each command's flags live in its own module (light to import).
 # Commands of 0.x (SPEC §11), each in its own module.
-from . import chat_cmd, eval_cmd, flat_cmd, graph_cmd, lsp_cmd, preview, selftest_cmd  # noqa: E402  # noqa: E402
+from . import chat_cmd, eval_cmd, flat_cmd, graph_cmd, lsp_cmd, preview, selftest_cmd, types_cmd  # noqa: E402  # noqa: E402
 
 app.command("chat", epilog=EXIT_CODES)(chat_cmd.command)
 app.command(
@@ -460,6 +460,7 @@ app.command(
 )(eval_cmd.command)
 app.command("graph", epilog="Exit codes: 0 ok, 2 template error.")(graph_cmd.command)
 app.command("flat", epilog="Exit codes: 0 ok, 2 template error.")(flat_cmd.command)
+app.command("types", epilog="Exit codes: 0 ok, 2 template error.")(types_cmd.command)
 app.command("test", epilog="Exit codes: 0 the model answered, 1 it did not (the reason is printed).")(selftest_cmd.command)
 
 app.command("preview", epilog="Exit codes: 0 ok, 2 unreadable template.")(preview.command)

@@ -105,6 +105,14 @@ def serve(
     time_limit: TimeOpt = 60.0,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Template jobs at the same time.")] = 4,
     memory_mb: Annotated[int, typer.Option("--memory-mb", min=64, help="Memory one job may allocate.")] = 512,
+    api: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--api",
+            help="Serve each T.sd of this folder as POST /v1/templates/T, with /openapi.json and /docs.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve the playground to a team: templates arrive in requests, no file access, no network actions."""
     with reporting_errors():
@@ -131,8 +139,13 @@ def serve(
                 if is_factory(name):
                     raise CliError(f"--models {name}: a module:factory name runs Python in the workers; "
                                    "pass --allow-factories to serve it")
+        if api is not None and not api.is_dir():
+            raise CliError(f"--api {api}: not a folder")
+        if api is not None and not any(api.glob("*.sd")):
+            raise CliError(f"--api {api}: no .sd templates in it")
         config = WebConfig(
             mode="serve",
+            api_root=api.resolve() if api is not None else None,
             tokens=keys,
             models=allowed,
             allow_factories=allow_factories,
@@ -190,6 +203,8 @@ def _serve(config: Any, host: str, port: int, token: str | None, *, open_browser
         import uvicorn
 
         from ..web.app import create_app
+
+        app = create_app(config)  # sd serve --api: its templates are read and checked here, before listening
     except ImportError as exc:
         raise CliError(f"the playground needs the web extra: pip install 'struckdown[web]' ({exc.name} is missing)")
     sock = listening_socket(host, port)
@@ -203,11 +218,14 @@ def _serve(config: Any, host: str, port: int, token: str | None, *, open_browser
 
         url += ("&" if token else "?") + "file=" + quote(first)
     sys.stdout.write(f"struckdown playground ({config.mode}) on {url}\n")
+    if config.api_root is not None:
+        docs = f"http://{shown}:{bound}/docs" + (f"?token={token}" if token else "")
+        sys.stdout.write(f"templates of {config.api_root} at http://{shown}:{bound}/v1/templates/NAME; docs on {docs}\n")
     sys.stdout.flush()
     if open_browser:
         import threading
         import webbrowser
 
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
-    server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     server.run(sockets=[sock])

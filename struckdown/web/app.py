@@ -26,6 +26,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import Route
 
 from .config import WebConfig
+from .http import HttpError, _error, read_json
 from .pool import WorkerPool
 
 STATIC = Path(__file__).parent / "static"
@@ -36,23 +37,13 @@ SKIPPED_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__"
 MAX_FILES = 2000
 MAX_FILE_BYTES = 2_000_000
 KEPT_BATCHES = 32
+API_PREFIX = "/v1/templates/"  # sd serve --api: each is a run
 RUN_PATHS = frozenset({"/api/run", "/api/batch", "/api/approval"})
 LIGHT_FACTOR = 10  # checks and plans a minute per run a minute: the page checks as the author types
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 # -- the gate: token, rate, size --------------------------------------------------------
@@ -98,9 +89,9 @@ class Gate:
         """Runs and batches count against the key's rate; the page's other calls (a
         check as the author types, the plan) against ten times that."""
         limit = self.config.rate_per_minute
-        if limit <= 0 or not path.startswith("/api/"):
+        if limit <= 0 or not path.startswith(("/api/", API_PREFIX)):
             return None
-        if path in RUN_PATHS:
+        if path in RUN_PATHS or path.startswith(API_PREFIX):
             bucket, what = "run", "runs"
         else:
             bucket, what, limit = "other", "requests", limit * LIGHT_FACTOR
@@ -112,24 +103,6 @@ class Gate:
             return f"more than {limit} {what} a minute with this key"
         hits.append(now)
         return None
-
-
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The body as a JSON object, counted as it arrives (a chunked body has no length)."""
-    size = 0
-    chunks: list[bytes] = []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise HttpError(413, f"request body over {limit:,} bytes")
-        chunks.append(chunk)
-    try:
-        data = json.loads(b"".join(chunks) or b"{}")
-    except ValueError:
-        raise HttpError(400, "the body is not JSON") from None
-    if not isinstance(data, dict):
-        raise HttpError(400, "the body must be a JSON object")
-    return data
 
 
 def _text(data: dict[str, Any], name: str) -> str | None:
@@ -363,6 +336,13 @@ class Playground:
         self, job: dict[str, Any], edit: Callable[[dict[str, Any]], dict[str, Any]] = lambda m: m
     ) -> Response:
         """Refusals before the first event are HTTP errors; after it, events."""
+        return await self._sse_stream(job, lambda message: [_sse_line(edit(message))])
+
+    async def _sse_stream(
+        self, job: dict[str, Any], frames: Callable[[dict[str, Any]], list[bytes]], headers: dict[str, str] | None = None
+    ) -> Response:
+        """A job's messages as an event stream, each message turned into `frames` (bytes
+        to send); a refusal before the first message is an HTTP 403."""
         stream = self.pool.stream(job)
         first = await anext(stream, None)
         if first is not None and first.get("type") == "refused":
@@ -372,14 +352,17 @@ class Playground:
         async def body() -> AsyncIterator[bytes]:
             try:
                 if first is not None:
-                    yield _sse_line(edit(first))
+                    for frame in frames(first):
+                        yield frame
                 async for message in stream:
-                    yield _sse_line(edit(message))
+                    for frame in frames(message):
+                        yield frame
             finally:
                 await stream.aclose()
 
         return StreamingResponse(
-            body(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+            body(), media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **(headers or {})},
         )
 
     async def batch(self, request: Request) -> Response:
@@ -427,6 +410,11 @@ class Playground:
         /api/run, plus the `state` the paused run sent and `decisions` {request_id: true |
         false | "reason"}; the run continues as an event stream."""
         data = await read_json(request, self.config.max_body_bytes)
+        return await self._sse(self.approval_job(data, request))
+
+    def approval_job(self, data: dict[str, Any], request: Request) -> dict[str, Any]:
+        """The job that continues a paused run: `data` holds the run's fields (as for a
+        run), the `state` it sent and the `decisions`."""
         job = self._job("run", data, request)
         state, decisions = data.get("state"), data.get("decisions")
         if not isinstance(state, dict) or not isinstance(decisions, dict):
@@ -434,7 +422,7 @@ class Playground:
         if not all(isinstance(v, (bool, str)) for v in decisions.values()):
             raise HttpError(400, "each decision is true, false or the text the model reads")
         job["resume"] = {"state": state, "decisions": decisions}
-        return await self._sse(job)
+        return job
 
 
 def _sse_line(message: dict[str, Any]) -> bytes:
@@ -451,8 +439,13 @@ def create_app(config: WebConfig) -> Starlette:
     from starlette.middleware import Middleware
 
     playground = Playground(config)
+    routes = playground.routes()
+    if config.api_root is not None:
+        from .api import TemplateApi
+
+        routes = TemplateApi(playground, config.api_root).routes() + routes
     app = Starlette(
-        routes=playground.routes(),
+        routes=routes,
         middleware=[Middleware(Gate, config=config)],
         exception_handlers={HttpError: _http_error},  # type: ignore[dict-item]
         lifespan=playground.lifespan,

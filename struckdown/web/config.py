@@ -24,6 +24,7 @@ class WebConfig:
     max_body_bytes: int = 1_000_000
     rate_per_minute: int = 120  # per key; 0 turns the limit off
     limits: PoolLimits = field(default_factory=PoolLimits)
+    api_root: Path | None = None  # serve --api DIR: each T.sd there is POST /v1/templates/T (web/api.py)
 
     def __post_init__(self) -> None:
         if self.mode not in ("edit", "serve"):
@@ -32,6 +33,8 @@ class WebConfig:
             raise ValueError("a playground server needs at least one token")
         if self.mode == "edit" and self.root is None:
             raise ValueError("sd edit needs a folder")
+        if self.api_root is not None and self.mode != "serve":
+            raise ValueError("templates are served as an API by sd serve --api only")
 
     @property
     def shared(self) -> bool:

@@ -360,3 +360,23 @@ def describe_error(exc: BaseException) -> str:
     from ..errors import describe_error
 
     return describe_error(exc)
+
+
+def template_schemas(path: Path) -> dict[str, Any]:
+    """`{input, output}` of an operator's template (`sd serve --api`), as `sd types` prints them."""
+    from .. import service
+
+    program = compile_text(path.read_text(encoding="utf-8"), path)
+    return service.schemas(program, path.stem)
+
+
+def rebase(schema: Any, old: str, new: str) -> Any:
+    from .. import service
+
+    return service.rebase(schema, old, new)
+
+
+def type_name(name: str) -> str:
+    from .. import service
+
+    return service.type_name(name)

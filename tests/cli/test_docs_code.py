@@ -37,7 +37,7 @@ DOCS = ROOT / "docs"
 MARKER = re.compile(r"#\s*docs-test:\s*skip\s*\((?P<reason>[^)]+)\)")
 ALLOWED_REASONS = re.compile(r"network|API key|server|install", re.I)
 #: Blocks that say they cannot run here (each with its reason in the block).
-SKIPPED = 6
+SKIPPED = 7
 
 
 def blocks(page: Path) -> list[tuple[int, str, str]]:

@@ -161,7 +161,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "run",
     "batch",
     "environment",
-    "api lint eval explain distributed",
+    "api lint eval explain distributed service",
     "struckdown state_signing cache_report",
     "cli web editor",
 ))

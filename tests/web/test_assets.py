@@ -11,7 +11,7 @@ STATIC = Path(struckdown.web.__file__).parent / "static"
 
 
 def test_the_page_and_its_assets_are_in_the_package() -> None:
-    assert sorted(p.name for p in STATIC.iterdir()) == ["app.js", "index.html", "style.css"]
+    assert sorted(p.name for p in STATIC.iterdir()) == ["api-docs.html", "app.js", "index.html", "style.css"]
 
 
 def test_no_asset_loads_anything_from_another_host() -> None:
