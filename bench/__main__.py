@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 
 from . import (
-    batch, check, conversation, durable, evals, guards, html_text, lsp, memory, overhead, parse, partials,
+    batch, check, conversation, durable, evals, flow, guards, html_text, lsp, memory, overhead, parse, partials,
     prompt_cache, provider_batch, scale, startup, tools,
 )
 from .common import RESULTS_PATH, Row, markdown_table, print_table, write_json
@@ -41,6 +41,7 @@ CASES: dict[str, tuple[str, Callable[[bool], Awaitable[list[Row]]]]] = {
     "s": ("typed answers that stream: first SlotPartial", partials.run),
     "v": ("eval: sd.evaluate vs the same rows as a batch", evals.run),
     "w": ("html_to_text on hostile pages", html_text.run),
+    "x": ("flow check (SPEC §33): 200 slots with labels vs without", flow.run),
 }
 
 

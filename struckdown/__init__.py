@@ -50,6 +50,11 @@ _EXPORTS = {
     "ToolCall": "results",
     "Usage": "results",
     "readonly": "tools",
+    "trusted": "tools",
+    "receives": "tools",
+    "Private": "labels",
+    "Untrusted": "labels",
+    "FlowError": "errors",
     "sequential": "tools",
     "Safe": "compat.safe",
     "ProviderBatch": "batch.provider",
@@ -184,6 +189,7 @@ if TYPE_CHECKING:
     from .errors import (
         ConfigurationError as ConfigurationError,
     )
+    from .errors import FlowError as FlowError
     from .errors import (
         Halted as Halted,
     )
@@ -213,6 +219,8 @@ if TYPE_CHECKING:
     from .incremental import SlotPartial as SlotPartial
     from .incremental import SlotRetracted as SlotRetracted
     from .incremental import ThinkingDelta as ThinkingDelta
+    from .labels import Private as Private
+    from .labels import Untrusted as Untrusted
     from .media import File as File
     from .media import Image as Image
     from .media import attach as attach
@@ -253,5 +261,7 @@ if TYPE_CHECKING:
     from .tools import effect as effect
     from .tools import needs_approval as needs_approval
     from .tools import readonly as readonly
+    from .tools import receives as receives
     from .tools import sequential as sequential
+    from .tools import trusted as trusted
     from .tools.mcp import MCPSessions as MCPSessions

@@ -375,3 +375,24 @@ def describe_error(exc: BaseException, *, name_slot: bool = True) -> str:
     if slot and repr(slot) not in message:
         message = f"slot {slot!r}: {message}"
     return message
+
+
+class FlowError(StruckdownError):
+    """SPEC §33: a private value would reach a remote model or an external tool, or untrusted
+    free text would reach a slot that can call an external tool. Raised by `sd check --flow`
+    and before any model call of a run (positioned: the sink's line:column and the chain that
+    brought the value there), and by the model stack at the request boundary (`position` None)."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None,
+                 filename: str | None = None, chain: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.message, self.line, self.column, self.filename, self.chain = message, line, column, filename, chain
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.line, self.column, self.filename, self.chain))
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return self.message
+        where = f"{self.filename}:" if self.filename else "line "
+        return f"{where}{self.line}:{self.column}: {self.message}"

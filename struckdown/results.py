@@ -140,6 +140,8 @@ class SlotResult:
     response_schema: dict[str, Any] | None = None
     # SPEC §25: answered from the run's journal (its request unchanged since): no request sent
     reused: bool = False
+    # SPEC §33: the labels the answer carries ("private", "untrusted"; empty without labels)
+    labels: frozenset[str] = frozenset()
 
     def __str__(self) -> str:
         return str(self.output)

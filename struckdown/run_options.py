@@ -82,6 +82,11 @@ class RunOptions(TypedDict, total=False):
     journal: PathLike | None  # SPEC §25: the effect journal (a path): each tool effect exactly once
     rerun_from: str | None  # SPEC §25: with journal=, this slot and every slot after it run again (no reuse)
     loop_guard: bool  # SPEC §34: a free-text answer that loops is stopped and asked again once (default True)
+    # SPEC §33 (docs/flow.md)
+    private: Sequence[str]  # context names whose values are private: never sent to a remote model or external tool
+    untrusted: Sequence[str]  # context names whose values are untrusted: never in the request of a write-tool slot
+    local_models: Sequence[str]  # model names or base URLs the host counts as local (SPEC §33)
+    remote_models: Sequence[str]  # model names or base URLs the host counts as remote (a proxy on localhost)
 
 
 #: How an option travels to a Dask worker (`RunOption.shipped`, which distributed/shipping.py calls):
@@ -209,6 +214,32 @@ def _callable(name: str) -> Callable[[Any], Any]:
     return check
 
 
+def _names(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None:
+            return ()
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple, set, frozenset)) or not all(isinstance(i, str) for i in items):
+            raise ValueError(f"{name}= takes context names (a list, or one string separated by commas), not {value!r}")
+        names = tuple(i.strip() for i in items if i.strip())
+        if not all(n.isidentifier() for n in names):
+            raise ValueError(f"{name}= takes context names (a list, or one string separated by commas), not {value!r}")
+        return names
+    return check
+
+
+def _places(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None:
+            return ()
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple, set, frozenset)) or not all(isinstance(i, str) for i in items):
+            raise ValueError(f"{name}= takes model names or base URLs (a list, or one string separated by "
+                             f"commas), not {value!r}")
+        return tuple(i.strip().rstrip("/") for i in items if i.strip())
+    return check
+
+
 def _journal(value: Any) -> Any:
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"journal= takes a file path, not {type(value).__name__}")
@@ -266,6 +297,10 @@ DECLARED: Mapping[str, RunOption] = {o.name: o for o in (
        authority=_FILE),
     _O("rerun_from", "rerun", environment=False, flags=("--rerun-from",), recorded=True, check=_slot_name("rerun_from")),
     _O("loop_guard", "loop guard", default=True, flags=("--no-loop-guard",), recorded=True, check=_flag("loop_guard")),
+    _O("private", "flow", default=(), flags=("--private",), recorded=True, check=_names("private")),
+    _O("untrusted", "flow", default=(), flags=("--untrusted",), recorded=True, check=_names("untrusted")),
+    _O("local_models", "flow", default=(), flags=("--local-models",), recorded=True, check=_places("local_models")),
+    _O("remote_models", "flow", default=(), flags=("--remote-models",), recorded=True, check=_places("remote_models")),
     # the batch calls' own keywords (complete_batch, complete_batch_async, complete_batch_iter_async, sd batch)
     _O("concurrency", "batch rows", default=8, environment=False, flags=("--jobs",), ships="caller", batch=True,
        check=_whole("concurrency", 1, none=False)),

@@ -212,6 +212,23 @@ def check(
     include_path: IncludeOpt = None,
     mcp: McpOpt = None,
     mcp_config: McpConfigOpt = None,
+    flow: Annotated[bool, typer.Option(
+        "--flow", help="Check where --private and --untrusted values can go (SPEC §33, docs/flow.md).")] = False,
+    private: Annotated[Optional[str], typer.Option(
+        "--private", metavar="COL,…", help="With --flow: context names whose values are private.",
+        show_default=False)] = None,
+    untrusted: Annotated[Optional[str], typer.Option(
+        "--untrusted", metavar="COL,…", help="With --flow: context names whose values are untrusted.",
+        show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option(
+        "--model", "-m", help="With --flow: the model the slots run on (default: the configured one).",
+        show_default=False)] = None,
+    local_models: Annotated[Optional[str], typer.Option(
+        "--local-models", metavar="NAMES", help="With --flow: model names or base URLs counted as local.",
+        show_default=False)] = None,
+    remote_models: Annotated[Optional[str], typer.Option(
+        "--remote-models", metavar="NAMES", help="With --flow: model names or base URLs counted as remote.",
+        show_default=False)] = None,
 ) -> None:
     """Parse and lint templates without calling a model: `path:line:col: error|warning: message`.
 
@@ -219,12 +236,17 @@ def check(
 
     With --tools, --mcp or --mcp-config, every tool name in budget=, approve= and
     tool_choice= is checked against those tools (MCP servers are started to list theirs).
+
+    With --flow, --private and --untrusted: where those values can go, refused as a run
+    would refuse them (a private value sent to a remote model, untrusted text in a slot that
+    can call a write tool, a private value in a write tool's arguments).
     """
     with reporting_errors():
-        from .check import check_command, mcp_tool_names
+        from .check import check_command, flow_args, mcp_tool_names
 
         listed = mcp_tool_names(mcp or (), mcp_config)
-        code = check_command(templates, context, set_ or (), tools, include_path or (), listed)
+        labels = flow_args(flow, private, untrusted, model, local_models, remote_models)
+        code = check_command(templates, context, set_ or (), tools, include_path or (), listed, labels)
     raise typer.Exit(code)
 
 

@@ -62,9 +62,11 @@ def exit_code(exc: BaseException) -> int:
         return exc.code
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
-    from ..errors import Halted, InputError, OutputError, TemplateSyntaxError, UndefinedVariableError
+    from ..errors import FlowError, Halted, InputError, OutputError, TemplateSyntaxError, UndefinedVariableError
 
     if isinstance(exc, (TemplateSyntaxError, UndefinedVariableError, InputError)):
+        return EXIT_TEMPLATE
+    if isinstance(exc, FlowError) and exc.line is not None:  # refused by the plan, before any call (SPEC §33)
         return EXIT_TEMPLATE
     if isinstance(exc, OutputError):
         return EXIT_ERROR

@@ -199,6 +199,40 @@ RUN_FLAGS: Mapping[str, Flag] = {
             show_default=False,
         ),
     ]),
+    "private": Flag("private", Annotated[
+        Optional[str],
+        typer.Option(
+            "--private", metavar="COL,…",
+            help="Context names (batch: columns) whose values are private: never sent to a remote model or in "
+            "an external tool's arguments; refused before any call (docs/flow.md).",
+            show_default=False,
+        ),
+    ]),
+    "untrusted": Flag("untrusted", Annotated[
+        Optional[str],
+        typer.Option(
+            "--untrusted", metavar="COL,…",
+            help="Context names (batch: columns) whose values are untrusted: never in the request of a slot that "
+            "can call a write tool; refused before any call (docs/flow.md).",
+            show_default=False,
+        ),
+    ]),
+    "local_models": Flag("local_models", Annotated[
+        Optional[str],
+        typer.Option(
+            "--local-models", metavar="NAMES",
+            help="Model names or base URLs counted as local for --private (comma-separated; docs/flow.md).",
+            show_default=False,
+        ),
+    ]),
+    "remote_models": Flag("remote_models", Annotated[
+        Optional[str],
+        typer.Option(
+            "--remote-models", metavar="NAMES",
+            help="Model names or base URLs counted as remote for --private, e.g. a proxy on localhost (docs/flow.md).",
+            show_default=False,
+        ),
+    ]),
     "max_requests": Flag("max_requests", Annotated[
         Optional[int],
         typer.Option(
@@ -286,7 +320,7 @@ RUN_FLAGS: Mapping[str, Flag] = {
 RUN_COMMAND_FLAGS = (
     "model", "tools", "no_cache", "no_prompt_cache", "retries", "max_tokens", "seed", "thinking", "fallback",
     "tool_timeout", "max_seconds", "on_truncate", "include_path", "strict", "mcp", "mcp_config", "prices", "max_cost",
-    "otel", "no_loop_guard",
+    "otel", "no_loop_guard", "private", "untrusted", "local_models", "remote_models",
 )
 
 

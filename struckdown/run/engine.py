@@ -40,6 +40,7 @@ from ..incremental import (
     SlotRetracted,
     stamp_segment,
 )
+from ..labels import split_context
 from ..observe import slot_span
 from ..plan import Program, Segment
 from ..results import Result, SlotResult
@@ -50,11 +51,13 @@ from .approval.calls import ApprovalRun, SegmentPaused, SlotPaused
 from .confidence import check_logprob_models, check_votes
 from .conversation import Conversation, Layers, user_turn
 from .durable.rerun import Reruns, check_rerun_from
+from .flow_run import answer_labels, check_run_flow, flow_run, with_labels
 from .guards import GuardBoard
 from .ledger import RunLedger
 from .prompt_cache import plan_prompt_cache
 from .settings import RunSettings
 from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
+from .slot_run import entered
 from .tool_checks import check_tool_names
 from .tools import ModelCallHook
 
@@ -79,6 +82,10 @@ class Run:
     _segment_envs: dict[int, SlotEnv] = field(default_factory=dict)  # segment → its slots' env (`_slot_env`)
 
     def __post_init__(self) -> None:
+        # SPEC §33: sd.Private / sd.Untrusted values unwrapped, their names' labels kept
+        self.context, self.flow_labels = split_context(
+            self.context, self.options.options["private"], self.options.options["untrusted"]
+        )
         self.variables = dict(self.context)
         if len(self.program.segments) > 1:  # 0.x's `segment_index` on slot events (0 unless stamped)
             self.emit = _stamping(self.emit, self.program)
@@ -161,6 +168,14 @@ class Run:
             release(journal)
 
     async def _main(self) -> None:
+        guarded = flow_run(self)  # SPEC §33: the request-boundary layer's view of this run
+        if guarded is None:
+            await self._walk_run()
+            return
+        with entered(flow=guarded):  # the slot attempts' SlotRuns inherit it
+            await self._walk_run()
+
+    async def _walk_run(self) -> None:
         try:
             policy = self.env.environment.policy
             if not policy.permissive:  # SPEC §30: every marked option against the host's policy, before any call
@@ -173,6 +188,7 @@ class Run:
                 check_logprob_models(self)  # confidence=logprobs on the test model (no logprobs): refused
                 # budget=, tool_choice= names that are no tools (approve=: above): before any model call
                 check_tool_names(self.program, self.env.toolbox.names, mcp=self.env.mcp is not None)
+                check_run_flow(self)  # SPEC §33: a labelled value that can reach a sink it may not
                 await self.approval.check_mcp_names(self.program, self.options.mcp)  # lists those servers' tools
             await self.approval.announce()
             segments = self._segments_to_run()
@@ -198,9 +214,8 @@ class Run:
             error.__suppress_context__ = True  # hide the task-group wrapping, keep __cause__
             raise error
         if self.approval.paused:  # SPEC §12: calls wait for decisions; the state resumes the run
-            paused = self.approval.pause(
-                self.program, self.context, self.results, self.options.recorded() if self.options.recorded else None
-            )
+            recorded = self.options.recorded() if self.options.recorded else None
+            paused = self.approval.pause(self.program, self.context, self.results, with_labels(self, recorded))
             await self.emit(ProcessingComplete(paused.results, early_termination=False, paused=True))
             return
         result = Result(self.results, self.program.keys, reruns=self.reruns.report())
@@ -371,10 +386,15 @@ class Run:
                 return branch.body
         return None
 
-    def _store(self, result: SlotResult) -> None:
+    def _store(self, result: SlotResult) -> SlotResult:
+        if self.flow_labels:
+            labels = answer_labels(self, result.key)
+            if labels != result.labels:
+                result = replace(result, labels=labels)
         self.results[result.key] = result
         self.variables[result.key] = result.output
         self._ready(result.key)
+        return result
 
     def _ready(self, key: str) -> None:
         """The answer `key` exists (or never will): the segments waiting for it go on."""
@@ -423,7 +443,7 @@ class Run:
                 self.reruns.record(pending, result)
             span(result)
         self.env.streaming_now.discard(node.key)
-        self._store(result)
+        result = self._store(result)
         await self.emit(
             SlotCompleted(node.key, result, result.elapsed_ms, result.cached, result.truncated, result.confidence)
         )

@@ -24,7 +24,7 @@ class SlotRun:
 
     Never changed once made: `entered` makes a copy with other fields."""
 
-    __slots__ = ("meter", "retries", "cache", "tools", "effect_row", "batch_row", "batch_request")
+    __slots__ = ("meter", "retries", "cache", "tools", "effect_row", "batch_row", "batch_request", "flow")
 
     def __init__(
         self,
@@ -35,6 +35,7 @@ class SlotRun:
         effect_row: int | None = None,
         batch_row: Any = None,
         batch_request: Any = None,
+        flow: Any = None,
     ) -> None:
         # the types live in the modules that read them (each imports this one): named, not imported
         self.meter = meter  # run/ledger.SlotMeter: the slot's share of the usage ledger (MeteredModel)
@@ -44,10 +45,12 @@ class SlotRun:
         self.effect_row = effect_row  # SPEC §25: the batch row effect ids name (None: a single run)
         self.batch_row = batch_row  # batch/provider_state.BatchedRow: the provider-batched row (TrackedModel)
         self.batch_request = batch_request  # batch/provider_state.BatchedRequest being sent (the encode hook)
+        self.flow = flow  # run/wrappers/flow.FlowRun: the run's private values (FlowGuardModel), set around a run
 
     def copy(self, changes: dict[str, Any]) -> SlotRun:
         run = SlotRun(
-            self.meter, self.retries, self.cache, self.tools, self.effect_row, self.batch_row, self.batch_request
+            self.meter, self.retries, self.cache, self.tools, self.effect_row, self.batch_row, self.batch_request,
+            self.flow,
         )
         for name, value in changes.items():
             setattr(run, name, value)

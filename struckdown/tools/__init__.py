@@ -18,6 +18,8 @@ __all__ = [
     "EFFECT_ATTR",
     "NEEDS_APPROVAL_ATTR",
     "READONLY_ATTR",
+    "RECEIVES_ATTR",
+    "TRUSTED_ATTR",
     "SEQUENTIAL_ATTR",
     "EffectSpec",
     "Reconcile",
@@ -26,6 +28,10 @@ __all__ = [
     "is_readonly",
     "needs_approval",
     "readonly",
+    "receives",
+    "receives_of",
+    "trusted",
+    "is_trusted",
     "reconcile_of",
     "sequential",
     "tool_name",
@@ -35,6 +41,8 @@ READONLY_ATTR = "__struckdown_readonly__"
 SEQUENTIAL_ATTR = "__struckdown_sequential__"
 NEEDS_APPROVAL_ATTR = "__struckdown_needs_approval__"
 EFFECT_ATTR = "__struckdown_effect__"
+TRUSTED_ATTR = "__struckdown_trusted__"
+RECEIVES_ATTR = "__struckdown_receives__"
 
 T = TypeVar("T")
 #: `@effect(reconcile=fn)`: `fn(effect_id, arguments)` settles an interrupted call.
@@ -123,3 +131,38 @@ def reconcile_of(tool: Any) -> Reconcile | None:
 
 def tool_name(tool: Any) -> str:
     return str(tool.name) if _is_pydantic_tool(tool) else str(tool.__name__)
+
+
+def _mark(tool: Any, attr: str, value: Any) -> None:
+    setattr(tool, attr, value)
+    if _is_pydantic_tool(tool):
+        setattr(tool.function, attr, value)
+
+
+def trusted(tool: T) -> T:
+    """Mark a tool whose results are trusted (SPEC §33): without it a tool's results are
+    `untrusted`, like `@fetch`'s, `@search`'s and an MCP server's."""
+    _mark(tool, TRUSTED_ATTR, True)
+    return tool
+
+
+def receives(*names: str) -> Callable[[T], T]:
+    """Declare the private values a write tool may take in its arguments (SPEC §33):
+    `@sd.receives("ssn")` lets a slot holding the private `ssn` call it."""
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ValueError("@receives takes the names of the private values the tool may take, e.g. @receives('ssn')")
+
+    def mark(tool: T) -> T:
+        _mark(tool, RECEIVES_ATTR, frozenset(names) | frozenset(receives_of(tool)))
+        return tool
+
+    return mark
+
+
+def is_trusted(tool: Any) -> bool:
+    return bool(getattr(tool, TRUSTED_ATTR, False) or getattr(getattr(tool, "function", None), TRUSTED_ATTR, False))
+
+
+def receives_of(tool: Any) -> frozenset[str]:
+    found = getattr(tool, RECEIVES_ATTR, None) or getattr(getattr(tool, "function", None), RECEIVES_ATTR, None)
+    return found if isinstance(found, frozenset) else frozenset()

@@ -61,6 +61,10 @@ def _samples(tmp_path: Path) -> dict[str, tuple[list[str], str, Any]]:
         "max_requests": (["--max-requests", "3"], "max_requests", 3),
         "journal": (["--journal", str(tmp_path / "run.journal")], "journal", tmp_path / "run.journal"),
         "rerun_from": (["--rerun-from", "a", "--journal", str(tmp_path / "rerun.journal")], "rerun_from", "a"),
+        "private": (["--private", "email,name"], "private", ("email", "name")),
+        "untrusted": (["--untrusted", "page"], "untrusted", ("page",)),
+        "local_models": (["--local-models", "http://10.0.0.5:8080/v1/"], "local_models", ("http://10.0.0.5:8080/v1",)),
+        "remote_models": (["--remote-models", "a,b"], "remote_models", ("a", "b")),
     }
 
 
@@ -180,7 +184,8 @@ def test_every_option_travels_to_dask_workers_or_is_refused_by_name(name: str) -
         "max_cost": 1.0, "prices": {"test": {"input": 1, "output": 1}}, "tool_limits": {"t": 1}, "instrument": False,
         "image_max_side": 512, "max_images": 3, "retries": 2, "retry_base_delay": 0.5, "retry_max_delay": 2.0,
         "fallback": ["test"], "on_truncate": "error", "on_retry": print, "prompt_cache": False,
-        "journal": "run.journal", "rerun_from": "a", "loop_guard": False,
+        "journal": "run.journal", "rerun_from": "a", "loop_guard": False, "private": ["email"], "untrusted": ["page"],
+        "local_models": ["http://10.0.0.5/v1"], "remote_models": ["proxy"],
     }
     assert set(samples) == set(OPTIONS)
     if OPTIONS[name].ships == "no":

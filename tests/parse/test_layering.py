@@ -152,12 +152,12 @@ def test_the_front_end_rule_sees_a_crossing() -> None:
 #: The library's layers, bottom first: a folder or top-level module imports only from its own
 #: layer and the ones below (docs/architecture.md). "struckdown" is the package's __init__.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    "_version codec results wording errors log notices fileio feed lru sync media render cache limits incremental observe heap",
+    "_version codec results wording errors log notices fileio feed lru sync media render cache limits incremental observe heap labels",
     "syntax",
     "types actions slot_options",
     "models compat authority",
     "env_view check plan variables",
-    "tools approval run_options",
+    "tools approval run_options flow",
     "run",
     "batch",
     "environment",

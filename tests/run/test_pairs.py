@@ -182,6 +182,14 @@ def _image_sent(result: Any, ctx: Ctx) -> None:
     assert any(isinstance(item, BinaryContent) for p in parts for item in p.content)
 
 
+def _labelled(result: Any, ctx: Ctx) -> None:
+    """private= (SPEC §33): the answer that read the private value carries its label, the others none,
+    and the (local, scripted) model read the value."""
+    assert result.results["kept"].labels == frozenset({"private"})
+    assert result.results["summary"].labels == frozenset()
+    assert any("K-2291" in call.last_user for call in ctx.script.calls)
+
+
 RECIPES: dict[str, Recipe] = {
     "model": Recipe(check=lambda r, ctx: r["summary"].startswith("answer to: Summarise tea")),
     "function tools": Recipe(
@@ -226,6 +234,11 @@ RECIPES: dict[str, Recipe] = {
         check=lambda r, ctx: r["fb"].startswith("answer to: Fallback please") and len(ctx.backup.calls) >= 1,
     ),
     "on_truncate": Recipe(options=lambda ctx: {"on_truncate": "error"}),
+    # in a segment of its own: no other recipe's tool slot reads the private value
+    "flow": Recipe(
+        text="<checkpoint>\nKeep {{ secret }} in mind. [[kept]]\n<checkpoint>\n", context={"secret": "K-2291"},
+        options=lambda ctx: {"private": ["secret"], "local_models": ["backup"]}, check=_labelled,
+    ),
     "journal": Recipe(
         text="Ship order J1. [[shipped|use_tools=true]]\n", tools=_ship,
         options=lambda ctx: {"journal": ctx.journal}, check=_journaled,

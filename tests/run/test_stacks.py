@@ -16,6 +16,7 @@ import struckdown as sd
 from struckdown.run import tools as tool_stack
 from struckdown.run.tools import TOOL_STACK, ToolCallRun, fold_tools, run_tool
 from struckdown.run.wrappers import MODEL_STACK
+from struckdown.run.wrappers.flow import FlowGuardModel
 from struckdown.run.wrappers.cached import CachedModel
 from struckdown.run.wrappers.metered import MeteredModel
 from struckdown.run.wrappers.retries import RetryingModel
@@ -58,10 +59,12 @@ def _run_with(layers: list[Any], **options: Any) -> list[list[type]]:
 
 
 def test_a_slot_request_goes_down_the_model_stack_in_the_lists_order(tmp_path: Any) -> None:
-    assert MODEL_STACK == [CachedModel, RetryingModel, MeteredModel]
-    assert _run_with(list(MODEL_STACK), cache=str(tmp_path)) == [[CachedModel, RetryingModel, MeteredModel, FunctionModel]]
+    assert MODEL_STACK == [CachedModel, RetryingModel, FlowGuardModel, MeteredModel]
+    assert _run_with(list(MODEL_STACK), cache=str(tmp_path)) == [
+        [CachedModel, RetryingModel, FlowGuardModel, MeteredModel, FunctionModel]
+    ]
     # without a cache the cache layer leaves itself out
-    assert _run_with(list(MODEL_STACK), cache=False) == [[RetryingModel, MeteredModel, FunctionModel]]
+    assert _run_with(list(MODEL_STACK), cache=False) == [[RetryingModel, FlowGuardModel, MeteredModel, FunctionModel]]
 
 
 def test_reordering_the_list_reorders_the_model_stack(tmp_path: Any) -> None:

@@ -2,11 +2,13 @@
 
 **The model stack**, outermost first, around the provider model a slot attempt runs on:
 
-    cache  →  retries  →  meter  →  provider
+    cache  →  retries  →  flow  →  meter  →  provider
 
 * `cached.CachedModel`: a response-cache hit never reaches the layers below (agent slots
   are never served from the cache);
 * `retries.RetryingModel`: a transient provider failure is sent again (SPEC §14);
+* `flow.FlowGuardModel`: a request to a remote model holding a private value's text is
+  blocked with `FlowError` (SPEC §33; not sent, so not metered);
 * `metered.MeteredModel`: every real request, each retry included, is counted, priced and
   checked against the budgets once;
 * the provider model (or its provider-batch wrapper, `batch/provider_models.py`).
@@ -45,6 +47,7 @@ from typing import Any, Protocol
 from pydantic_ai.models import Model
 
 from .cached import CachedModel
+from .flow import FlowGuardModel
 from .metered import MeteredModel
 from .retries import RetryingModel
 
@@ -54,7 +57,7 @@ class ModelLayer(Protocol):
 
 
 #: The model stack, outermost first: the list `build_stack` folds.
-MODEL_STACK: list[ModelLayer] = [CachedModel, RetryingModel, MeteredModel]
+MODEL_STACK: list[ModelLayer] = [CachedModel, RetryingModel, FlowGuardModel, MeteredModel]
 
 
 def build_stack(model: Model, *, cached: bool, layers: Sequence[ModelLayer] = MODEL_STACK) -> Model:
