@@ -14,11 +14,22 @@ if TYPE_CHECKING:
     from .fast.check import CheckArgs
 
 
+def current_folder_importable() -> None:
+    """`sd` imports from the current folder as `python -m` does: `--model mymod:factory`
+    finds mymod.py there (so does a tools module for Dask workers, which start with this
+    sys.path). The folder goes last, so a file there never shadows an installed module."""
+    import os
+    import sys
+
+    folder = os.getcwd()
+    if folder not in sys.path:
+        sys.path.append(folder)
+
+
 def main() -> None:
     import sys
 
     from .fast.help import stored_page
-    from .loading import current_folder_importable
 
     current_folder_importable()  # `--model mymod:factory` finds ./mymod.py, as under `python -m`
 

@@ -74,7 +74,7 @@ def main(
     import os
 
     os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")  # pydantic-ai's terminal banner is not ours to show
-    from .loading import current_folder_importable
+    from . import current_folder_importable
 
     current_folder_importable()  # `--model mymod:factory` finds ./mymod.py (main() did so already for `sd`)
     # Clamping notices arrive as warnings; the logger copy would print them twice.

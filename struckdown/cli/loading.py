@@ -80,18 +80,6 @@ def load_type_path(path: Path) -> list[str]:
         raise CliError(f"type file {path}: {exc}") from None
 
 
-def current_folder_importable() -> None:
-    """`sd` imports from the current folder as `python -m` does: `--model mymod:factory`
-    finds mymod.py there (so does a tools module for Dask workers, which start with this
-    sys.path). The folder goes last, so a file there never shadows an installed module."""
-    import os
-    import sys
-
-    folder = os.getcwd()
-    if folder not in sys.path:
-        sys.path.append(folder)
-
-
 def load_mcp(servers: Sequence[str], config: Path | None) -> list[str] | None:
     """What the CLI passes as `mcp=`: the `--mcp` servers and the `--mcp-config` file,
     checked now (a missing script, program or config is an input error, exit 2)."""
