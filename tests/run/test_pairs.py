@@ -404,6 +404,16 @@ def notes_url() -> Any:
 def test_mcp_tools_with_every_feature(feature: str, notes_url: str) -> None:
     pair = ("MCP tools", feature)
     ctx, template, context, options = _setup(pair, notes_url)
+    if feature == "flow":
+        # SPEC §33 (docs/flow.md): with labels given, an agent slot that reads MCP results (untrusted)
+        # and can call MCP tools (an external sink) is refused before any call, naming both
+        from struckdown.errors import FlowError
+
+        with pytest.raises(FlowError, match=r"untrusted text \"noted's tool results\" reaches slot 'noted', "
+                                            r"which can call the external tool 'MCP tools'"):
+            sd.complete(template, context, **options)
+        assert ctx.script.calls == []
+        return
     _check(pair, sd.complete(template, context, **options), ctx)
     ctx, template, context, options = _setup(pair, notes_url)
     results = sd.complete_batch(template, [context, context], concurrency=2, **options)
