@@ -37,8 +37,10 @@ def test_a_list_answer_has_one_element_per_item(model: Any) -> None:
 @pytest.mark.alone  # with another test's request queued on the server's one slot, 3 s pass before a token
 def test_max_seconds_ends_a_runaway_poem(model: Any) -> None:
     """Item 17: a long free-text answer at temperature 1.5 is cut at its deadline, kept, flagged."""
-    result = sd.complete("Write a very long poem about the sea. [[poem|temperature=1.5, max_tokens=4096]]", model=model,
-                         max_seconds=3)  # fmt: skip
+    result = sd.complete(  # the loop guard off: a poem it cut as a loop would end before its deadline
+        "Write a very long poem about the sea. [[poem|temperature=1.5, max_tokens=4096, loop_guard=false]]",
+        model=model, max_seconds=3,
+    )
     slot = result.results["poem"]
     assert slot.truncated and slot.output  # the text so far
     assert slot.elapsed_ms < 30_000
