@@ -55,8 +55,9 @@ from .flow_run import answer_labels, check_run_flow, flow_run, with_labels
 from .guards import GuardBoard
 from .ledger import RunLedger
 from .prompt_cache import plan_prompt_cache
+from .resolve import evaluate_option, output_for, resolve_plan
 from .settings import RunSettings
-from .slot import SlotEnv, evaluate_option, output_for, resolve_plan, run_model_slot
+from .slot import SlotEnv, run_model_slot
 from .slot_run import entered
 from .tool_checks import check_tool_names
 from .tools import ModelCallHook

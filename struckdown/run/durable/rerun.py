@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from ...plan import Program, SlotPlan
     from ...results import SlotResult
     from ...types import OutputSpec
-    from ..slot import Resolved, SlotEnv
+    from ..resolve import Resolved
+    from ..slot import SlotEnv
     from .effects import EffectJournal
 
 #: Bumped when what the key covers changes (old answers then simply run again).
