@@ -176,6 +176,27 @@ def slot_of_note(exc: BaseException) -> str | None:
     return None
 
 
+class SlotBlame:
+    """`with SlotBlame(slot):` an error leaving a slot names it: a struckdown error in its
+    `slot`, any other with a PEP 678 note (`slot_note`). A class: entered once per slot."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: str) -> None:
+        self.slot = slot
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, trace: Any) -> None:
+        if isinstance(exc, StruckdownError):
+            if exc.slot is None:
+                exc.slot = self.slot
+        elif isinstance(exc, Exception) and slot_of_note(exc) is None:
+            exc.add_note(slot_note(self.slot))
+        return None  # the error goes on as it is
+
+
 def error_slot(exc: BaseException) -> str | None:
     """The slot (or action) an error came from: `.slot` of struckdown's errors, the
     note of any other."""

@@ -8,6 +8,7 @@ the renamed fields read under their 0.x names (`slot_key`, `segment_index`, ...)
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Union
 
@@ -278,6 +279,21 @@ class SlotFallback(_Event):
 def stamp_segment(event: Any, index: int) -> None:
     """Record on an event the segment its slot is in (read back as `segment_index`)."""
     object.__setattr__(event, "_segment", index)
+
+
+def stamping(emit: Callable[[Any], Awaitable[None]], program: Any) -> Callable[[Any], Awaitable[None]]:
+    """`emit` that records on each slot event the segment its slot is in (0.x's `segment_index`)."""
+    segment_of: dict[str, int] = program.memo.get("segment_of") or program.memo.setdefault(
+        "segment_of", {key: seg.index for seg in program.segments for key in seg.keys}
+    )
+
+    async def stamped(event: Any) -> None:
+        index = segment_of.get(getattr(event, "slot", None) or "")
+        if index:
+            stamp_segment(event, index)
+        await emit(event)
+
+    return stamped
 
 
 _OLD_NAMES = (("slot_key", "slot"), ("segment_index", "segment"), ("segment_name", "name"))

@@ -23,14 +23,12 @@ from ..codec import as_text
 from ..errors import (
     BudgetExceeded,
     Halted,
-    StruckdownError,
+    SlotBlame,
     TemplateRuntimeError,
     error_slot,
     exception_text,
     find_error,
     first_error,
-    slot_note,
-    slot_of_note,
 )
 from ..incremental import (
     CheckpointReached,
@@ -38,7 +36,7 @@ from ..incremental import (
     ProcessingError,
     SlotCompleted,
     SlotRetracted,
-    stamp_segment,
+    stamping,
 )
 from ..labels import split_context
 from ..observe import slot_span
@@ -89,7 +87,7 @@ class Run:
         )
         self.variables = dict(self.context)
         if len(self.program.segments) > 1:  # 0.x's `segment_index` on slot events (0 unless stamped)
-            self.emit = _stamping(self.emit, self.program)
+            self.emit = stamping(self.emit, self.program)
         # only the answers a later segment waits for get an Event (an anyio.Event costs ~20 µs)
         self.ready = {key: anyio.Event() for key in _awaited(self.program)}
         self.guards = GuardBoard({seg.index: list(seg.guards) for seg in self.program.segments})
@@ -226,11 +224,11 @@ class Run:
         """The slot (or action) an error came from."""
         return error_slot(error)
 
-    def blaming(self, slot: str) -> _Blaming:
+    def blaming(self, slot: str) -> SlotBlame:
         """struckdown's own errors leaving a slot name it in `.slot`. Any other error (from
         the model library, a provider SDK, the caller's model function) passes through
         as it is, with only a PEP 678 note naming the slot (`slot_note`)."""
-        return _Blaming(slot)
+        return SlotBlame(slot)
 
     def _segments_to_run(self) -> list[Segment]:
         if self.options.options["stop_at"] is None:
@@ -584,26 +582,6 @@ class Run:
                 self._after(node.key)
 
 
-class _Blaming:
-    """`Run.blaming`'s context manager (a class: entered once per slot, no generator)."""
-
-    __slots__ = ("slot",)
-
-    def __init__(self, slot: str) -> None:
-        self.slot = slot
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, exc: Any, trace: Any) -> None:
-        if isinstance(exc, StruckdownError):
-            if exc.slot is None:
-                exc.slot = self.slot
-        elif isinstance(exc, Exception) and slot_of_note(exc) is None:
-            exc.add_note(slot_note(self.slot))
-        return None  # the error goes on as it is
-
-
 def _awaited(program: Program) -> frozenset[str]:
     """The answers some segment waits for (once per Program)."""
     awaited = program.memo.get("awaited")
@@ -619,18 +597,3 @@ def _cache(cache: Any, stores: dict[Any, Any]) -> Any:
     from ..cache import resolve_cache
 
     return resolve_cache(cache, stores)
-
-
-def _stamping(emit: Callable[[Any], Awaitable[None]], program: Program) -> Callable[[Any], Awaitable[None]]:
-    """`emit` that records on each slot event the segment its slot is in (0.x's `segment_index`)."""
-    segment_of: dict[str, int] = program.memo.get("segment_of") or program.memo.setdefault(
-        "segment_of", {key: seg.index for seg in program.segments for key in seg.keys}
-    )
-
-    async def stamped(event: Any) -> None:
-        index = segment_of.get(getattr(event, "slot", None) or "")
-        if index:
-            stamp_segment(event, index)
-        await emit(event)
-
-    return stamped
